@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class SearchConfig(AppConfig):
+    """The Django side of the STARK engine: runs, nodes, events, jobs, API and pages."""
+
+    name = "search"
+    verbose_name = "Kernel search"

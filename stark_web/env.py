@@ -1,0 +1,134 @@
+"""Typed readers for settings that come from environment variables.
+
+Each helper fails loudly with ``ImproperlyConfigured`` naming the variable, the bad value and
+what would be accepted, so a typo stops start-up instead of running with a surprise.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def envstr(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off.")
+
+
+def envint(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer; set it to a whole number like {default}.") from None
+    if minimum is not None and value < minimum or maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={value} is out of range; allowed: {minimum} to {maximum}.")
+    return value
+
+
+def envlist(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def redis_url(name: str, default: str) -> str:
+    raw = os.environ.get(name, default)
+    parsed = urlparse(raw)
+    if parsed.scheme not in {"redis", "rediss", "unix"} or (parsed.scheme != "unix" and not parsed.hostname):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a Redis URL; use redis://HOST:PORT/DB (e.g. {default}) or unix:///path/to/redis.sock."
+        )
+    try:
+        parsed.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} has a bad port; use redis://HOST:PORT/DB.") from None
+    return raw
+
+
+def database_config(name: str, var_dir: Path) -> dict:
+    """Django DATABASES['default'] from a URL: sqlite:///path (default, WAL mode) or postgres://user:pw@host/db."""
+    default_path = var_dir / "stark.sqlite3"
+    raw = os.environ.get(name, "")
+    if not raw:
+        return sqlite_config(default_path)
+    parsed = urlparse(raw)
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path)
+        if raw.startswith("sqlite:///") and path.startswith("//"):
+            path = path[1:]
+        elif path.startswith("/") and not raw.startswith("sqlite:////"):
+            path = path[1:]  # sqlite:///relative/path.db -> relative to the project
+        if not path:
+            raise ImproperlyConfigured(f"{name}={raw!r} names no file; use sqlite:///var/stark.sqlite3 or sqlite:////abs/path.db.")
+        return sqlite_config(Path(path))
+    if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
+        if not parsed.path.strip("/"):
+            raise ImproperlyConfigured(f"{name}={raw!r} names no database; use postgres://USER:PASSWORD@HOST:5432/DBNAME.")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")),
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": 60,
+        }
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a supported database URL; use sqlite:///var/stark.sqlite3 or postgres://USER:PASSWORD@HOST/DB."
+    )
+
+
+def sqlite_config(path: Path) -> dict:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        },
+        "TEST": {"NAME": str(path.with_name(path.stem + "-test.sqlite3"))},
+    }
+
+
+def secret_key(name: str, production: bool, var_dir: Path) -> str:
+    """SECRET_KEY from the environment; locally generated once and kept under var/."""
+    raw = os.environ.get(name)
+    if raw:
+        if production and len(raw) < 32:
+            raise ImproperlyConfigured(f"{name} is too short for production; use at least 32 random characters.")
+        return raw
+    if production:
+        raise ImproperlyConfigured(
+            f"{name} must be set when STARK_PRODUCTION=1; generate one with "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+        )
+    path = var_dir / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from stark_web import health, views
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("diagnostics/ping", views.diagnostics_ping, name="diagnostics-ping"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/rq/", include("django_rq.urls")),
+    path("admin/", admin.site.urls),
+]
+
+if find_spec("search.urls") is not None:  # the service/UI routes live in the search app
+    urlpatterns.append(path("", include("search.urls")))

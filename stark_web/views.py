@@ -1,0 +1,20 @@
+"""Project-level views: the diagnostics ping (enqueue a job that answers over the websocket)."""
+
+from __future__ import annotations
+
+import secrets
+
+import django_rq
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
+from django.views.decorators.http import require_POST
+
+from stark_web.jobs import ping
+
+
+@login_required
+@require_POST
+def diagnostics_ping(request):
+    token = secrets.token_hex(8)
+    job = django_rq.get_queue("search").enqueue(ping, token, job_timeout=60, result_ttl=300)
+    return JsonResponse({"token": token, "job": job.id}, status=202)

@@ -1,0 +1,159 @@
+"""Shared fixtures: the real Redis that `make test` started, real RQ workers, a real daphne server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """GPU tests skip cleanly on a host without CUDA."""
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    import redis
+
+    url = os.environ.get("REDIS_URL", "")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        pytest.exit(f"Redis at REDIS_URL={url!r} does not answer ({exc}); run the suite with `make test`.", returncode=2)
+    return url
+
+
+@pytest.fixture
+def redis_client(redis_url: str):
+    """A clean Redis database for one test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a worker or server that shares this test's database and Redis."""
+    from django.conf import settings
+
+    env = dict(os.environ)
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        env["DATABASE_URL"] = "sqlite:///" + str(Path(db["NAME"]).resolve())
+    env.update(extra)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class Processes:
+    """Child processes a test started; all are stopped at teardown (whole process groups)."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], log_name: str, **extra_env: str) -> subprocess.Popen:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        with open(ARTIFACTS / f"{log_name}.log", "ab") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(args, cwd=ROOT, env=child_env(**extra_env), stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    procs = Processes()
+    yield procs
+    procs.stop_all()
+
+
+@pytest.fixture
+def start_worker(processes: Processes, redis_url: str) -> Callable[..., subprocess.Popen]:
+    """Start a real RQ worker (django-rq) for the given queues and wait until Redis knows it."""
+
+    def start(*queues: str, name: str | None = None, **env: str) -> subprocess.Popen:
+        import redis
+        from rq import Worker
+
+        queues = queues or ("search", "gpu")
+        name = name or f"test-worker-{os.getpid()}-{len(processes.procs)}"
+        proc = processes.start(
+            [sys.executable, "manage.py", "rqworker", *queues, "--name", name], f"worker-{name}", **env
+        )
+        conn = redis.Redis.from_url(redis_url)
+        deadline = time.monotonic() + 60
+        while not any(w.name == name for w in Worker.all(connection=conn)):
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker {name} exited with {proc.returncode}; see {ARTIFACTS}/worker-{name}.log")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker {name} did not register within 60 s")
+            time.sleep(0.2)
+        return proc
+
+    return start
+
+
+@pytest.fixture
+def daphne_server(processes: Processes, redis_url: str, transactional_db) -> str:
+    """A real daphne (HTTP + websockets) on a free port, sharing the test database; yields its base URL."""
+    port = free_port()
+    proc = processes.start(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "stark_web.asgi:application"],
+        f"daphne-{port}",
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"daphne exited with {proc.returncode}; see {ARTIFACTS}/daphne-{port}.log") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError("daphne did not listen within 60 s") from None
+            time.sleep(0.2)
+    return f"http://127.0.0.1:{port}"

@@ -1,0 +1,37 @@
+"""Meta-test: every environment variable the code reads is in the README's settings table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+READERS = re.compile(
+    r"""(?:env(?:str|bool|int|list|float)|redis_url|database_config|secret_key|os\.environ\.get|os\.getenv|environ\.setdefault)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
+)
+# Read by the tooling or the standard library, not settings of ours.
+NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "PYTHONUNBUFFERED", "STARK_TEST_ARTIFACTS", "HOME", "PATH", "TMPDIR",
+                "CUDA_VISIBLE_DEVICES", "TORCH_EXTENSIONS_DIR", "TRITON_INTERPRET", "USER", "LOGNAME"}
+
+
+def variables_read_by_the_code() -> set[str]:
+    found: set[str] = set()
+    for folder in ("stark_web", "search", "kernels"):
+        for path in (ROOT / folder).rglob("*.py"):
+            found.update(READERS.findall(path.read_text()))
+    return found - NOT_SETTINGS
+
+
+def documented_variables() -> set[str]:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Settings", 1)[1]
+    return set(re.findall(r"^\|\s*`([A-Z][A-Z0-9_]+)`", table, flags=re.M))
+
+
+def test_every_setting_is_documented():
+    missing = variables_read_by_the_code() - documented_variables()
+    assert not missing, f"add these to the README's settings table: {sorted(missing)}"
+
+
+def test_the_scan_finds_the_core_settings():
+    assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG"} <= variables_read_by_the_code()
