@@ -74,7 +74,9 @@ REDIS_URL = redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        # redis-py >= 8 reads with a 5 s socket timeout by default, the same as channels_redis' BZPOPMIN
+        # wait: an idle socket then dies with TimeoutError. Give reads room beyond that wait.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30},
     }
 }
 RQ_QUEUES = {

@@ -1,0 +1,167 @@
+"""Benchmark the offline rules team: `python -m search run PROBLEM --team rules --budget 8 --device cpu`
+over the sample problems, then a table of how each run's best candidate compares with eager.
+
+    .venv/bin/python benchmarks/rules_cpu.py                      # level 1 and 2 samples, budget 8
+    .venv/bin/python benchmarks/rules_cpu.py --update examples/problems/level2/linear_gelu_scale.py
+    .venv/bin/python benchmarks/rules_cpu.py --device cuda examples/problems   # on a GPU host
+
+Writes docs/benchmarks/rules_<device>.json (every run's facts) and .md (the table). With --update, the
+named problems are re-run and merged into the existing results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PROBLEMS = ["examples/problems/level1", "examples/problems/level2"]
+
+
+def problems(paths: list[str]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        p = (ROOT / raw) if not Path(raw).is_absolute() else Path(raw)
+        found += sorted(p.glob("*.py")) if p.is_dir() else [p]
+    return [p for p in found if p.name != "__init__.py"]
+
+
+def run_one(path: Path, budget: int, timing_runs: int, work: Path, extra: list[str],
+            device: str = "cpu") -> dict[str, Any]:
+    """One real CLI run; the record is read back from its tree file."""
+    tree_file = work / f"{path.parent.name}_{path.stem}.json"
+    cmd = [sys.executable, "-m", "search", "run", str(path), "--team", "rules", "--budget", str(budget),
+           "--device", device, "--timing-runs", str(timing_runs), "--out", str(tree_file), "--quiet", *extra]
+    started = time.time()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.time() - started
+    record: dict[str, Any] = {"problem": f"{path.parent.name}/{path.name}", "level": path.parent.name,
+                              "wall_s": round(wall, 1), "exit_code": done.returncode}
+    if not tree_file.exists():
+        record["error"] = (done.stderr or done.stdout)[-2000:]
+        return record
+    tree = json.loads(tree_file.read_text())
+    nodes = tree["nodes"]
+    root = next(n for n in nodes if n["parent"] is None)
+    correct = [n for n in nodes if n["parent"] is not None and n["verdict"] == "pass" and n["runtime_ms"]]
+    best = min(correct, key=lambda n: n["runtime_ms"]) if correct else None
+    baselines = ((best or root).get("result") or {}).get("baselines") or {}
+    eager = baselines.get("eager_ms") or root["runtime_ms"]
+    flags = ((best or {}).get("result") or {}).get("flags") or []
+    record.update({
+        "attempts": len(nodes) - 1,
+        "correct": len(correct),
+        "verdicts": sorted({n["verdict"] or "none" for n in nodes if n["parent"] is not None}),
+        "eager_ms": eager,
+        "compile_ms": baselines.get("compile_ms"),
+        "best_ms": None if best is None else best["runtime_ms"],
+        "speedup_vs_eager": None if best is None else best.get("speedup_vs_eager"),
+        "speedup_vs_compile": None if best is None else best.get("speedup_vs_compile"),
+        "faster_than_eager": bool(best and (best.get("speedup_vs_eager") or 0) > 1.0),
+        "best_recipe": None if best is None else _recipe(best["source"]),
+        "best_flags": flags,
+        "custom_kernel": bool(best) and "no_custom_kernel" not in flags,
+    })
+    return record
+
+
+def cpu_name() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        model = next(ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        model = platform.machine()
+    return f"CPU {model}, {os.cpu_count()} cores (shared)"
+
+
+def gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cuda (unavailable)"
+
+
+def _recipe(source: str) -> str:
+    for line in source.splitlines():
+        if line.startswith("Recipe: "):
+            return line[len("Recipe: "):]
+    return "?"
+
+
+def _x(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    rows = results["problems"]
+    ok = [r for r in rows if r.get("faster_than_eager")]
+    lines = [
+        f"# Rules team on {results['device']}",
+        "",
+        f"Date: {results['date']}. Device: {results['device']}. Command per problem: "
+        f"`python -m search run PROBLEM --team rules --budget {results['budget']} --device {results['run_device']} "
+        f"--timing-runs {results['timing_runs']}` (script: `benchmarks/rules_cpu.py`).",
+        "",
+        f"**Faster than eager: {len(ok)} of {len(rows)} problems.** Timings on a shared 2-core machine are noisy; "
+        "speed-ups near 1.0× are within noise.",
+        "",
+        "| Problem | Eager ms | Best ms | vs eager | vs compile | Best recipe | Correct/attempts | Custom kernel |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['problem']} | — | — | — | — | run failed: {r['error'][-120:]!r} | — | — |")
+            continue
+        lines.append(
+            f"| {r['problem']} | {_ms(r['eager_ms'])} | {_ms(r['best_ms'])} | {_x(r['speedup_vs_eager'])} | "
+            f"{_x(r['speedup_vs_compile'])} | `{r['best_recipe'] or '—'}` | {r['correct']}/{r['attempts']} | "
+            f"{'yes' if r['custom_kernel'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("problems", nargs="*", help="problem files or directories (default: level 1 and 2 samples)")
+    ap.add_argument("--budget", type=int, default=8)
+    ap.add_argument("--timing-runs", type=int, default=30)
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--out", default=None, help="path without suffix (default docs/benchmarks/rules_<device>)")
+    ap.add_argument("--update", action="store_true", help="merge into the existing results instead of replacing")
+    ap.add_argument("--trees", default="/tmp/rules_cpu_trees", help="where the runs' tree files go")
+    ap.add_argument("--extra", default="", help="extra flags for `python -m search run`, space separated")
+    args = ap.parse_args(argv)
+    out = Path(args.out or ROOT / "docs" / "benchmarks" / f"rules_{args.device.split(':')[0]}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(args.trees)
+    work.mkdir(parents=True, exist_ok=True)
+    previous: dict[str, Any] = {}
+    if args.update and out.with_suffix(".json").exists():
+        previous = {r["problem"]: r for r in json.loads(out.with_suffix(".json").read_text())["problems"]}
+    for path in problems(args.problems or DEFAULT_PROBLEMS):
+        record = run_one(path, args.budget, args.timing_runs, work, args.extra.split(), args.device)
+        previous[record["problem"]] = record
+        print(json.dumps(record), flush=True)
+        results = {
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "device": cpu_name() if args.device == "cpu" else gpu_name(),
+            "budget": args.budget, "timing_runs": args.timing_runs, "run_device": args.device,
+            "problems": sorted(previous.values(), key=lambda r: r["problem"]),
+        }
+        out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+        out.with_suffix(".md").write_text(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""On-disk caches: reference outputs, problem summaries, baselines, device ceilings and built extensions.
+
+Location: the `cache_dir` setting, else $STARK_CACHE_DIR, else `var/cache/kernels` under the working directory.
+Writes are atomic (write to a temp file, then rename), so concurrent evaluations never read half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def cache_root(configured: str | None = None) -> Path:
+    root = Path(configured or os.environ.get("STARK_CACHE_DIR") or Path.cwd() / "var" / "cache" / "kernels")
+    root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
+
+
+FORMAT = 2  # bump when what the caches hold changes shape
+
+
+def sha(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts (problem source, seeds, device, ...) and the cache format."""
+    digest = hashlib.sha256(f"format-{FORMAT}".encode())
+    for part in parts:
+        digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()[:24]
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def host_key(device: str) -> str:
+    """Ceilings belong to one machine's device: the hostname plus the device string."""
+    return f"{socket.gethostname()}-{device.replace(':', '')}-v{FORMAT}"
+
+
+def read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def torch_version() -> str:
+    """torch's version without importing torch (the parent may stay torch-free until it compares tensors)."""
+    try:
+        from importlib.metadata import version
+
+        return version("torch")
+    except Exception:
+        return "unknown"

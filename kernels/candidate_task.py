@@ -1,0 +1,144 @@
+"""Child-side run of one candidate: build, correctness trials with probes, timing, post-timing re-check.
+
+Outputs are saved to outputs.pt in the work dir and judged by the parent against reference outputs made in
+another process; this process only reports facts (times, probe findings), never a verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernels import loading, probes, timing
+from kernels.reference_task import HarnessFailure, load_problem
+from kernels.worker import Channel, redirect_output
+
+_sleep = time.sleep
+
+
+def snapshot(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Copies to host memory, taken on the current stream only (unsynchronized side-stream work is missed)."""
+    return [o.detach().to("cpu", copy=True) for o in outputs]
+
+
+def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def build(task: dict[str, Any], work_dir: Path, device: torch.device) -> torch.nn.Module:
+    try:
+        module = loading.load_module(task["candidate_source"], "candidate", work_dir)
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("build_error", f"the candidate failed to build/import: {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, "ModelNew", None)
+    if not isinstance(cls, type):
+        raise HarnessFailure("build_error", "the candidate defines no `class ModelNew(nn.Module)`; define it with "
+                             "the same constructor and forward() as the problem's Model")
+    return cls
+
+
+def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
+    device = torch.device(task["device"])
+    cuda = device.type == "cuda"
+    problem = load_problem(task, work_dir)
+    guard = probes.HarnessSnapshot()
+    channel.phase("build")
+    cls = build(task, work_dir, device)
+    redirect_output(work_dir / "run.log")
+    channel.phase("run")
+    try:
+        model = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("runtime_error", f"ModelNew(*get_init_inputs()) raised {type(exc).__name__}: {exc}") from exc
+    facts: dict[str, Any] = {"aliasing": [], "mutations": [], "late_changes": [], "buffer_reuse": [],
+                             "threads": [], "patched": guard.changes()}
+    seeds = task["seeds"]
+    trials: list[list[torch.Tensor]] = []
+    previous: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+    for index, seed in enumerate(seeds[:-1]):
+        inputs = loading.make_inputs(problem, seed, device)
+        copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        threads_before = {t.ident for t in threading.enumerate()}
+        outputs = call(model, inputs, f"trial {index} (seed {seed})")
+        first = snapshot(outputs)
+        started = probes.new_threads(threads_before)
+        for thread in started:
+            thread.join(timeout=2.0)
+        if cuda:
+            torch.cuda.synchronize(device)
+        _sleep(0.02 if started else 0.0)
+        if not same(first, snapshot(outputs)):
+            facts["late_changes"].append(f"trial {index}: outputs changed after forward() returned")
+        if started:
+            facts["threads"].append(f"trial {index}: forward() left {len(started)} thread(s) running")
+        facts["aliasing"] += [f"trial {index}: {m}" for m in probes.aliasing(outputs, inputs)]
+        facts["mutations"] += [f"trial {index}: {m}" for m in probes.mutations(inputs, copies)]
+        if previous is not None:
+            old_outputs, old_snapshot = previous
+            if not same(snapshot(old_outputs), old_snapshot):
+                facts["buffer_reuse"].append(f"trial {index}: forward() overwrote the outputs of the previous call "
+                                             "(it returns one reused buffer)")
+        previous = (outputs, first)
+        trials.append(first)
+    del previous
+    channel.send("progress", step="correctness", trials=len(trials))
+    facts.update(op_probe(model, problem, seeds[0], device, task))
+    facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
+    channel.phase("timing")
+    inputs = loading.make_inputs(problem, seeds[0], device)
+    with torch.no_grad():
+        stats, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
+                                                  task["timing"]["warmup"], task["timing"]["flush"])
+    timed = snapshot(loading.flatten_outputs(last))
+    fresh = loading.make_inputs(problem, seeds[-1], device)
+    for old, new in zip(inputs, fresh):  # same tensors, new values: an input-keyed cache must now miss
+        if isinstance(old, torch.Tensor):
+            old.copy_(new)
+    recheck = snapshot(call(model, inputs, "post-timing re-check"))
+    if cuda:
+        torch.cuda.synchronize(device)
+    facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
+    facts["precision_switches"] = {k: [guard.tf32[k], v] for k, v in probes.precision_switches().items()
+                                   if guard.tf32[k] != v}
+    torch.save({"trials": trials, "timed": timed, "recheck": recheck}, task["outputs_path"])
+    channel.send("result", timing=stats, times_ms=times, facts=facts)
+
+
+def call(model: torch.nn.Module, inputs: list[Any], what: str) -> list[torch.Tensor]:
+    try:
+        with torch.no_grad():
+            return loading.flatten_outputs(model(*inputs))
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("runtime_error", f"ModelNew.forward raised {type(exc).__name__} in {what}: {exc}") from exc
+
+
+def op_probe(model: torch.nn.Module, problem: Any, seed: int, device: torch.device,
+             task: dict[str, Any]) -> dict[str, Any]:
+    """One extra call under an op recorder and a custom-kernel tracer (for the no-custom-kernel/precision flags)."""
+    inputs = loading.make_inputs(problem, seed, device)
+    recorder = probes.OpRecorder()
+    tracer = probes.CustomKernelTracer([task["extensions_dir"], str(Path.cwd()), os.environ.get("TRITON_CACHE_DIR", "")])
+    try:
+        with tracer, recorder, torch.no_grad():
+            model(*inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except BaseException as exc:  # noqa: BLE001 - the probe is best effort; the trials already passed this code
+        return {"ops": None, "op_dtypes": None, "custom_calls": sorted(tracer.calls),
+                "op_probe_error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"ops": sorted(recorder.ops), "op_dtypes": sorted(recorder.dtypes), "custom_calls": sorted(tracer.calls)}

@@ -1,0 +1,74 @@
+"""Parent-side comparison of candidate outputs with reference outputs (tolerances, shapes, dtypes, NaN/Inf)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Comparison:
+    """One trial's outcome: ok, the worst errors, and the fraction of the tolerance the worst element used."""
+
+    ok: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    tolerance_used: float = 0.0
+    reason: str = ""
+
+
+def compare(candidate: list[torch.Tensor], reference: list[torch.Tensor], dtypes: list[str] | None,
+            atol: float, rtol: float) -> Comparison:
+    if len(candidate) != len(reference):
+        return Comparison(False, reason=f"forward() returned {len(candidate)} output(s), expected {len(reference)}")
+    result = Comparison(True)
+    for i, (got, want) in enumerate(zip(candidate, reference)):
+        if not isinstance(got, torch.Tensor):
+            return Comparison(False, reason=f"output {i} is not a tensor")
+        if tuple(got.shape) != tuple(want.shape):
+            return Comparison(False, reason=f"output {i} has shape {list(got.shape)}, expected {list(want.shape)}")
+        expected_dtype = dtypes[i] if dtypes else str(want.dtype)
+        if str(got.dtype) != expected_dtype:
+            return Comparison(False, reason=f"output {i} has dtype {got.dtype}, expected {expected_dtype}")
+        if got.numel() == 0:
+            continue
+        wide = torch.float64 if want.dtype == torch.float64 or got.dtype == torch.float64 else torch.float32
+        g = got.to(wide) if not got.is_complex() else got
+        w = want.to(wide) if not want.is_complex() else want
+        if (got.is_floating_point() or got.is_complex()) and not bool(torch.isfinite(g).all()):
+            bad = int((~torch.isfinite(g)).sum())
+            return Comparison(False, reason=f"output {i} contains {bad} NaN/Inf value(s); NaN/Inf never pass")
+        diff = (g - w).abs()
+        limit = atol + rtol * w.abs()
+        used = float((diff / limit.clamp_min(1e-30)).max()) if atol or rtol else float(diff.max() > 0)
+        max_abs = float(diff.max())
+        max_rel = float((diff / w.abs().clamp_min(1e-12)).max())
+        result.max_abs = max(result.max_abs, max_abs)
+        result.max_rel = max(result.max_rel, max_rel)
+        result.tolerance_used = max(result.tolerance_used, used)
+        if not bool((diff <= limit).all()):
+            count = int((diff > limit).sum())
+            result.ok = False
+            result.reason = result.reason or (
+                f"output {i}: {count} of {got.numel()} values outside atol={atol} rtol={rtol} "
+                f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g})")
+    return result
+
+
+def identical(a: list[Any], b: list[Any]) -> bool:
+    """Bitwise-equal outputs (NaNs in the same places count as equal)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            return False
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point():
+            if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True

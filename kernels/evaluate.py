@@ -1,0 +1,83 @@
+"""`evaluate(problem, candidate, settings) -> EvalResult`: the whole judged path for one candidate."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from typing import Any
+
+from kernels import cache, judge
+from kernels.loading import check_problem_source
+from kernels.reference import BASELINE_KEYS, ensure_reference, worker_env
+from kernels.result import EvalResult
+from kernels.sandbox import run_worker
+from kernels.settings import EvalSettings
+
+
+def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None
+             ) -> EvalResult:
+    """Judge one candidate; raises ProblemError when the problem itself is invalid (never for a bad candidate)."""
+    start = time.monotonic()
+    settings = EvalSettings.coerce(settings)
+    check_problem_source(problem_source)
+    reference, environment = ensure_reference(problem_source, settings)
+    root = cache.cache_root(settings.cache_dir)
+    scratch = root / "candidates" / cache.source_hash(candidate_source)
+    for sub in ("torch_extensions", "triton", "inductor", "xdg"):
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    work_dir = root / "work" / uuid.uuid4().hex[:12]
+    task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
+            "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
+            "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(scratch),
+            "memory_limit_mb": settings.memory_limit_mb,
+            "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
+    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s, "run": settings.run_timeout_s,
+                "timing": settings.run_timeout_s}
+    try:
+        run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
+                         memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],
+                         env=worker_env(root, scratch))
+        result = judge.judge(settings, run, reference, work_dir / "outputs.pt")
+        result.logs = {"build": run.logs["build"],
+                       "run": "\n".join(t for t in (run.logs["run"], run.logs["worker"]) if t.strip())}
+        env_message = run.last("environment")
+        result.environment = {**environment, **(env_message["environment"] if env_message else {}),
+                              "sandbox": run.sandbox}
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    attach_speed(result, reference, settings)
+    result.wall_s = round(time.monotonic() - start, 3)
+    return result
+
+
+def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalSettings) -> None:
+    """Baselines, speed-ups (pass only) and roofline figures, with the beyond-roofline flag."""
+    base = {key: None for key in BASELINE_KEYS.values()}
+    for kind, value in reference.baselines.items():
+        if kind in BASELINE_KEYS and kind in settings.baselines:
+            base[BASELINE_KEYS[kind]] = value.get("ms")
+    result.baselines = base if settings.baselines else None  # type: ignore[assignment]
+    if result.timing is None:
+        return
+    ms = result.timing["median_ms"]
+    if result.verdict == "pass" and ms > 0:
+        if base["eager_ms"]:
+            result.speedup_vs_eager = round(base["eager_ms"] / ms, 4)
+        if base["compile_ms"]:
+            result.speedup_vs_compile = round(base["compile_ms"] / ms, 4)
+    if not settings.roofline:
+        return
+    figures, _ = judge.roofline_figures(reference, ms, settings)
+    _, beyond = judge.roofline_figures(reference, result.timing["min_ms"], settings)
+    result.roofline = figures  # type: ignore[assignment]
+    if figures and result.verdict == "pass":
+        if beyond:
+            result.flags.append("beyond_roofline")
+            detail = (f"{result.timing['min_ms']:.4g} ms is {figures['pct_of_peak']:.0f}% of the {figures['bound']} "
+                      "roofline bound: faster than this device can move/compute the data (bug or exploit)")
+            result.integrity.append({"name": "beyond_roofline", "status": "flag", "detail": detail})
+            result.reasons.append("flag beyond_roofline: " + detail)
+        else:
+            result.integrity.append({"name": "beyond_roofline", "status": "pass",
+                                     "detail": f"{figures['pct_of_peak']:.1f}% of the {figures['bound']} roofline"})

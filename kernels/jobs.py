@@ -1,0 +1,20 @@
+"""RQ job for the "gpu" queue: pure function of (problem, candidate, settings) -> EvalResult.to_dict()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.errors import ProblemError
+from kernels.evaluate import evaluate
+from kernels.result import EvalResult
+from kernels.settings import EvalSettings
+
+
+def evaluate_job(problem_source: str, candidate_source: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """No database access. A bad problem yields a runtime_error result whose reason starts with "problem:"."""
+    parsed = EvalSettings.from_dict(settings)
+    try:
+        return evaluate(problem_source, candidate_source, parsed).to_dict()
+    except ProblemError as exc:
+        return EvalResult(verdict="runtime_error", reasons=[f"problem: {exc.message}"], settings=parsed.to_dict(),
+                          logs={"build": "", "run": exc.log}).to_dict()

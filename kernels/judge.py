@@ -1,0 +1,193 @@
+"""Parent-side verdict: from a worker run and the reference data to an EvalResult with named integrity checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernels import correctness, probes, roofline
+from kernels.result import Check, EvalResult
+from kernels.sandbox import WorkerRun
+from kernels.settings import EvalSettings
+
+LOW_PRECISION = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
+
+
+@dataclass
+class Reference:
+    """What the reference side produced (possibly from cache) for one problem, device and seed set."""
+
+    outputs_path: Path
+    summary: dict[str, Any]
+    ops: list[str]
+    op_dtypes: list[str]
+    baselines: dict[str, Any] = field(default_factory=dict)
+    ceilings: dict[str, Any] | None = None
+
+
+def check(name: str, status: str, detail: str) -> Check:
+    return {"name": name, "status": status, "detail": detail}
+
+
+def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[str]] | None:
+    """Timeouts, memory, crashes, build and runtime errors, before any output is looked at."""
+    if run.timed_out_phase:
+        if run.timed_out_phase in ("start", "build"):
+            return "timeout", [f"building/importing the candidate took longer than build_timeout_s="
+                               f"{settings.build_timeout_s:g} s; the process group was killed"]
+        return "timeout", [f"the candidate's {run.timed_out_phase} phase took longer than run_timeout_s="
+                           f"{settings.run_timeout_s:g} s (hang or far too slow); the process group was killed"]
+    if run.memory_exceeded_mb:
+        return "runtime_error", [f"the candidate used {run.memory_exceeded_mb:.0f} MB, more than memory_limit_mb="
+                                 f"{settings.memory_limit_mb}; the process group was killed"]
+    error = run.last("error")
+    if error:
+        kind = error.get("kind")
+        if kind == "build_error":
+            return "build_error", [error["message"]]
+        if kind == "memory":
+            return "runtime_error", [f"the candidate ran out of memory (memory_limit_mb={settings.memory_limit_mb})"]
+        return "runtime_error", [error["message"]]
+    if not run.last("result"):
+        return "runtime_error", [f"the candidate process {run.exit_description()} during its {run.phase} phase, "
+                                 "before reporting results (crash, os._exit or a killed interpreter)"]
+    return None
+
+
+def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: Path) -> EvalResult:
+    import torch
+
+    result = EvalResult(verdict="pass", settings=settings.to_dict())
+    checks: list[Check] = []
+    if run.forged:
+        checks.append(check("forged_result", "fail", f"{len(run.forged)} unauthenticated message(s) were written to "
+                            f"the harness's result channel, e.g. {run.forged[0][:120]!r}"))
+    failure = process_failure(run, settings)
+    if failure:
+        result.verdict, result.reasons = failure
+        if checks:
+            result.verdict = "rejected"
+            result.reasons = ["forged_result: the candidate wrote to the harness's result channel", *result.reasons]
+        result.integrity = checks
+        return result
+    checks.append(check("forged_result", "pass", "only authenticated harness messages were received"))
+    message = run.last("result") or {}
+    facts = message.get("facts", {})
+    saved = torch.load(outputs_path, weights_only=True)
+    reference = torch.load(ref.outputs_path, weights_only=True)
+    ref_outputs, ref_dtypes, seeds = reference["outputs"], reference["dtypes"], reference["seeds"]
+    trial_seeds = seeds[:-1]
+    comparisons = [correctness.compare(got, want, ref_dtypes, settings.atol, settings.rtol)
+                   for got, want in zip(saved["trials"], ref_outputs[:-1])]
+    failing = next((i for i, c in enumerate(comparisons) if not c.ok), None)
+    result.correctness = {
+        "trials": len(comparisons), "passed": sum(c.ok for c in comparisons), "atol": settings.atol,
+        "rtol": settings.rtol, "max_abs_error": max((c.max_abs for c in comparisons), default=None),
+        "max_rel_error": max((c.max_rel for c in comparisons), default=None), "seeds": trial_seeds,
+        "failing_seed": trial_seeds[failing] if failing is not None else None,
+    }
+    reasons: list[str] = []
+    if failing is not None:
+        reasons.append(f"incorrect on trial {failing} (seed {trial_seeds[failing]}): {comparisons[failing].reason}")
+    checks += integrity_checks(facts, saved, ref_outputs, ref_dtypes, settings, trials_ok=failing is None)
+    flags, flag_checks = flag_checks_for(facts, ref, comparisons, ref_dtypes, settings, message.get("timing"))
+    checks += flag_checks
+    result.integrity = checks
+    result.flags = flags
+    result.timing = message.get("timing")
+    failed = [c for c in checks if c["status"] == "fail"]
+    if failed:
+        result.verdict = "rejected"
+        result.reasons = [f"{c['name']}: {c['detail']}" for c in failed] + reasons
+    elif failing is not None:
+        result.verdict = "incorrect"
+        result.reasons = reasons
+    else:
+        result.reasons = [f"correct on {len(comparisons)} trials (max abs error "
+                          f"{result.correctness['max_abs_error']:.3g})"]
+        result.reasons += [f"flag {c['name']}: {c['detail']}" for c in checks if c["status"] == "flag"]
+    return result
+
+
+def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: list[Any], ref_dtypes: list[str],
+                     settings: EvalSettings, trials_ok: bool) -> list[Check]:
+    out: list[Check] = []
+
+    def listed(name: str, key: str, ok: str) -> None:
+        found = facts.get(key) or []
+        out.append(check(name, "fail", "; ".join(found[:3])) if found else check(name, "pass", ok))
+
+    listed("harness_patched", "patched", "timer, torch and harness functions are unchanged")
+    if facts.get("patched"):
+        out[-1]["detail"] = "the candidate replaced " + ", ".join(facts["patched"][:6])
+    listed("output_aliases_input", "aliasing", "no output shares memory with an input")
+    listed("mutates_inputs", "mutations", "inputs are unchanged after forward()")
+    listed("output_buffer_reused", "buffer_reuse", "each call returned fresh output memory")
+    listed("work_after_return", "late_changes", "outputs were final when forward() returned"
+           + ("; " + "; ".join(facts["threads"][:2]) if facts.get("threads") else ""))
+    trials = saved["trials"]
+    stale = [i for i in range(1, len(trials)) if correctness.identical(trials[i], trials[i - 1])
+             and not correctness.identical(ref_outputs[i], ref_outputs[i - 1])]
+    out.append(check("output_ignores_inputs", "fail",
+                     f"trials {stale[0] - 1} and {stale[0]} had different inputs but identical outputs "
+                     "(cached or constant output)") if stale else
+               check("output_ignores_inputs", "pass", "outputs changed whenever the inputs changed"))
+    timed = correctness.compare(saved["timed"], ref_outputs[0], ref_dtypes, settings.atol, settings.rtol)
+    recheck = correctness.compare(saved["recheck"], ref_outputs[-1], ref_dtypes, settings.atol, settings.rtol)
+    if not trials_ok:
+        out.append(check("timed_outputs_correct", "skipped", "the correctness trials already failed"))
+    elif not timed.ok:
+        out.append(check("timed_outputs_correct", "fail", f"the last timed run's output is wrong: {timed.reason}"))
+    elif not recheck.ok:
+        out.append(check("timed_outputs_correct", "fail", "after timing, new values written into the same input "
+                         f"tensors gave a wrong output (input-keyed cache?): {recheck.reason}"))
+    else:
+        out.append(check("timed_outputs_correct", "pass", "timed-run outputs and the post-timing re-check are correct"))
+    return out
+
+
+def flag_checks_for(facts: dict[str, Any], ref: Reference, comparisons: list[correctness.Comparison],
+                    ref_dtypes: list[str], settings: EvalSettings,
+                    timing: dict[str, Any] | None) -> tuple[list[str], list[Check]]:
+    flags: list[str] = []
+    out: list[Check] = []
+    ops = facts.get("ops")
+    if ops is None:
+        out.append(check("no_custom_kernel", "skipped", f"op probe failed: {facts.get('op_probe_error', '?')}"))
+    else:
+        mine, theirs = probes.compute_ops(set(ops)), probes.compute_ops(set(ref.ops))
+        custom_ns = [o for o in ops if "::" in o]
+        custom = sorted(set(facts.get("custom_calls", [])) | set(custom_ns))
+        if not custom and mine and mine <= theirs:
+            flags.append("no_custom_kernel")
+            out.append(check("no_custom_kernel", "flag", "forward() only calls the reference's own torch ops ("
+                             + ", ".join(sorted(mine)[:6]) + ") and no custom kernel"))
+        else:
+            out.append(check("no_custom_kernel", "pass", "custom work: " + ", ".join(custom[:4]) if custom else
+                             "uses ops the reference does not: " + ", ".join(sorted(mine - theirs)[:4])))
+    lowered: list[str] = []
+    if facts.get("precision_switches"):
+        lowered.append("changed " + ", ".join(facts["precision_switches"]))
+    low = set(facts.get("op_dtypes") or []) & LOW_PRECISION - set(ref.op_dtypes)
+    if low:
+        lowered.append("computes in " + ", ".join(sorted(low)) + " where the reference does not")
+    wide = all(d in ("torch.float32", "torch.float64") for d in ref_dtypes)
+    used = max((c.tolerance_used for c in comparisons if c.ok), default=0.0)
+    if wide and used > settings.precision_flag_fraction:
+        lowered.append(f"its error uses {used:.0%} of the tolerance (float32 reorderings stay far below "
+                       f"{settings.precision_flag_fraction:.0%})")
+    if lowered:
+        flags.append("precision_lowered")
+        out.append(check("precision_lowered", "flag", "; ".join(lowered)))
+    else:
+        out.append(check("precision_lowered", "pass", f"worst error used {used:.2%} of the tolerance"))
+    return flags, out
+
+
+def roofline_figures(ref: Reference, ms: float, settings: EvalSettings) -> tuple[dict[str, Any] | None, bool]:
+    if not ref.ceilings or not ref.summary.get("flops") and not ref.summary.get("bytes"):
+        return None, False
+    dtype = next((o["dtype"] for o in ref.summary.get("outputs", []) if "dtype" in o), "float32")
+    return roofline.assess(ref.summary.get("flops") or 0.0, ref.summary.get("bytes") or 0.0, ms, ref.ceilings,
+                           dtype, settings.roofline_margin)

@@ -1,0 +1,120 @@
+"""Parent side of the reference: what is cached, and one reference worker for whatever is missing.
+
+Cache keys: outputs per (problem hash, seeds, device, reference dtype, torch version); summary and op set per
+(problem hash, device, seed, torch version); baselines per (problem hash, device, torch version, timing
+protocol); device ceilings per (host, device).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kernels import cache
+from kernels.errors import ProblemError
+from kernels.judge import Reference
+from kernels.sandbox import WorkerRun, run_worker
+from kernels.settings import EvalSettings
+
+BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
+
+
+def worker_env(root: Path, scratch: Path) -> dict[str, str]:
+    return {"TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"), "TRITON_CACHE_DIR": str(scratch / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"), "XDG_CACHE_HOME": str(scratch / "xdg"),
+            "STARK_CACHE_DIR": str(root)}
+
+
+def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> ProblemError:
+    log = run.log[-4000:]
+    if run.timed_out_phase:
+        limit = settings.build_timeout_s if run.timed_out_phase == "start" else settings.run_timeout_s
+        return ProblemError(f"the problem did not finish {what} within {limit:g} s (phase {run.timed_out_phase}); "
+                            "remove the hang or lower the sizes in get_inputs(), or raise the timeout", log)
+    if run.memory_exceeded_mb:
+        return ProblemError(f"the problem needs more than memory_limit_mb={settings.memory_limit_mb} MB "
+                            f"({run.memory_exceeded_mb:.0f} MB seen); lower the sizes or raise memory_limit_mb", log)
+    error = run.last("error")
+    if error:
+        if error.get("kind") in ("memory", "problem_memory"):
+            return ProblemError(f"the problem ran out of memory ({error['message']}); lower the sizes in "
+                                f"get_inputs() or raise memory_limit_mb (now {settings.memory_limit_mb})", log)
+        if error.get("kind") == "problem_error":
+            return ProblemError(error["message"], error.get("traceback", "") + log)
+        return ProblemError(f"the problem failed: {error['message']}", error.get("traceback", "") + log)
+    return ProblemError(f"the problem's process {run.exit_description()} while {what}; check the problem's "
+                        "module-level code and forward()", log)
+
+
+def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict[str, Any],
+                         outputs_path: Path | None) -> WorkerRun:
+    root = cache.cache_root(settings.cache_dir)
+    scratch = root / "reference-scratch"
+    for sub in ("torch_extensions", "triton", "inductor", "xdg"):
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    (root / "reference").mkdir(parents=True, exist_ok=True)
+    work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    task = {"kind": "reference" if want else "inspect", "problem_source": problem_source, "device": settings.device,
+            "seed": settings.seed, "seeds": settings.trial_seeds(), "reference_dtype": settings.reference_dtype,
+            "want": want, "outputs_path": str(outputs_path) if outputs_path else None,
+            "memory_limit_mb": settings.memory_limit_mb,
+            "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
+    timeouts = {"start": settings.build_timeout_s, "run": settings.run_timeout_s, "ceilings": 120.0,
+                "baseline": settings.build_timeout_s + settings.run_timeout_s}
+    try:
+        return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
+                          memory_limit_mb=settings.memory_limit_mb, writable=[root / "reference", scratch],
+                          hidden=[root], env=worker_env(root, scratch))
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def ensure_reference(problem_source: str, settings: EvalSettings,
+                     baselines: tuple[str, ...] | None = None, outputs: bool = True,
+                     ) -> tuple[Reference, dict[str, Any]]:
+    """Reference outputs, summary, op set, baselines and ceilings: from cache, computing only what is missing."""
+    root = cache.cache_root(settings.cache_dir)
+    phash, tv = cache.source_hash(problem_source), cache.torch_version()
+    baselines = settings.baselines if baselines is None else baselines
+    outputs_path = root / "reference" / (cache.sha(phash, settings.trial_seeds(), settings.device,
+                                                   settings.reference_dtype, settings.seed, tv) + ".pt")
+    meta_path = root / "problems" / (cache.sha(phash, settings.device, settings.seed, tv) + ".json")
+    base_path = root / "baselines" / (cache.sha(phash, settings.device, settings.seed, tv, settings.timing_runs,
+                                                settings.warmup_runs, settings.flush_cache) + ".json")
+    ceil_path = root / "ceilings" / (cache.host_key(settings.device) + ".json")
+    meta = cache.read_json(meta_path) or {}
+    cached_baselines = cache.read_json(base_path) or {}
+    ceilings = cache.read_json(ceil_path)
+    want: dict[str, Any] = {"outputs": outputs and not outputs_path.exists(), "summary": "summary" not in meta,
+                            "ops": "ops" not in meta, "ceilings": settings.roofline and ceilings is None,
+                            "baselines": [b for b in baselines if b not in cached_baselines]}
+    environment: dict[str, Any] = meta.get("environment", {})
+    if any(want.values()):
+        run = run_reference_worker(problem_source, settings, want, outputs_path)
+        if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+            raise problem_failure(run, settings, "computing its reference outputs")
+        for message in run.messages:
+            kind = message["type"]
+            if kind == "summary":
+                meta["summary"] = message["summary"]
+            elif kind == "ops":
+                meta["ops"], meta["op_dtypes"] = message["ops"], message["dtypes"]
+            elif kind == "environment":
+                meta["environment"] = environment = message["environment"]
+            elif kind == "ceilings":
+                ceilings = message["ceilings"]
+                cache.write_json(ceil_path, ceilings)
+            elif kind == "baseline":
+                cached_baselines[message["kind"]] = {k: message[k] for k in ("ms", "timing", "setup_s", "note")}
+        cache.write_json(meta_path, meta)
+        if want["baselines"]:
+            cache.write_json(base_path, cached_baselines)
+    bad = meta["summary"].get("nonfinite_outputs")
+    if bad:
+        raise ProblemError(f"the reference Model returns NaN/Inf in output(s) {bad} for random inputs, so no "
+                           "candidate could pass; fix forward() or get_inputs()")
+    reference = Reference(outputs_path=outputs_path, summary=meta["summary"], ops=meta["ops"],
+                          op_dtypes=meta["op_dtypes"], baselines=cached_baselines, ceilings=ceilings)
+    return reference, environment

@@ -1,0 +1,188 @@
+"""Child-side work on the reference model only: problem summary, reference outputs, op set, baselines, ceilings.
+
+The candidate never runs in this process, so it can neither read these outputs from memory nor alter them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernels import loading, probes, roofline, timing
+from kernels.worker import Channel
+
+
+class HarnessFailure(Exception):
+    """A failure the parent classifies by `harness_kind` (problem_error, build_error, runtime_error, ...)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.harness_kind = kind
+
+
+def load_problem(task: dict[str, Any], work_dir: Path) -> Any:
+    try:
+        module = loading.load_module(task["problem_source"], "problem", work_dir)
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("problem_error", f"importing the problem raised {type(exc).__name__}: {exc}; "
+                             "fix the module-level code of the problem file") from exc
+    for piece, text in loading.PROBLEM_PIECES.items():
+        if not hasattr(module, piece):
+            raise HarnessFailure("problem_error", f"the problem lacks `{text}`")
+    return module
+
+
+def problem_model(module: Any, task: dict[str, Any], device: torch.device,
+                  dtype: torch.dtype | None = None) -> torch.nn.Module:
+    try:
+        args = loading.init_inputs(module, device)
+        return loading.build_model(module.Model, args, task["seed"], device, dtype)
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("problem_error", f"Model(*get_init_inputs()) raised {type(exc).__name__}: {exc}; "
+                             "make the constructor work with the values get_init_inputs() returns") from exc
+
+
+def problem_inputs(module: Any, seed: int, device: torch.device, dtype: torch.dtype | None = None) -> list[Any]:
+    try:
+        return loading.make_inputs(module, seed, device, dtype)
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("problem_error", f"get_inputs() raised {type(exc).__name__}: {exc}; "
+                             "make get_inputs() return a list of input tensors") from exc
+
+
+def problem_forward(model: torch.nn.Module, inputs: list[Any]) -> list[torch.Tensor]:
+    try:
+        with torch.no_grad():
+            return loading.flatten_outputs(model(*inputs))
+    except torch.OutOfMemoryError as exc:
+        raise HarnessFailure("problem_memory", f"Model.forward ran out of device memory: {exc}") from exc
+    except MemoryError as exc:
+        raise HarnessFailure("problem_memory", "Model.forward ran out of memory") from exc
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("problem_error", f"Model.forward raised {type(exc).__name__}: {exc}; "
+                             "fix forward() or get_inputs() so they fit together") from exc
+
+
+def summarize(module: Any, task: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Shapes, dtypes, parameter count, FLOPs (FlopCounterMode), minimum bytes moved and memory estimate."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = problem_model(module, task, device)
+    inputs = problem_inputs(module, task["seeds"][0], device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        outputs = problem_forward(model, inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    problem_forward(model, inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    forward_ms = (time.perf_counter() - t0) * 1e3
+    params = list(model.parameters()) + list(model.buffers())
+    moved = loading.tensor_bytes(inputs) + loading.tensor_bytes(params) + loading.tensor_bytes(outputs)
+    if device.type == "cuda":
+        memory = torch.cuda.max_memory_allocated(device)
+    else:
+        memory = moved
+    bad = [i for i, o in enumerate(outputs) if o.is_floating_point() and not torch.isfinite(o).all()]
+    return {
+        "inputs": loading.describe(inputs),
+        "init_inputs": [repr(v)[:80] for v in loading.init_inputs(module, device)],
+        "outputs": loading.describe(outputs),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "flops": float(counter.get_total_flops()),
+        "bytes": int(moved),
+        "memory_mb": round(memory / 2**20, 2),
+        "forward_ms": round(forward_ms, 3),
+        "device": str(device),
+        "nonfinite_outputs": bad,
+    }
+
+
+def inspect(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
+    module = load_problem(task, work_dir)
+    channel.phase("run")
+    channel.send("summary", summary=summarize(module, task, torch.device(task["device"])))
+
+
+def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
+    """Everything the parent asked for that was not cached: outputs per seed, op set, summary, baselines."""
+    device = torch.device(task["device"])
+    want = task["want"]
+    module = load_problem(task, work_dir)
+    channel.phase("run")
+    if want.get("summary"):
+        channel.send("summary", summary=summarize(module, task, device))
+    if want.get("outputs"):
+        save_reference_outputs(module, task, device)
+        channel.send("outputs_saved", path=task["outputs_path"])
+    if want.get("ops"):
+        model = problem_model(module, task, device)
+        inputs = problem_inputs(module, task["seeds"][0], device)
+        recorder = probes.OpRecorder()
+        with recorder, torch.no_grad():
+            model(*inputs)
+        channel.send("ops", ops=sorted(recorder.ops), dtypes=sorted(recorder.dtypes))
+    if want.get("ceilings"):
+        channel.phase("ceilings")
+        channel.send("ceilings", ceilings=roofline.measure_ceilings(device))
+    for kind in want.get("baselines", []):
+        channel.phase("baseline")
+        channel.send("baseline", kind=kind, **time_baseline(module, task, device, kind))
+
+
+def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device) -> None:
+    high = task.get("reference_dtype") == "float64"
+    dtype = torch.float64 if high else None
+    model = problem_model(module, task, device, dtype)
+    saved: dict[str, Any] = {"seeds": task["seeds"], "outputs": [], "dtypes": []}
+    native_dtypes = None
+    if high:  # the result dtypes the candidate must match are the problem's own, not float64
+        native = problem_model(module, task, device)
+        native_out = problem_forward(native, problem_inputs(module, task["seeds"][0], device))
+        native_dtypes = [str(o.dtype) for o in native_out]
+        del native, native_out
+    for seed in task["seeds"]:
+        outputs = problem_forward(model, problem_inputs(module, seed, device, dtype))
+        saved["outputs"].append([o.detach().to("cpu", copy=True) for o in outputs])
+        if native_dtypes is None:
+            native_dtypes = [str(o.dtype) for o in outputs]
+    saved["dtypes"] = native_dtypes
+    path = Path(task["outputs_path"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(saved, tmp)
+    tmp.replace(path)
+
+
+def time_baseline(module: Any, task: dict[str, Any], device: torch.device, kind: str) -> dict[str, Any]:
+    """The reference timed with the same protocol as candidates: eager, torch.compile, or max-autotune."""
+    model = problem_model(module, task, device)
+    inputs = problem_inputs(module, task["seeds"][0], device)
+    note = ""
+    try:
+        if kind == "compile":
+            model = torch.compile(model)
+        elif kind == "compile-max-autotune":
+            model = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            model(*inputs)  # compiles
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            compile_s = time.perf_counter() - t0
+
+            def run() -> Any:
+                return model(*inputs)
+
+            stats, _, _ = timing.time_callable(run, device, task["timing"]["runs"], task["timing"]["warmup"],
+                                               task["timing"]["flush"])
+        return {"ms": stats["median_ms"], "timing": stats, "setup_s": round(compile_s, 3), "note": note}
+    except Exception as exc:  # noqa: BLE001 - a failed compile leaves that baseline empty, with the reason
+        return {"ms": None, "timing": None, "setup_s": None, "note": f"{kind} failed: {type(exc).__name__}: {exc}"[:500]}

@@ -1,0 +1,231 @@
+"""Run one harness worker (`python -m kernels.worker`) in a fresh, isolated, time- and memory-limited process.
+
+Isolation, always: a freshly spawned interpreter (never forked), its own process group (killed whole on a
+timeout), an environment stripped of secrets, and results over a private pipe whose messages must carry a
+per-run nonce handed over on stdin (what the candidate prints is never the result).
+Isolation with the `sandbox` setting ("auto" = default, "bwrap", "none"): with bubblewrap (/usr/bin/bwrap)
+the worker also gets no network, its own PID namespace, a read-only file system outside its work directory
+and the caches it may write, and the harness cache (reference outputs) hidden. "auto" uses bwrap when a
+trial run of it works on this host, and silently falls back to plain processes when it does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SECRET_ENV = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|ANTHROPIC|OPENAI|AWS_|AZURE|GOOGLE_APPLICATION|GITHUB|GH_|HF_|"
+    r"HUGGING|DATABASE_URL|REDIS_URL|COOKIE|AUTH|SESSION|PRIVATE|CERT",
+    re.IGNORECASE,
+)
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_bwrap_works: dict[str, bool] = {}
+
+
+@dataclass
+class WorkerRun:
+    """What came back from one worker: authenticated messages, forgeries, exit status and logs."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    forged: list[str] = field(default_factory=list)
+    returncode: int | None = None
+    timed_out_phase: str | None = None
+    memory_exceeded_mb: float | None = None
+    phase: str = "start"
+    log: str = ""
+    logs: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+    sandbox: str = "none"
+    started: float = field(default_factory=time.monotonic)
+
+    def last(self, kind: str) -> dict[str, Any] | None:
+        return next((m for m in reversed(self.messages) if m.get("type") == kind), None)
+
+    def exit_description(self) -> str:
+        code = self.returncode
+        if code is None:
+            return "did not exit"
+        if code < 0:
+            try:
+                return f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        if code > 128 and self.sandbox == "bwrap":  # bwrap reports a child's signal as 128 + signal
+            try:
+                return f"was killed by signal {signal.Signals(code - 128).name}"
+            except ValueError:
+                pass
+        return f"exited with code {code}"
+
+
+def clean_env(extra: dict[str, str]) -> dict[str, str]:
+    """The parent's environment minus anything that looks like a secret, plus the harness's own variables."""
+    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
+    env.update(extra)
+    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda: bool) -> list[str]:
+    args = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--ro-bind", "/", "/"]
+    args += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
+    args += ["--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in hidden:
+        args += ["--tmpfs", str(path)]
+    for path in [work_dir, *writable]:
+        args += ["--bind", str(path), str(path)]
+    return [*args, "--chdir", str(work_dir), "--"]
+
+
+def bwrap_available(cuda: bool) -> bool:
+    """Try bubblewrap once per process (user namespaces are off on many container hosts)."""
+    key = "cuda" if cuda else "cpu"
+    if key not in _bwrap_works:
+        ok = False
+        if shutil.which("bwrap"):
+            scratch = Path(tempfile.mkdtemp(prefix="stark-bwrap-"))
+            probe = [*bwrap_prefix(scratch, [], [scratch / "hidden"], cuda), "true"]
+            try:
+                ok = subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            shutil.rmtree(scratch, ignore_errors=True)
+        _bwrap_works[key] = ok
+    return _bwrap_works[key]
+
+
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory of every process in the group (the worker plus compilers it started)."""
+    total_kb = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[2]) != pgid:
+                continue
+            total_kb += int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+        except (OSError, ValueError, IndexError):
+            continue
+    return total_kb / 1024
+
+
+def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
+               cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
+               hidden: list[Path] | None = None, env: dict[str, str] | None = None) -> WorkerRun:
+    """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase]."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / "task.json").write_text(json.dumps(task))
+    nonce = secrets.token_hex(16)
+    read_fd, write_fd = os.pipe()
+    cmd = [sys.executable, "-m", "kernels.worker", str(work_dir / "task.json"), str(write_fd)]
+    used = "none"
+    if sandbox == "bwrap" or (sandbox == "auto" and bwrap_available(cuda)):
+        if not shutil.which("bwrap"):
+            raise RuntimeError("sandbox='bwrap' was asked for but bubblewrap is not installed; install it or use 'auto'")
+        cmd = bwrap_prefix(work_dir, [p for p in writable or [] if p.exists()], hidden or [], cuda) + cmd
+        used = "bwrap"
+    log_path = work_dir / "worker.log"
+    run = WorkerRun(sandbox=used)
+    start = run.started = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir,
+                                env=clean_env(env or {}), pass_fds=(write_fd,), start_new_session=True)
+    os.close(write_fd)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(nonce.encode() + b"\n")
+        proc.stdin.close()
+    except OSError:
+        pass
+    deadline = start + timeouts.get("start", 300.0)
+    buffer = b""
+    next_memory_check = 0.0
+    try:
+        while True:
+            now = time.monotonic()
+            if now > deadline:
+                run.timed_out_phase = run.phase
+                break
+            if memory_limit_mb and now > next_memory_check:
+                next_memory_check = now + 0.25
+                rss = group_rss_mb(proc.pid)
+                if rss > memory_limit_mb:
+                    run.memory_exceeded_mb = rss
+                    break
+            ready, _, _ = select.select([read_fd], [], [], min(0.25, max(0.0, deadline - now)))
+            if not ready:
+                if proc.poll() is not None:  # exited, but a grandchild may still hold the pipe open
+                    break
+                continue
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                message = _authenticate(line, nonce, run)
+                if message and message.get("type") == "phase":
+                    run.phase = str(message.get("phase"))
+                    deadline = time.monotonic() + timeouts.get(run.phase, timeouts.get("run", 120.0))
+            if run.last("done"):  # the worker is finished; stray threads must not keep it alive
+                break
+    finally:
+        os.close(read_fd)
+        if not run.timed_out_phase and not run.memory_exceeded_mb:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)  # let a crashed worker's exit status arrive before the group is killed
+        _kill_group(proc)
+        run.returncode = proc.returncode
+        run.wall_s = time.monotonic() - start
+        for name in ("worker", "build", "run"):
+            path = work_dir / f"{name}.log"
+            run.logs[name] = path.read_text(errors="replace") if path.exists() else ""
+        run.log = "\n".join(text for text in run.logs.values() if text.strip())
+    return run
+
+
+def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | None:
+    text = line.decode(errors="replace").strip()
+    if not text:
+        return None
+    try:
+        message = json.loads(text)
+    except ValueError:
+        run.forged.append(text[:200])
+        return None
+    if not isinstance(message, dict) or message.pop("nonce", None) != nonce:
+        run.forged.append(text[:200])
+        return None
+    message["received_s"] = round(time.monotonic() - run.started, 4)
+    run.messages.append(message)
+    return message
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the worker's whole process group (compilers and stray children included) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

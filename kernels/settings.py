@@ -1,0 +1,114 @@
+"""Evaluation settings: one typed, JSON round-trippable value object, recorded with every result.
+
+Settings (all optional; defaults in brackets):
+- device ["cpu"]: "cpu", "cuda" or "cuda:N".
+- correctness_trials [5]: trials, each on fresh random inputs under its own recorded seed.
+- timing_runs [100], warmup_runs [10]: the timing protocol (see kernels/timing.py).
+- atol, rtol [1e-2]: tolerances (KernelBench's), recorded with the result.
+- baselines [eager, compile, compile-max-autotune]: reference timings; () skips them (torch.compile costs
+  10-60 s on CPU, once per problem, then cached).
+- build_timeout_s [300]: wall time for starting, importing and building the candidate.
+- run_timeout_s [120]: wall time for each later phase (correctness, timing).
+- memory_limit_mb [8192]: resident memory of the worker's process group (polled), plus RLIMIT_AS on CPU.
+- seed [0]: base seed; trial seeds derive from it (`trial_seeds`), so a failure can be replayed.
+- reference_dtype ["native"]: "float64" compares against a float64 reference.
+- flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.
+- sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (plain processes).
+- roofline [True]: measure device ceilings (once, cached) and report roofline figures and the flag.
+- roofline_margin [1.25]: a time faster than the roofline bound by more than this factor is flagged.
+- precision_flag_fraction [0.05]: flag "precision_lowered" when float32 outputs use more than this share of
+  the tolerance.
+- cache_dir [None]: caches (reference outputs, baselines, ceilings, builds); None means $STARK_CACHE_DIR or
+  var/cache/kernels under the working directory.
+- extra [{}]: free-form annotations carried along with the result (not interpreted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+BASELINE_KINDS = ("eager", "compile", "compile-max-autotune")
+SANDBOX_MODES = ("auto", "bwrap", "none")
+REFERENCE_DTYPES = ("native", "float64")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How one candidate is judged. Unknown keys in `from_dict` raise ValueError (typos never pass silently)."""
+
+    device: str = "cpu"
+    correctness_trials: int = 5
+    timing_runs: int = 100
+    warmup_runs: int = 10
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    baselines: tuple[str, ...] = BASELINE_KINDS
+    build_timeout_s: float = 300.0
+    run_timeout_s: float = 120.0
+    memory_limit_mb: int = 8192
+    seed: int = 0
+    reference_dtype: str = "native"
+    flush_cache: bool = True
+    sandbox: str = "auto"
+    roofline: bool = True
+    roofline_margin: float = 1.25
+    precision_flag_fraction: float = 0.05
+    cache_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.baselines, list):
+            object.__setattr__(self, "baselines", tuple(self.baselines))
+        dev = self.device
+        if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+            raise ValueError(f"device {dev!r} is not supported; use 'cpu', 'cuda' or 'cuda:N'")
+        for name in ("correctness_trials", "timing_runs"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup_runs < 0:
+            raise ValueError(f"warmup_runs must be >= 0, got {self.warmup_runs}")
+        if self.atol < 0 or self.rtol < 0:
+            raise ValueError(f"atol and rtol must be >= 0, got atol={self.atol} rtol={self.rtol}")
+        bad = [b for b in self.baselines if b not in BASELINE_KINDS]
+        if bad:
+            raise ValueError(f"unknown baseline(s) {bad}; choose from {list(BASELINE_KINDS)}")
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(f"sandbox {self.sandbox!r} is not one of {list(SANDBOX_MODES)}")
+        if self.reference_dtype not in REFERENCE_DTYPES:
+            raise ValueError(f"reference_dtype {self.reference_dtype!r} is not one of {list(REFERENCE_DTYPES)}")
+        for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["baselines"] = list(self.baselines)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> EvalSettings:
+        data = dict(data or {})
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown evaluation setting(s) {unknown}; known settings: {sorted(known)}")
+        return cls(**data)
+
+    @classmethod
+    def coerce(cls, value: EvalSettings | dict[str, Any] | None) -> EvalSettings:
+        if isinstance(value, EvalSettings):
+            return value
+        return cls.from_dict(value)
+
+    def replace(self, **changes: Any) -> EvalSettings:
+        return dataclasses.replace(self, **changes)
+
+    def trial_seeds(self) -> list[int]:
+        """Seeds of the correctness trials, then one more for the post-timing re-check (replayable)."""
+        return [self.seed * 100_003 + i + 1 for i in range(self.correctness_trials + 1)]

@@ -1,0 +1,104 @@
+"""Entry point of every harness child process: `python -m kernels.worker TASK.json FD` (nonce on stdin).
+
+The worker reads its task, then reports over the inherited pipe FD with JSON lines that carry the nonce.
+Its stdout/stderr go to build.log / run.log in the work dir; nothing printed there is ever taken as a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_write = os.write
+_exit = os._exit
+
+
+class Channel:
+    """The authenticated line channel back to the parent."""
+
+    def __init__(self, fd: int, nonce: str) -> None:
+        self.fd = fd
+        self.nonce = nonce
+
+    def send(self, message_type: str, /, **data: Any) -> None:
+        line = json.dumps({"nonce": self.nonce, "type": message_type, **data}, default=str) + "\n"
+        payload = line.encode()
+        while payload:
+            written = _write(self.fd, payload)
+            payload = payload[written:]
+
+    def phase(self, name: str) -> None:
+        self.send("phase", phase=name)
+
+
+def redirect_output(path: Path) -> None:
+    """Point fd 1 and 2 (C++ compilers, prints, tracebacks) at a log file for the current phase."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def environment(device: str) -> dict[str, Any]:
+    import torch
+
+    name = "cpu"
+    if device.startswith("cuda") and torch.cuda.is_available():
+        name = torch.cuda.get_device_name(torch.device(device))
+    else:
+        from kernels.devices import cpu_name
+
+        name = cpu_name()
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": name,
+            "python": sys.version.split()[0], "hostname": socket.gethostname()}
+
+
+def limit_memory(task: dict[str, Any]) -> None:
+    """RLIMIT_AS on CPU only (CUDA reserves huge virtual ranges); the parent also watches resident memory."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limit = task.get("memory_limit_mb")
+    if limit and not str(task.get("device", "cpu")).startswith("cuda"):
+        soft = int(limit) * (1 << 20) + (2 << 30)  # + headroom for the interpreter and torch's own mappings
+        resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
+
+
+def main(argv: list[str]) -> None:
+    task_path, fd = Path(argv[0]), int(argv[1])
+    nonce = sys.stdin.readline().strip()
+    sys.stdin.close()
+    channel = Channel(fd, nonce)
+    task = json.loads(task_path.read_text())
+    work_dir = task_path.parent
+    limit_memory(task)
+    redirect_output(work_dir / "build.log")
+    handlers: dict[str, Callable[[dict[str, Any], Path, Channel], None]] = {}
+    try:
+        from kernels import candidate_task, reference_task
+
+        handlers = {"inspect": reference_task.inspect, "reference": reference_task.reference,
+                    "candidate": candidate_task.run}
+        channel.send("environment", environment=environment(task.get("device", "cpu")))
+        handlers[task["kind"]](task, work_dir, channel)
+    except MemoryError:
+        channel.send("error", kind="memory", message="ran out of memory (MemoryError)",
+                     traceback=traceback.format_exc())
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a reported error
+        channel.send("error", kind=getattr(exc, "harness_kind", "runtime_error"),
+                     message=f"{type(exc).__name__}: {exc}"[:2000], traceback=traceback.format_exc()[-8000:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    channel.send("done")
+    _exit(0)  # candidate threads or atexit hooks must not keep the worker alive or change the outcome
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

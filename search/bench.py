@@ -1,0 +1,173 @@
+"""`python -m search bench`: search every problem of a suite and report the paper's metrics.
+
+Per problem the result is the run's best node (the fastest correct attempt). Per suite (a problem's
+directory, e.g. level1, and "all"), against Torch eager, torch.compile and, when timed,
+torch.compile(mode="max-autotune"):
+  Success   share of problems with a correct attempt (compiles and passes)
+  Fast_1    share whose best is at least as fast as the baseline (speed-up >= 1)
+  fast_p    share whose best is correct and speed-up > p, for p in 0, 0.5, 1, 1.5, 2 (KernelBench)
+  mean, geomean   of the best speed-ups over the problems with a correct attempt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from statistics import fmean
+from typing import Any, TextIO
+
+from search.engine.tree import Tree
+
+P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
+BASELINES = ("eager", "compile", "compile_max_autotune")
+
+
+def collect_problems(paths: list[str]) -> list[Path]:
+    """Problem files from files and directories (recursively, sorted), skipping __init__.py and duplicates."""
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found.extend(sorted(f for f in p.rglob("*.py") if f.name != "__init__.py"))
+        elif p.is_file():
+            found.append(p)
+        else:
+            from search.cli import UsageError
+
+            raise UsageError(f"{raw} is neither a problem file nor a directory of them")
+    unique = list(dict.fromkeys(f.resolve() for f in found))
+    if not unique:
+        from search.cli import UsageError
+
+        raise UsageError(f"no .py problem files under {' '.join(paths)}")
+    return unique
+
+
+def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s: float) -> dict[str, Any]:
+    """One problem's outcome: its best node and the baselines it was measured against."""
+    best = tree.best()
+    baselines = ((best or tree.root).result or {}).get("baselines") or {}
+    usage = tree.usage_total()
+    return {
+        "file": str(path), "name": path.stem, "suite": path.parent.name,
+        "success": best is not None, "best": None if best is None else best.id,
+        "attempts": tree.attempts, "status": status, "stop_reason": stop_reason,
+        "runtime_ms": None if best is None else best.runtime_ms,
+        "reference_ms": tree.root.runtime_ms,
+        "eager_ms": baselines.get("eager_ms"), "compile_ms": baselines.get("compile_ms"),
+        "speedup_vs_eager": None if best is None else best.speedup_vs_eager,
+        "speedup_vs_compile": None if best is None else best.speedup_vs_compile,
+        "speedup_vs_compile_max_autotune": _ratio(baselines.get("compile_max_autotune_ms"), best),
+        "input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
+        "cost_usd": usage["cost_usd"], "wall_s": round(wall_s, 2),
+    }
+
+
+def _ratio(baseline_ms: float | None, best: Any) -> float | None:
+    if baseline_ms is None or best is None or not best.runtime_ms:
+        return None
+    return baseline_ms / best.runtime_ms
+
+
+def failed_record(path: Path, reason: str, wall_s: float) -> dict[str, Any]:
+    """A problem that could not be searched at all (invalid file, broken reference): counted as unsolved."""
+    return {
+        "file": str(path), "name": path.stem, "suite": path.parent.name, "success": False, "best": None,
+        "attempts": 0, "status": "failed", "stop_reason": reason, "runtime_ms": None, "reference_ms": None,
+        "eager_ms": None, "compile_ms": None, "speedup_vs_eager": None, "speedup_vs_compile": None,
+        "speedup_vs_compile_max_autotune": None, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": round(wall_s, 2),
+    }
+
+
+def metrics(records: list[dict[str, Any]], baseline: str) -> dict[str, Any]:
+    """The paper's metrics of a set of problems against one baseline ("eager" or "compile")."""
+    n = len(records)
+    key = f"speedup_vs_{baseline}"
+    speeds = [r[key] for r in records if r["success"] and r[key] is not None]
+
+    def share(pred: Any) -> float:
+        return sum(1 for r in records if r["success"] and r[key] is not None and pred(r[key])) / n if n else 0.0
+
+    return {
+        "n": n,
+        "measured": len(speeds),
+        "success": sum(1 for r in records if r["success"]) / n if n else 0.0,
+        "Fast_1": share(lambda s: s >= 1.0),
+        "fast_p": {f"{p:g}": share(lambda s, p=p: s > p) for p in P_VALUES},
+        "mean_speedup": fmean(speeds) if speeds else None,
+        "geomean_speedup": math.exp(fmean(math.log(s) for s in speeds)) if speeds else None,
+    }
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    suites = sorted({r["suite"] for r in records})
+    groups = {s: [r for r in records if r["suite"] == s] for s in suites}
+    groups["all"] = records
+    return {name: {b: metrics(rs, b) for b in BASELINES} for name, rs in groups.items()}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    def pct(x: float) -> str:
+        return f"{100 * x:.1f}%"
+
+    def speed(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2f}×"
+
+    head = (f"# STARK Studio benchmark: team `{results['team']}`, budget {results['budget']}, "
+            f"device {results['device']}\n\n")
+    cols = ["suite", "vs", "n", "Success", "Fast_1", *(f"fast_{p:g}" for p in P_VALUES), "mean", "geomean"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for suite, by_base in results["summary"].items():
+        for base, m in by_base.items():
+            if base != "eager" and not any(r.get(f"speedup_vs_{base}") is not None for r in results["problems"]):
+                continue  # that baseline was not timed
+            row = [suite, base, str(m["n"]), pct(m["success"]), pct(m["Fast_1"]),
+                   *(pct(m["fast_p"][f"{p:g}"]) for p in P_VALUES),
+                   speed(m["mean_speedup"]), speed(m["geomean_speedup"])]
+            lines.append("| " + " | ".join(row) + " |")
+    per = ["", "| problem | suite | correct | best ms | vs eager | vs compile | attempts |", "|---|---|---|---|---|---|---|"]
+    for r in results["problems"]:
+        ms = "—" if r["runtime_ms"] is None else f"{r['runtime_ms']:.4g}"
+        per.append(f"| {r['name']} | {r['suite']} | {'yes' if r['success'] else 'no'} | {ms} | "
+                   f"{speed(r['speedup_vs_eager'])} | {speed(r['speedup_vs_compile'])} | {r['attempts']} |")
+    notes = ("\n\nSuccess: a correct attempt exists. Fast_1: best speed-up >= 1. fast_p: correct and speed-up > p "
+             "(KernelBench). mean/geomean: over problems with a correct attempt.\n")
+    return head + "\n".join(lines + per) + notes
+
+
+def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    from search.cli import UsageError, search_problem
+
+    problems = collect_problems(args.paths)
+    trees_dir = Path(args.trees) if args.trees else None
+    if trees_dir:
+        trees_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    for k, path in enumerate(problems, start=1):
+        print(f"== [{k}/{len(problems)}] {path.parent.name}/{path.name}", file=out, flush=True)
+        started = time.monotonic()
+        tree_file = str(trees_dir / f"{path.parent.name}__{path.stem}.json") if trees_dir else None
+        try:
+            tree, summary = search_problem(str(path), args, out, tree_file=tree_file)
+        except UsageError as exc:  # a bad problem fails itself, not the whole suite
+            print(f"skipped: {exc}", file=out, flush=True)
+            records.append(failed_record(path, str(exc), time.monotonic() - started))
+            continue
+        records.append(problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started))
+        print(summary.text(), file=out, flush=True)
+    results = {
+        "team": args.team, "budget": args.budget, "device": args.device, "seed": args.seed,
+        "settings": {"parallel": args.parallel, "target": args.target, "timing_runs": args.timing_runs,
+                     "compile_baseline": not args.no_compile_baseline},
+        "problems": records, "summary": summarize(records),
+    }
+    out_path = Path(args.out)
+    out_path.write_text(json.dumps(results, indent=1) + "\n")
+    md = markdown(results)
+    out_path.with_suffix(".md").write_text(md)
+    print(md, file=out)
+    print(f"results written to {out_path} and {out_path.with_suffix('.md')}", file=out)
+    return 0

@@ -1,0 +1,213 @@
+"""Role-specific context windows exactly as the paper defines them, and their rendering into prompt text.
+
+plan:  W = {i, root} ∪ D(i) ∪ Top-r(C)
+code:  W = {i, root} ∪ D(i) ∪ {j : p(j) ∈ S(i)}     (children of i's siblings)
+debug: W = {i, root} ∪ S(i)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from search.engine.node import Node
+from search.engine.tree import Tree
+
+WINDOW_ROLES = ("plan", "code", "debug")
+DEFAULT_TOP_R = 3
+LOG_TAIL_CHARS = 2000
+KEPT = ("target", "root")
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, provider-independent token estimate (about four characters a token)."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass
+class WindowItem:
+    """One node in a window and why it is there: target, root, child, leader, sibling, sibling-child."""
+
+    node: Node
+    relation: str
+
+
+def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_TOP_R) -> list[WindowItem]:
+    """The nodes of role's window around target i, most relevant first (i and root always first).
+
+    Only finished nodes enter (an attempt still in flight has nothing to show yet), except i itself."""
+    if role not in WINDOW_ROLES:
+        raise ValueError(f"unknown window role {role!r}; use one of {WINDOW_ROLES}")
+    target = tree[target_id]
+    items = [WindowItem(target, "target")]
+    seen = {target.id}
+
+    def add(nodes: list[Node], relation: str) -> None:
+        for n in nodes:
+            if n.id not in seen and n.finished:
+                seen.add(n.id)
+                items.append(WindowItem(n, relation))
+
+    if tree.root.id not in seen:
+        seen.add(tree.root.id)
+        items.append(WindowItem(tree.root, "root"))
+    if role == "plan":
+        add(newest_first(tree.children(target_id)), "child")
+        add(tree.leaderboard(top_r), "leader")
+    elif role == "code":
+        add(newest_first(tree.children(target_id)), "child")
+        cousins = [c for s in tree.siblings(target_id) for c in tree.children(s.id)]
+        add(newest_first(cousins), "sibling-child")
+    else:
+        add(newest_first(tree.siblings(target_id)), "sibling")
+    return items
+
+
+def newest_first(nodes: list[Node]) -> list[Node]:
+    return sorted(nodes, key=lambda n: -n.id)
+
+
+@dataclass
+class ContextWindow:
+    """What one agent call sees: role, target node i, the window's items, problem and device facts, settings."""
+
+    role: str
+    target: Node
+    root: Node
+    items: list[WindowItem]
+    problem_source: str
+    attempt: int = 0
+    problem: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    feedback: list[str] = field(default_factory=list)
+    on_stream: Callable[[str], None] | None = None
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [item.node for item in self.items]
+
+    def related(self, relation: str) -> list[Node]:
+        return [item.node for item in self.items if item.relation == relation]
+
+    def stream(self, text_chunk: str) -> None:
+        """Agents call this with partial text so the UI can show it live (emitted as node.stream)."""
+        if self.on_stream is not None and text_chunk:
+            self.on_stream(text_chunk)
+
+    def render(self, token_budget: int | None = None) -> str:
+        """The window as prompt text within token_budget: the least relevant items are summarized first,
+        then dropped; the target i and the root are always shown in full."""
+        header = render_problem(self)
+        full = [render_item(it, self.target, detail=True) for it in self.items]
+        summary = [render_item(it, self.target, detail=False) for it in self.items]
+        chosen: list[str | None] = list(full)
+
+        def size() -> int:
+            return estimate_tokens(header + "\n\n".join(c for c in chosen if c))
+
+        if token_budget is not None:
+            # Items are ordered by relevance, least relevant last; i and the root are never reduced.
+            reducible = [k for k in range(len(chosen) - 1, -1, -1) if self.items[k].relation not in KEPT]
+            for k in reducible:
+                if size() <= token_budget:
+                    break
+                chosen[k] = summary[k]
+            for k in reducible:
+                if size() <= token_budget:
+                    break
+                chosen[k] = None
+            dropped = sum(1 for c in chosen if c is None)
+            if dropped:
+                chosen.append(f"({dropped} less relevant node(s) left out to fit the prompt budget)")
+        tail = ""
+        if self.feedback:
+            tail = "\n\n## Your previous answer was rejected\n" + "\n".join(f"- {f}" for f in self.feedback)
+        return header + "\n\n" + "\n\n".join(c for c in chosen if c) + tail
+
+
+def render_problem(window: ContextWindow) -> str:
+    lines = [f"# Context for the {window.role} agent (attempt {window.attempt})"]
+    if window.device:
+        lines.append("Device: " + ", ".join(f"{k}={v}" for k, v in window.device.items()))
+    if window.problem:
+        facts = {k: v for k, v in window.problem.items() if isinstance(v, (str, int, float, bool))}
+        if facts:
+            lines.append("Problem: " + ", ".join(f"{k}={v}" for k, v in facts.items()))
+    return "\n".join(lines)
+
+
+def describe(node: Node) -> str:
+    """One line of facts about a node: who wrote it, how it went, how fast."""
+    parts = [f"node {node.id}", f"attempt {node.attempt}", node.role, f"status {node.status}"]
+    if node.verdict:
+        parts.append(f"verdict {node.verdict}")
+    if node.runtime_ms is not None:
+        parts.append(f"runtime {node.runtime_ms:.4g} ms")
+    if node.speedup_vs_eager is not None:
+        parts.append(f"{node.speedup_vs_eager:.3g}x vs eager")
+    if node.speedup_vs_compile is not None:
+        parts.append(f"{node.speedup_vs_compile:.3g}x vs torch.compile")
+    return ", ".join(parts)
+
+
+def render_item(item: WindowItem, target: Node, detail: bool) -> str:
+    node = item.node
+    titles = {
+        "target": "the node you work on (i)", "root": "the reference (root)", "child": "a child of i",
+        "leader": "a leaderboard entry", "sibling": "a sibling of i", "sibling-child": "a child of a sibling of i",
+    }
+    lines = [f"## {titles.get(item.relation, item.relation)}: {describe(node)}"]
+    if node.instruction:
+        lines.append("Instruction: " + node.instruction)
+    if node.reasons:
+        lines.append("Reasons: " + "; ".join(node.reasons))
+    if not detail:
+        return "\n".join(lines)
+    if item.relation in ("target", "sibling") and not node.correct and node.result:
+        logs = node.result.get("logs") or {}
+        for name in ("build", "run"):
+            text = (logs.get(name) or "").strip()
+            if text:
+                lines.append(f"{name} log (tail):\n{text[-LOG_TAIL_CHARS:]}")
+    if item.relation in ("target", "root"):
+        lines.append(f"Source:\n```python\n{node.source.rstrip()}\n```")
+    else:
+        diff = "".join(difflib.unified_diff(
+            target.source.splitlines(keepends=True), node.source.splitlines(keepends=True),
+            fromfile=f"node {target.id}", tofile=f"node {node.id}",
+        ))
+        if diff and len(diff) < len(node.source):
+            lines.append(f"Diff against node {target.id}:\n```diff\n{diff.rstrip()}\n```")
+        else:
+            lines.append(f"Source:\n```python\n{node.source.rstrip()}\n```")
+    return "\n".join(lines)
+
+
+def build_window(
+    tree: Tree,
+    role: str,
+    target_id: int,
+    *,
+    attempt: int = 0,
+    top_r: int = DEFAULT_TOP_R,
+    problem: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
+    on_stream: Callable[[str], None] | None = None,
+) -> ContextWindow:
+    return ContextWindow(
+        role=role,
+        target=tree[target_id],
+        root=tree.root,
+        items=window_members(tree, role, target_id, top_r),
+        problem_source=tree.problem_source,
+        attempt=attempt,
+        problem=dict(problem or {}),
+        device=dict(device or {}),
+        settings=dict(settings or {}),
+        on_stream=on_stream,
+    )

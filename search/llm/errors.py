@@ -1,0 +1,38 @@
+"""Errors from LLM providers, with a `permanent` flag so callers know whether retrying can help."""
+
+from __future__ import annotations
+
+
+class LLMError(Exception):
+    """A provider call failed. `permanent` means retrying the same call cannot succeed
+    (bad key, no such model, cost limit); otherwise retries were exhausted."""
+
+    def __init__(self, message: str, permanent: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"LLMError({self.message!r}, permanent={self.permanent}, status={self.status})"
+
+
+class ConfigError(LLMError, ValueError):
+    """The LLM settings are wrong (unknown provider, missing key or model); names the fix.
+    A ValueError too, so option validation treats it like any other bad option."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, permanent=True)
+
+
+class CostLimitReached(LLMError):
+    """The run's cost limit is spent; the run stops with this message."""
+
+    def __init__(self, spent_usd: float, limit_usd: float) -> None:
+        super().__init__(
+            f"cost limit reached: ${spent_usd:.4f} spent of ${limit_usd:.4f} allowed for this run; "
+            "raise --max-cost-usd (or the run's cost limit) to continue",
+            permanent=True,
+        )
+        self.spent_usd = spent_usd
+        self.limit_usd = limit_usd

@@ -1,0 +1,43 @@
+"""Debug agent prompt, v1: minimally fix a failed candidate, given its errors and its siblings."""
+
+from __future__ import annotations
+
+from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
+from search.engine.anchors import BEGIN, END, has_markers
+from search.llm.prompts.common import candidate_block, rejection_note, system_prompt
+
+VERSION = "debug/1"
+
+ROLE = (
+    "Your role: the DEBUG agent. Node i failed: it did not build, crashed, timed out, was incorrect or "
+    "was rejected by the integrity checks; its verdict, reasons and logs are shown. Make the MINIMAL "
+    "change that fixes the failure while keeping its optimization. Siblings of i (other attempts from "
+    "the same parent) are shown for reference: one may have solved the same problem."
+)
+
+FORMAT = f"""Answer format (machine-checked; an answer that breaks it is rejected):
+Optionally one or two sentences naming the bug, then the COMPLETE fixed file in ONE fenced ```python
+block. No {BEGIN}/{END} markers, no other code block."""
+
+
+def user_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None) -> str:
+    return (window.render(token_budget) + "\n\n"
+            f"Task: fix node {window.target.id} with a minimal change and return the complete file."
+            + rejection_note(previous_error))
+
+
+def system(window: ContextWindow, target: str) -> str:
+    return system_prompt(ROLE, FORMAT, window, target)
+
+
+def parse(text: str, window: ContextWindow) -> CodeAnswer:
+    try:
+        source = candidate_block(text)
+    except ValueError as exc:
+        raise MalformedAnswer(str(exc), text=text) from None
+    if has_markers(source):
+        raise MalformedAnswer(f"the fixed file still contains {BEGIN}/{END} markers; remove them", text=text)
+    if source.strip() == window.target.source.strip():
+        raise MalformedAnswer("the answer is identical to the failed file; change what caused the failure",
+                              text=text)
+    return CodeAnswer(source=source, text=text)

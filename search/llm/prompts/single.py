@@ -1,0 +1,43 @@
+"""Single-agent prompt, v1 (baselines sampling, reflexion, search-single): one agent reads node i and
+writes an improved complete candidate directly, with no plan/anchor hand-off."""
+
+from __future__ import annotations
+
+from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
+from search.engine.anchors import BEGIN, END, has_markers
+from search.llm.prompts.common import candidate_block, rejection_note, system_prompt
+
+VERSION = "single/1"
+
+ROLE = (
+    "Your role: you are the only agent. Read node i (and the attempts shown), decide on the most "
+    "promising optimization, and write the complete faster candidate yourself."
+)
+
+FORMAT = f"""Answer format (machine-checked; an answer that breaks it is rejected):
+A few sentences naming the optimization, then the COMPLETE new file in ONE fenced ```python block
+defining ModelNew. No {BEGIN}/{END} markers, no other code block."""
+
+
+def user_prompt(window: ContextWindow, token_budget: int | None, instruction: str = "",
+                previous_error: str | None = None) -> str:
+    task = instruction.strip() or "write a faster, correct candidate"
+    return (window.render(token_budget) + "\n\n"
+            f"Task for node {window.target.id}: {task}. Return the complete file in one fenced block."
+            + rejection_note(previous_error))
+
+
+def system(window: ContextWindow, target: str) -> str:
+    return system_prompt(ROLE, FORMAT, window, target)
+
+
+def parse(text: str, window: ContextWindow) -> CodeAnswer:
+    try:
+        source = candidate_block(text)
+    except ValueError as exc:
+        raise MalformedAnswer(str(exc), text=text) from None
+    if has_markers(source):
+        raise MalformedAnswer(f"the file contains {BEGIN}/{END} markers; return plain code", text=text)
+    if source.strip() == window.target.source.strip():
+        raise MalformedAnswer("the answer is identical to node i; change the code", text=text)
+    return CodeAnswer(source=source, text=text)

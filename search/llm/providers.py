@@ -1,0 +1,148 @@
+"""The two wire protocols, through the official SDKs: Anthropic Messages and OpenAI chat completions
+(OpenAI itself, or any OpenAI-compatible server such as vLLM, SGLang, Ollama, llama.cpp).
+
+A provider sends one request and returns a `Completion`, streaming text to `on_text` as it
+arrives; it raises the SDK's own exceptions, which `search.llm.client` classifies and retries.
+The SDKs' built-in retries are off (max_retries=0) so every retry is counted in the call record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from search.llm.records import Completion
+from search.llm.settings import RoleSettings
+
+TextCallback = Callable[[str], None]
+Message = dict[str, str]
+
+
+class UnreadableStream(Exception):
+    """A stream ended without a single event; retried like any unreadable answer."""
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class AnthropicProvider:
+    """Messages API. Temperature goes through `extra_body` (the 2.x SDK dropped the parameter)
+    and the stable system prompt is marked for prompt caching."""
+
+    name = "anthropic"
+
+    def __init__(self, settings: RoleSettings) -> None:
+        import anthropic
+
+        self.errors = anthropic
+        self.client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
+                                          timeout=settings.timeout_s, max_retries=0)
+
+    def send(self, settings: RoleSettings, system: str, messages: list[Message],
+             on_text: TextCallback | None) -> Completion:
+        block: dict[str, Any] = {"type": "text", "text": system}
+        if settings.prompt_caching:
+            block["cache_control"] = {"type": "ephemeral"}
+        kwargs: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens,
+                                  "system": [block], "messages": messages}
+        if settings.temperature is not None:
+            kwargs["extra_body"] = {"temperature": settings.temperature}
+        if settings.stream:
+            with self.client.messages.stream(**kwargs) as stream:
+                for piece in stream.text_stream:
+                    if on_text is not None and piece:
+                        on_text(piece)
+                message = stream.get_final_message()
+        else:
+            message = self.client.messages.create(**kwargs)
+        text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
+        if on_text is not None and not settings.stream and text:
+            on_text(text)
+        usage = message.usage
+        cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
+        cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
+        return Completion(text=text, input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
+                          output_tokens=usage.output_tokens or 0, cache_read_tokens=cache_read,
+                          cache_write_tokens=cache_write, stop_reason=message.stop_reason)
+
+
+class OpenAIProvider:
+    """Chat completions, for api.openai.com (`openai`) or any server at a base URL (`openai-compatible`)."""
+
+    def __init__(self, settings: RoleSettings) -> None:
+        import openai
+
+        self.name = settings.provider
+        self.errors = openai
+        self.client = openai.OpenAI(api_key=settings.api_key, base_url=settings.base_url,
+                                    timeout=settings.timeout_s, max_retries=0)
+
+    def send(self, settings: RoleSettings, system: str, messages: list[Message],
+             on_text: TextCallback | None) -> Completion:
+        kwargs: dict[str, Any] = {"model": settings.model,
+                                  "messages": [{"role": "system", "content": system}, *messages]}
+        # api.openai.com wants max_completion_tokens (reasoning models reject max_tokens);
+        # local servers (Ollama, llama.cpp, older vLLM) only know max_tokens.
+        if self.name == "openai":
+            kwargs["max_completion_tokens"] = settings.max_tokens
+        else:
+            kwargs["max_tokens"] = settings.max_tokens
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if self.name == "openai" and settings.prompt_caching:
+            # OpenAI caches long prefixes by itself; a key per system prompt routes calls to the same cache.
+            kwargs["prompt_cache_key"] = "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]
+        if settings.stream:
+            return self._stream(kwargs, system, messages, on_text)
+        response = self.client.chat.completions.create(**kwargs)
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "") if choice else ""
+        if on_text is not None and text:
+            on_text(text)
+        return self._completion(text, response.usage, system, messages,
+                                choice.finish_reason if choice else None)
+
+    def _stream(self, kwargs: dict[str, Any], system: str, messages: list[Message],
+                on_text: TextCallback | None) -> Completion:
+        pieces: list[str] = []
+        usage = None
+        finish = None
+        chunks = 0
+        stream = self.client.chat.completions.create(**kwargs, stream=True,
+                                                     stream_options={"include_usage": True})
+        with stream:
+            for chunk in stream:
+                chunks += 1
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices or []:
+                    piece = choice.delta.content if choice.delta else None
+                    if piece:
+                        pieces.append(piece)
+                        if on_text is not None:
+                            on_text(piece)
+                    finish = choice.finish_reason or finish
+        if chunks == 0:  # e.g. a proxy answering HTML: the SDK yields nothing rather than failing
+            raise UnreadableStream("the streamed answer held no chunk (not server-sent events?)")
+        return self._completion("".join(pieces), usage, system, messages, finish)
+
+    @staticmethod
+    def _completion(text: str, usage: Any, system: str, messages: list[Message],
+                    finish: str | None) -> Completion:
+        if usage is None:  # some servers do not report usage: estimate so cost limits still bite
+            prompt = system + "".join(m["content"] for m in messages)
+            return Completion(text=text, input_tokens=_estimate_tokens(prompt),
+                              output_tokens=_estimate_tokens(text), stop_reason=finish, usage_reported=False)
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+        return Completion(text=text, input_tokens=usage.prompt_tokens or 0,
+                          output_tokens=usage.completion_tokens or 0, cache_read_tokens=cached,
+                          stop_reason=finish)
+
+
+def make_provider(settings: RoleSettings) -> AnthropicProvider | OpenAIProvider:
+    if settings.provider == "anthropic":
+        return AnthropicProvider(settings)
+    return OpenAIProvider(settings)

@@ -1,0 +1,173 @@
+"""Per-role LLM settings (provider, model, temperature, tokens, endpoint, key) built from run options.
+
+Each role (plan, code, debug, single) picks these independently; a role-specific option
+(`plan_model`, or `{"plan": {"model": ...}}`) beats the run-wide one (`model`), which beats
+the provider's default. Keys come from options or the environment and never appear in a repr.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from search.llm.errors import ConfigError
+
+PROVIDERS = ("anthropic", "openai", "openai-compatible")
+ROLES = ("plan", "code", "debug", "single")
+DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
+DEFAULT_MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5"}
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+           "openai-compatible": "STARK_LLM_API_KEY"}
+BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
+                "openai-compatible": "STARK_LLM_BASE_URL"}
+# An OpenAI-compatible server without auth (a local vLLM/Ollama) still needs some key for the SDK.
+NO_KEY = "no-key"
+
+
+@dataclass(frozen=True)
+class RoleSettings:
+    """How one role calls its model. `api_key` is excluded from repr and from to_dict()."""
+
+    role: str
+    provider: str
+    model: str
+    temperature: float | None
+    max_tokens: int = 8192
+    base_url: str | None = None
+    api_key: str = field(default="", repr=False)
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    retry_base_s: float = 2.0
+    stream: bool = True
+    prompt_caching: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe description for logs and the run record: everything except the key."""
+        return {"role": self.role, "provider": self.provider, "model": self.model,
+                "temperature": self.temperature, "max_tokens": self.max_tokens,
+                "base_url": self.base_url, "api_key": redact(self.api_key),
+                "timeout_s": self.timeout_s, "max_retries": self.max_retries,
+                "stream": self.stream}
+
+    def without_temperature(self) -> RoleSettings:
+        return replace(self, temperature=None)
+
+
+def redact(secret: str | None) -> str:
+    """Show that a key is set without revealing it."""
+    if not secret:
+        return "(none)"
+    if secret == NO_KEY:
+        return NO_KEY
+    return f"***{secret[-4:]}" if len(secret) >= 12 else "***"
+
+
+# The single agent of the baselines both proposes and writes: it falls back to the plan role's options.
+FALLBACK_ROLE = {"single": "plan"}
+
+
+def _pick(options: dict[str, Any], role: str, name: str) -> Any:
+    roles = [role] + ([FALLBACK_ROLE[role]] if role in FALLBACK_ROLE else [])
+    for r in roles:
+        nested = options.get(r)
+        if isinstance(nested, dict) and nested.get(name) is not None:
+            return nested[name]
+        for key in (f"{r}_{name}", f"{r}-{name}"):
+            if options.get(key) is not None:
+                return options[key]
+    return options.get(name)
+
+
+def _number(value: Any, name: str, kind: type) -> Any:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a {kind.__name__}, got {value!r}") from None
+
+
+def normalize_base_url(provider: str, url: str | None) -> str | None:
+    """Accept `http://host:port` or `.../v1` for every provider: the OpenAI SDK wants the `/v1`
+    prefix in the base URL, the Anthropic SDK adds `/v1/messages` itself."""
+    if not url:
+        return None
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"base URL {url!r} is not an http(s) URL; pass e.g. --base-url http://localhost:8000/v1")
+    path = parts.path.rstrip("/")
+    if provider == "anthropic":
+        path = path.removesuffix("/v1")
+    elif path == "":
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def default_provider(env: dict[str, str]) -> str:
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    if env.get("OPENAI_API_KEY"):
+        return "openai"
+    if env.get("STARK_LLM_BASE_URL"):
+        return "openai-compatible"
+    raise ConfigError("no LLM provider configured: pass --provider anthropic|openai|openai-compatible "
+                      "(and set ANTHROPIC_API_KEY, OPENAI_API_KEY, or --base-url for a local server), "
+                      "or use the offline team: --team rules")
+
+
+def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None = None) -> RoleSettings:
+    """Resolve one role's settings from run options (CLI flags or a saved run) and the environment."""
+    if role not in ROLES:
+        raise ConfigError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    env = dict(os.environ) if env is None else env
+    provider = _pick(options, role, "provider") or default_provider(env)
+    if provider not in PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    model = _pick(options, role, "model") or DEFAULT_MODEL.get(provider)
+    if not model:
+        raise ConfigError(f"provider {provider} needs a model name: pass --model (e.g. the name your "
+                          "vLLM/Ollama server serves, such as qwen2.5-coder:32b)")
+    # A run-wide base URL belongs to the run-wide provider: a role switched to another provider uses
+    # its own `{role}_base_url` or that provider's environment variable instead.
+    base_url = _pick(options, role, "base_url")
+    if base_url and base_url == options.get("base_url") and options.get("provider") not in (None, provider):
+        base_url = None
+    base_url = normalize_base_url(provider, base_url or env.get(BASE_URL_ENV[provider]))
+    if provider == "openai-compatible" and not base_url:
+        raise ConfigError("provider openai-compatible needs a server URL: pass --base-url "
+                          "http://HOST:PORT/v1 (vLLM, SGLang, Ollama, llama.cpp) or set STARK_LLM_BASE_URL")
+    api_key = _pick(options, role, "api_key") or env.get(KEY_ENV[provider])
+    if not api_key and provider == "openai-compatible":
+        api_key = env.get("OPENAI_API_KEY") or NO_KEY
+    if not api_key:
+        raise ConfigError(f"no API key for provider {provider}: set {KEY_ENV[provider]} in the environment "
+                          "(or in your user settings)")
+    temperature = _pick(options, role, "temperature")
+    temperature = DEFAULT_TEMPERATURE[role] if temperature is None else _number(temperature, f"{role} temperature", float)
+    settings = RoleSettings(role=role, provider=provider, model=str(model), temperature=temperature,
+                            base_url=base_url, api_key=str(api_key))
+    overrides: dict[str, Any] = {}
+    for name, kind in (("max_tokens", int), ("timeout_s", float), ("max_retries", int), ("retry_base_s", float)):
+        value = _pick(options, role, name)
+        if value is not None:
+            overrides[name] = _number(value, name, kind)
+    for name in ("stream", "prompt_caching"):
+        value = _pick(options, role, name)
+        if value is not None:
+            overrides[name] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if overrides.get("max_tokens", 1) < 1:
+        raise ConfigError("max_tokens must be at least 1")
+    return replace(settings, **overrides)
+
+
+def public_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Run options safe to store or show: every `*api_key*` entry (top level or per role) redacted."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        if isinstance(value, dict):
+            out[name] = public_options(value)
+        elif "api_key" in str(name).lower():
+            out[name] = redact(str(value) if value else None)
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,1 @@
+"""The web UI's pages: new run, runs list, run page with the live tree, node inspector, compare."""

@@ -1,0 +1,162 @@
+"""The LLM agents: plan, code and debug (STARK) and the single agent of the baselines.
+
+Each agent owns one role's LLMClient, builds its prompt from the role's context window, streams
+the answer to the UI, and parses it into the engine's answer types. Provider failures become
+AgentError (permanent or not); answers that break the format become MalformedAnswer carrying the
+tokens they cost, and the engine re-asks with the reason (window.feedback), which the prompt shows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from search.engine.agents import (
+    AgentError,
+    CodeAnswer,
+    ContextWindow,
+    MalformedAnswer,
+    PlanAnswer,
+    Usage,
+)
+from search.llm import CallRecord, LLMClient, LLMError
+from search.llm.prompts import code as code_prompt
+from search.llm.prompts import debug as debug_prompt
+from search.llm.prompts import plan as plan_prompt
+from search.llm.prompts import single as single_prompt
+from search.llm.prompts.common import target_of
+
+DEFAULT_CONTEXT_TOKENS = 30_000
+Answer = TypeVar("Answer", PlanAnswer, CodeAnswer)
+
+
+class StreamBatcher:
+    """Coalesces token-sized chunks into fewer node.stream events (each one is persisted and sent
+    to browsers): flushes at `min_chars` or after `max_delay_s`, and at the end of the call."""
+
+    def __init__(self, sink: Callable[[str], None], min_chars: int = 200, max_delay_s: float = 0.5) -> None:
+        self.sink = sink
+        self.min_chars = min_chars
+        self.max_delay_s = max_delay_s
+        self.buffer: list[str] = []
+        self.size = 0
+        self.last = time.monotonic()
+
+    def __call__(self, piece: str) -> None:
+        self.buffer.append(piece)
+        self.size += len(piece)
+        if self.size >= self.min_chars or time.monotonic() - self.last >= self.max_delay_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.sink("".join(self.buffer))
+        self.buffer, self.size, self.last = [], 0, time.monotonic()
+
+
+def usage_of(record: CallRecord) -> Usage:
+    return Usage(record.input_tokens, record.output_tokens, record.cost_usd, [record.to_dict()])
+
+
+class LLMAgent:
+    """Shared plumbing: one client, the prompt budget, the default target."""
+
+    def __init__(self, client: LLMClient, context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+                 target: str | None = None) -> None:
+        self.client = client
+        self.context_tokens = context_tokens
+        self.target = target
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client.settings.provider}:{self.client.settings.model})"
+
+    def budget(self, window: ContextWindow) -> int | None:
+        """The prompt token budget for the window: the team setting the engine passes, else ours."""
+        value = window.settings.get("context_tokens")
+        return int(value) if value else self.context_tokens
+
+    @staticmethod
+    def previous_error(window: ContextWindow) -> str | None:
+        feedback = getattr(window, "feedback", None) or []
+        return str(feedback[-1]) if feedback else None
+
+    def ask(self, window: ContextWindow, system: str, user: str, version: str,
+            parse: Callable[[str], Answer]) -> Answer:
+        """One call: stream to the UI, turn failures into the engine's errors, attach usage."""
+        if self.previous_error(window):
+            window.stream("\n\n--- re-asking: " + self.previous_error(window)[:300] + " ---\n\n")
+        stream = StreamBatcher(window.stream)
+        try:
+            text, record = self.client.complete(system, user, on_text=stream, prompt_version=version)
+        except LLMError as exc:
+            raise AgentError(exc.message, permanent=exc.permanent) from exc
+        finally:
+            stream.flush()
+        usage = usage_of(record)
+        try:
+            answer = parse(text)
+        except MalformedAnswer as exc:
+            message = exc.message
+            if record.stop_reason in ("max_tokens", "length"):
+                message += (f" (the answer stopped at the output limit of {self.client.settings.max_tokens} "
+                            "tokens; raise --max-tokens)")
+            raise MalformedAnswer(message, usage=usage, text=text) from None
+        answer.usage = usage
+        return answer
+
+    def describe(self) -> dict[str, Any]:
+        return self.client.settings.to_dict()
+
+
+class LLMPlanAgent(LLMAgent):
+    """Proposes one grounded optimization: anchored spans + one instruction per span."""
+
+    def plan(self, window: ContextWindow) -> PlanAnswer:
+        target = target_of(window, self.target)
+        return self.ask(window, plan_prompt.system(window, target),
+                        plan_prompt.user_prompt(window, self.budget(window), self.previous_error(window)),
+                        plan_prompt.VERSION, plan_prompt.parse)
+
+
+class LLMCodeAgent(LLMAgent):
+    """Implements the plan's instructions: the complete file, every span filled, no marker left."""
+
+    def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
+        target = target_of(window, self.target)
+        return self.ask(window, code_prompt.system(window, target),
+                        code_prompt.user_prompt(window, plan, self.budget(window), self.previous_error(window)),
+                        code_prompt.VERSION, lambda text: code_prompt.parse(text, plan))
+
+
+class LLMDebugAgent(LLMAgent):
+    """Makes the minimal fix to a failed candidate."""
+
+    def debug(self, window: ContextWindow) -> CodeAnswer:
+        target = target_of(window, self.target)
+        return self.ask(window, debug_prompt.system(window, target),
+                        debug_prompt.user_prompt(window, self.budget(window), self.previous_error(window)),
+                        debug_prompt.VERSION, lambda text: debug_prompt.parse(text, window))
+
+
+class SingleAgent(LLMAgent):
+    """The baselines' one agent: writes the whole improved candidate directly (it sits in the team's
+    code slot; the engine hands it the whole file as one span with a generic instruction), and
+    fixes failed candidates with the debug prompt, through `debug_client` (the debug role's
+    temperature) when given."""
+
+    def __init__(self, client: LLMClient, context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+                 target: str | None = None, debug_client: LLMClient | None = None) -> None:
+        super().__init__(client, context_tokens, target)
+        self.fixer = LLMDebugAgent(debug_client or client, context_tokens, target)
+
+    def debug(self, window: ContextWindow) -> CodeAnswer:
+        return self.fixer.debug(window)
+
+    def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
+        target = target_of(window, self.target)
+        instruction = plan.instructions[0] if len(plan.instructions) == 1 else ""
+        return self.ask(window, single_prompt.system(window, target),
+                        single_prompt.user_prompt(window, self.budget(window), instruction,
+                                                  self.previous_error(window)),
+                        single_prompt.VERSION, lambda text: single_prompt.parse(text, window))

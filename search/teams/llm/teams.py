@@ -1,0 +1,100 @@
+"""build_team(name, options): the STARK team and the paper's baselines, over LLM providers.
+
+  stark          plan + code + debug agents, adaptive ε-greedy search (the paper's method)
+  sampling       one agent, best-of-K from the root
+  reflexion      one agent, linear refinement of the latest attempt (failed ones are debugged)
+  search-single  one agent + the adaptive ε-greedy policy
+  ma-only        plan + code + debug agents, best-of-K from the root (no search)
+
+Options (CLI flags / run settings): provider, model, base_url, api_key, max_tokens, temperature,
+timeout_s, max_retries, stream, and the same per role as plan_*, code_*, debug_* (the single
+agent reads single_*, then plan_*); policy (overrides the team's), n_root, n_child, eps; max_reasks, top_r, context_tokens,
+target; cost_limit_usd (checked before every call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from search.engine.agents import Team
+from search.engine.policies import AdaptiveEpsilonGreedy, Policy, get_policy
+from search.llm import ConfigError, CostMeter, LLMClient, load_prices, role_settings
+from search.teams.llm.agents import (
+    DEFAULT_CONTEXT_TOKENS,
+    LLMCodeAgent,
+    LLMDebugAgent,
+    LLMPlanAgent,
+    SingleAgent,
+)
+
+LLM_TEAM_NAMES = ("stark", "sampling", "reflexion", "search-single", "ma-only")
+DEFAULT_POLICY = {"stark": "adaptive-egreedy", "sampling": "best-of-k", "reflexion": "reflexion",
+                  "search-single": "adaptive-egreedy", "ma-only": "best-of-k"}
+# Team settings the engine reads, taken from options when given.
+ENGINE_SETTINGS = {"max_reasks": int, "max_agent_retries": int, "top_r": int, "context_tokens": int}
+
+
+def _policy(name: str, options: dict[str, Any]) -> Policy:
+    """The team's policy, or the one options["policy"] names; ε-greedy takes n_root, n_child, eps."""
+    name = options.get("policy") or name
+    params: dict[str, Any] = {}
+    if name == AdaptiveEpsilonGreedy.name:
+        for key, kind in (("n_root", int), ("n_child", int), ("eps", float)):
+            if options.get(key) is not None:
+                params[key] = kind(options[key])
+    return get_policy(name, **params)
+
+
+def _cost_limit(options: dict[str, Any]) -> float | None:
+    value = options.get("cost_limit_usd", options.get("max_cost_usd"))
+    if value is None:
+        return None
+    try:
+        limit = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"cost limit must be a number of USD, got {value!r}") from None
+    if limit <= 0:
+        raise ConfigError(f"cost limit must be positive, got {limit}")
+    return limit
+
+
+def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
+    """Build an LLM team. Raises ConfigError (a ValueError) naming the missing key/model/URL."""
+    options = dict(options or {})
+    if name not in LLM_TEAM_NAMES:
+        raise ConfigError(f"unknown LLM team {name!r}; expected one of {', '.join(LLM_TEAM_NAMES)}")
+    prices = load_prices(options.get("prices"))
+    meter = CostMeter(_cost_limit(options))
+    context_tokens = int(options.get("context_tokens") or DEFAULT_CONTEXT_TOKENS)
+    target = options.get("target")
+
+    def client(role: str) -> LLMClient:
+        return LLMClient(role_settings(options, role), prices=prices, meter=meter)
+
+    def agent(cls: type, role: str) -> Any:
+        return cls(client(role), context_tokens=context_tokens, target=target)
+
+    plan = code = debug = None
+    policy = _policy(DEFAULT_POLICY[name], options)
+    if name in ("stark", "ma-only"):
+        plan, code = agent(LLMPlanAgent, "plan"), agent(LLMCodeAgent, "code")
+        debug = agent(LLMDebugAgent, "debug")
+    else:
+        # Best-of-K never selects a failed node, so sampling needs no fixer (unless --policy says otherwise).
+        fixes = policy.name != "best-of-k"
+        single = SingleAgent(client("single"), context_tokens=context_tokens, target=target,
+                             debug_client=client("debug") if fixes else None)
+        code = single
+        debug = single if fixes else None
+    settings: dict[str, Any] = {}
+    for key, kind in ENGINE_SETTINGS.items():
+        if options.get(key) is not None:
+            settings[key] = kind(options[key])
+    # Scalars only, no keys: team settings reach the tree file and the prompts' window settings.
+    for role, member in (("plan", plan), ("code", code), ("debug", debug)):
+        if member is not None:
+            s = (member.fixer if isinstance(member, SingleAgent) and role == "debug" else member).client.settings
+            settings[f"{role}_llm"] = f"{s.provider}:{s.model}@T={s.temperature}"
+    if meter.limit_usd is not None:
+        settings["cost_limit_usd"] = meter.limit_usd
+    return Team(name=name, plan=plan, code=code, debug=debug, policy=policy, settings=settings)

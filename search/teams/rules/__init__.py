@@ -1,0 +1,33 @@
+"""The offline rules team: real, deterministic optimizations (fused elementwise kernels generated from the
+traced forward, torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code
+protocol as the LLM agents, so it needs no API key and its trees look the same in the UI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from search.engine.agents import Team
+from search.engine.policies import get_policy
+from search.teams.rules.agents import RulesCode, RulesContext, RulesDebug, RulesPlan
+
+POLICY_PARAMS = ("n_root", "n_child", "eps")
+SETTINGS = ("max_reasks", "max_agent_retries", "top_r", "context_tokens")
+
+
+def build_team(options: dict[str, Any] | None = None) -> Team:
+    """Options: seed (move choice, default 0), policy (default adaptive-egreedy) with n_root, n_child,
+    eps, and the engine settings max_reasks, max_agent_retries, top_r, context_tokens."""
+    options = dict(options or {})
+    ctx = RulesContext(seed=int(options.get("seed") or 0))
+    params = {k: options[k] for k in POLICY_PARAMS if options.get(k) is not None}
+    policy = get_policy(options.get("policy") or "adaptive-egreedy", **params)
+    settings = {k: options[k] for k in SETTINGS if options.get(k) is not None}
+    return Team(name="rules", plan=RulesPlan(ctx), code=RulesCode(ctx), debug=RulesDebug(ctx),
+                policy=policy, settings=settings)
+
+
+def make_team(name: str, options: dict[str, Any]) -> Team:
+    """The registry's entry point (search.teams.get_team)."""
+    if name != "rules":
+        raise ValueError(f"search.teams.rules builds only the 'rules' team, not {name!r}")
+    return build_team(options)

@@ -1,0 +1,158 @@
+"""Render a complete, readable candidate file from the problem and a recipe.
+
+Layout (each part a span the plan agent can anchor): a docstring naming the applied moves and the
+recipe; the reference problem, unchanged; the generated kernels; and `class ModelNew(Model)`, which keeps
+the reference constructor (same parameters, created in the same order, so identical weights under the
+same seed) and replaces only `forward`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search.teams.rules import codegen_cpp, codegen_cuda, codegen_triton
+from search.teams.rules.fusion import Analysis, Region, forward_source
+from search.teams.rules.recipe import Recipe
+
+KERNELS_TITLE = "# Generated kernels"
+MODEL_TITLE = "# Optimized model"
+RULE = "# " + "-" * 98
+
+
+@dataclass
+class Rendered:
+    source: str
+    regions: list[Region]
+
+
+def _title(text: str) -> str:
+    return f"{RULE}\n{text}\n{RULE}\n"
+
+
+def header(recipe: Recipe, problem_name: str) -> str:
+    return (
+        f'"""Candidate for {problem_name}, written by STARK Studio\'s offline rules team.\n\n'
+        f"Applied moves: {recipe.describe()}.\n"
+        f"Recipe: {recipe.to_text()}\n\n"
+        "ModelNew subclasses the reference Model below: same constructor arguments, same parameters created in\n"
+        "the same order (identical weights under the same seed). Only forward changes; fused kernels are\n"
+        "specialised to the constants traced from the reference (shapes may vary).\n"
+        '"""\n'
+    )
+
+
+def kernel_section(regions: list[Region], backend: str) -> str:
+    if backend in ("cpp-omp", "cpp-serial"):
+        return codegen_cpp.kernel_section(regions, backend.split("-")[1])
+    if backend == "triton":
+        return codegen_triton.kernel_section(regions)
+    if backend == "cuda":
+        return codegen_cuda.kernel_section(regions)
+    raise ValueError(f"unknown kernel backend {backend!r}")
+
+
+def model_section(recipe: Recipe, analysis: Analysis, regions: list[Region]) -> str:
+    sig, call = analysis.signature, analysis.call
+    lines = ["class ModelNew(Model):",
+             f'    """The reference Model with: {recipe.describe()}."""', ""]
+    inner = "self._fused_forward" if regions else "super().forward"
+    if recipe.compile_mode or recipe.cuda_graph or recipe.channels_last:
+        lines += ["    def __init__(self, *args, **kwargs):", "        super().__init__(*args, **kwargs)"]
+        if recipe.channels_last:
+            lines.append("        self.to(memory_format=torch.channels_last)  # convolution weights as NHWC")
+        if recipe.compile_mode:
+            target = "self._fused_forward" if regions else "super().forward"
+            lines.append(f'        self._compiled_forward = torch.compile({target}, mode="{recipe.compile_mode}")')
+            inner = "self._compiled_forward"
+        if recipe.cuda_graph:
+            lines += ["        self._graph = None  # captured on the first call, again when an input shape changes",
+                      "        self._graph_key = None"]
+        lines.append("")
+    lines.append(f"    def forward({sig}):")
+    if recipe.channels_last:
+        lines += ["        args, kwargs = _channels_last_inputs(" + _pack(call) + ")"]
+        body_call = "*args, **kwargs"
+    else:
+        body_call = call
+    if recipe.cuda_graph:
+        lines.append(f"        return self._replay({inner}, {body_call})" if body_call
+                     else f"        return self._replay({inner})")
+    else:
+        lines.append(f"        return {inner}({body_call})")
+    if recipe.cuda_graph:
+        lines += ["", *CUDA_GRAPH_METHODS.splitlines()]
+    if regions and analysis.graph_module is not None:
+        lines += ["", "    # The traced reference forward, each fused region replaced by its kernel.",
+                  forward_source(analysis.graph_module, regions, "_fused_forward").rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def _pack(call: str) -> str:
+    """Turn `x, y, *rest, k=k` into arguments for _channels_last_inputs(args_tuple, kwargs_dict)."""
+    pos, kw = [], []
+    for part in (p.strip() for p in call.split(",") if p.strip()):
+        if part.startswith("**"):
+            kw.append(part)
+        elif "=" in part:
+            name = part.split("=")[0]
+            kw.append(f'"{name}": {name}')
+        else:
+            pos.append(part)
+    return f"({', '.join(pos)}{',' if len(pos) == 1 else ''}), {{{', '.join(kw)}}}"
+
+
+CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
+        """Run fn from a CUDA graph captured for these input shapes: one launch instead of many."""
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        key = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors) + tuple(
+            a for a in (*args, *kwargs.values()) if not isinstance(a, torch.Tensor))
+        # Static buffers are ordinary tensors even when the caller runs under torch.inference_mode.
+        with torch.inference_mode(False), torch.no_grad():
+            if self._graph is None or key != self._graph_key:
+                self._capture(fn, key, args, kwargs)
+            for static, new in zip(self._static_tensors, tensors):
+                static.copy_(new)
+            self._graph.replay()
+        # A fresh output per call: the graph's own output buffer is overwritten by the next replay.
+        return torch.utils._pytree.tree_map(
+            lambda t: t.clone() if isinstance(t, torch.Tensor) else t, self._static_output)
+
+    def _capture(self, fn, key, args, kwargs):
+        self._static_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        self._static_kwargs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        self._static_tensors = [a for a in (*self._static_args, *self._static_kwargs.values())
+                                if isinstance(a, torch.Tensor)]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):  # warm up (and compile, if compiled) outside the capture
+                fn(*self._static_args, **self._static_kwargs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._static_output = fn(*self._static_args, **self._static_kwargs)
+        self._graph, self._graph_key = graph, key'''
+
+CHANNELS_LAST_HELPER = '''def _channels_last_inputs(args, kwargs):
+    """4-D tensor inputs in channels_last, the layout cuDNN convolutions run fastest in."""
+    def convert(a):
+        if isinstance(a, torch.Tensor) and a.dim() == 4:
+            return a.contiguous(memory_format=torch.channels_last)
+        return a
+    return [convert(a) for a in args], {k: convert(v) for k, v in kwargs.items()}
+'''
+
+
+def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem") -> Rendered:
+    """The full candidate source for recipe (regions not found in analysis are ignored)."""
+    regions = [r for r in analysis.regions if r.index in recipe.fused] if analysis.graph_module else []
+    parts = [header(recipe, problem_name), "\n", problem_source.strip("\n") + "\n", "\n\n"]
+    parts.append(_title(KERNELS_TITLE))
+    if regions and recipe.backend:
+        parts.append(kernel_section(regions, recipe.backend))
+    else:
+        parts.append("# (none: this candidate uses PyTorch ops only)\n")
+    if recipe.channels_last:
+        parts += ["\n\n", CHANNELS_LAST_HELPER]
+    parts += ["\n\n", _title(MODEL_TITLE), model_section(recipe, analysis, regions)]
+    return Rendered("".join(parts), regions)

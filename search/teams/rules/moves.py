@@ -1,0 +1,134 @@
+"""The move catalogue: which optimizations apply to a candidate (given its recipe, the traced problem and
+the device), in what order of promise, and the safer fallbacks the debug role tries after a failure."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from search.teams.rules.fusion import Analysis
+from search.teams.rules.recipe import BACKEND_WORDS, Recipe
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step from a recipe to a new one, with the instruction that says what to do and why."""
+
+    name: str
+    recipe: Recipe
+    instruction: str
+
+
+def preferred_backend(device: str, target: str | None) -> str:
+    """The kernel writer for the device: C++/OpenMP on the CPU; Triton on CUDA unless the target is CUDA C++."""
+    if device != "cuda":
+        return "cpp-omp"
+    return "cuda" if target == "cuda" else "triton"
+
+
+def _regions_text(analysis: Analysis, indices: list[int]) -> str:
+    parts = []
+    for r in analysis.regions:
+        if r.index in indices:
+            operands = ", ".join(f"{i.node} ({i.kind}{'' if i.dim is None else f' dim {i.dim}'})" for i in r.inputs)
+            parts.append(f"{r.summary} on {operands}")
+    return "; ".join(parts)
+
+
+def candidate_moves(recipe: Recipe, analysis: Analysis, device: str, target: str | None = None) -> list[Move]:
+    """Every move that applies to recipe, most promising first."""
+    moves: list[Move] = []
+    unfused = [r.index for r in analysis.regions if r.index not in recipe.fused]
+    backend = recipe.backend or preferred_backend(device, target)
+    words = BACKEND_WORDS[backend]
+    if unfused and target != "torch":
+        moves.append(Move(
+            "fuse-all", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend),
+            f"Fuse each elementwise chain of the traced forward into one {words} kernel "
+            f"({_regions_text(analysis, unfused)}): one pass over memory instead of one per op"))
+    compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
+                                                                                       "max-autotune-no-cudagraphs"]
+    if recipe.compile_mode is None:
+        rest = "the rest of the forward" if recipe.fused else "the forward"
+        for mode in compile_modes:
+            moves.append(Move(
+                f"compile-{mode}", recipe.with_(compile_mode=mode),
+                f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in PyTorch'))
+    if len(unfused) > 1 and target != "torch":
+        for k in unfused:
+            moves.append(Move(
+                f"fuse-{k}", recipe.with_(fused=(*recipe.fused, k), backend=backend),
+                f"Fuse one elementwise chain into a {words} kernel ({_regions_text(analysis, [k])})"))
+    if device == "cuda":
+        if not recipe.cuda_graph:
+            moves.append(Move("cuda-graph", recipe.with_(cuda_graph=True),
+                              "Capture forward in a CUDA graph (static shapes) and replay it: one launch "
+                              "instead of one per kernel, removing launch overhead"))
+        if analysis.has_conv and not recipe.channels_last:
+            moves.append(Move("channels-last", recipe.with_(channels_last=True),
+                              "Keep convolution weights and 4-D inputs in channels_last (NHWC), the layout "
+                              "cuDNN's fastest convolution kernels use"))
+        if recipe.fused and recipe.backend in ("triton", "cuda"):
+            other = "cuda" if recipe.backend == "triton" else "triton"
+            moves.append(Move(f"backend-{other}", recipe.with_(backend=other),
+                              f"Rewrite the fused kernels in {BACKEND_WORDS[other]} instead of "
+                              f"{BACKEND_WORDS[recipe.backend]}"))
+    return moves
+
+
+def choose(moves: list[Move], tried: set[Recipe], rng: random.Random, first: bool = False) -> Move | None:
+    """The most promising move for a node's first child; for later children a seeded choice among the
+    untried moves, weighted towards the most promising (4:2:1:1...), so siblings explore."""
+    fresh = [m for m in moves if m.recipe not in tried]
+    if not fresh:
+        return None
+    if first:
+        return fresh[0]
+    weights = [4.0, 2.0] + [1.0] * max(0, len(fresh) - 2)
+    return rng.choices(fresh, weights=weights[:len(fresh)], k=1)[0]
+
+
+@dataclass(frozen=True)
+class Fix:
+    recipe: Recipe
+    why: str
+
+
+def fixes(recipe: Recipe, analysis: Analysis, verdict: str | None, log_text: str) -> list[Fix]:
+    """Minimal fixes for a failed candidate, safest first: drop the fused region the log names, then fall
+    back to a safer kernel variant, then remove the last risky wrapper; never the bare reference."""
+    out: list[Fix] = []
+    regions = {r.index: r for r in analysis.regions}
+    named = [k for k in recipe.fused if k in regions and regions[k].name in log_text]
+    for k in named:
+        out.append(Fix(recipe.with_(fused=tuple(i for i in recipe.fused if i != k)),
+                       f"drop the fused kernel {regions[k].name}, which the diagnostics name; PyTorch runs those ops"))
+    if recipe.fused and recipe.backend == "cpp-omp":
+        out.append(Fix(recipe.with_(backend="cpp-serial"),
+                       "rebuild the fused kernels as a plain serial C++ loop (no OpenMP, no fast-math, -O2)"))
+    if recipe.fused and recipe.backend == "cuda":
+        out.append(Fix(recipe.with_(backend="triton"), "rewrite the fused kernels in Triton instead of CUDA C++"))
+    if recipe.fused and recipe.backend == "triton":
+        out.append(Fix(recipe.with_(backend="cuda"), "rewrite the fused kernels in CUDA C++ instead of Triton"))
+    if recipe.cuda_graph:
+        out.append(Fix(recipe.with_(cuda_graph=False), "stop replaying a captured CUDA graph; call forward directly"))
+    if recipe.compile_mode == "max-autotune-no-cudagraphs":
+        out.append(Fix(recipe.with_(compile_mode="default"), 'use torch.compile(mode="default") instead of max-autotune'))
+    if recipe.compile_mode:
+        out.append(Fix(recipe.with_(compile_mode=None), "remove torch.compile"))
+    if recipe.channels_last:
+        out.append(Fix(recipe.with_(channels_last=False), "keep the default contiguous (NCHW) layout"))
+    if len(recipe.fused) > 1:
+        last = recipe.fused[-1]
+        out.append(Fix(recipe.with_(fused=recipe.fused[:-1]),
+                       f"drop the fused kernel {regions[last].name if last in regions else last}"))
+    if recipe.fused:
+        out.append(Fix(recipe.with_(fused=()), "drop every fused kernel; PyTorch runs the elementwise ops"))
+    seen: set[Recipe] = set()
+    unique = []
+    for f in out:
+        # The empty recipe is the reference itself: "falling back" to it is no fix, only a re-timing.
+        if f.recipe != recipe and f.recipe not in seen and not f.recipe.empty:
+            seen.add(f.recipe)
+            unique.append(f)
+    return unique

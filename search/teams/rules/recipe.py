@@ -1,0 +1,108 @@
+"""A recipe: the set of moves applied to the reference, from which the rules team renders a candidate.
+
+It is written into every candidate's docstring (`Recipe: ...`) so any node's source says exactly how it
+was made, and the next move (or a fix) starts from it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+BACKENDS = ("cpp-omp", "cpp-serial", "triton", "cuda")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+BACKEND_WORDS = {
+    "cpp-omp": "C++/OpenMP", "cpp-serial": "serial C++", "triton": "Triton", "cuda": "CUDA C++",
+}
+_LINE = re.compile(r"^Recipe: (.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """fused: indices of the traced regions replaced by kernels written with backend; compile_mode: wrap the
+    forward in torch.compile; cuda_graph: replay the forward from a captured CUDA graph; channels_last:
+    keep convolution weights and 4-D inputs in channels_last."""
+
+    fused: tuple[int, ...] = ()
+    backend: str | None = None
+    compile_mode: str | None = None
+    cuda_graph: bool = False
+    channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise ValueError(f"unknown kernel backend {self.backend!r}; use one of {BACKENDS}")
+        if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
+            raise ValueError(f"unknown torch.compile mode {self.compile_mode!r}; use one of {COMPILE_MODES}")
+        if self.fused and self.backend is None:
+            raise ValueError("fused regions need a kernel backend")
+
+    @property
+    def empty(self) -> bool:
+        return self == Recipe()
+
+    def with_(self, **changes: object) -> Recipe:
+        fused = changes.get("fused")
+        if fused is not None:
+            changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[arg-type]
+        if changes.get("fused", self.fused) == () and "backend" not in changes:
+            changes["backend"] = None
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def to_text(self) -> str:
+        parts = []
+        if self.fused:
+            parts.append(f"fuse={self.backend}:" + ",".join(str(i) for i in self.fused))
+        if self.channels_last:
+            parts.append("channels-last")
+        if self.compile_mode:
+            parts.append(f"compile={self.compile_mode}")
+        if self.cuda_graph:
+            parts.append("cuda-graph")
+        return "; ".join(parts) if parts else "none"
+
+    @classmethod
+    def from_text(cls, text: str) -> Recipe:
+        """Parse to_text()'s output; raise ValueError naming the bad part."""
+        text = text.strip()
+        if text in ("", "none"):
+            return cls()
+        fused: tuple[int, ...] = ()
+        backend = compile_mode = None
+        cuda_graph = channels_last = False
+        for part in (p.strip() for p in text.split(";")):
+            if part.startswith("fuse="):
+                backend, _, idx = part[5:].partition(":")
+                fused = tuple(int(i) for i in idx.split(",") if i)
+            elif part.startswith("compile="):
+                compile_mode = part[8:]
+            elif part == "cuda-graph":
+                cuda_graph = True
+            elif part == "channels-last":
+                channels_last = True
+            else:
+                raise ValueError(f"unknown recipe part {part!r} in {text!r}")
+        return cls(fused, backend, compile_mode, cuda_graph, channels_last)
+
+    def describe(self) -> str:
+        """The applied moves in words, for the candidate's docstring."""
+        words = []
+        if self.fused:
+            words.append(f"{len(self.fused)} fused kernel(s) in {BACKEND_WORDS[self.backend or '']}")
+        if self.channels_last:
+            words.append("channels_last memory format")
+        if self.compile_mode:
+            words.append(f"torch.compile(mode={self.compile_mode!r})")
+        if self.cuda_graph:
+            words.append("CUDA graph replay")
+        return ", ".join(words) if words else "none (the reference, restructured)"
+
+
+def recipe_of(source: str) -> Recipe | None:
+    """The recipe a rules candidate records in its docstring, or None for any other source."""
+    m = _LINE.search(source)
+    if m is None:
+        return None
+    try:
+        return Recipe.from_text(m.group(1))
+    except ValueError:
+        return None

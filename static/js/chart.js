@@ -1,0 +1,52 @@
+// Best-so-far chart: the best speed-up vs eager after each attempt (a step line), each correct attempt
+// as a dot, failed attempts as ticks on the axis, and the eager baseline at 1×.
+
+const d3 = globalThis.d3;
+
+export class BestChart {
+  constructor(container) {
+    this.container = container;
+    this.svg = d3.select(container).append("svg").attr("class", "chart-svg").attr("role", "img");
+    this.pending = false;
+    this.points = [];
+  }
+
+  update(points) {
+    this.points = points;
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.render();
+    });
+  }
+
+  render() {
+    const width = this.container.clientWidth || 320;
+    const height = this.container.clientHeight || 160;
+    const m = { top: 10, right: 12, bottom: 24, left: 40 };
+    const pts = this.points;
+    const svg = this.svg.attr("viewBox", `0 0 ${width} ${height}`).attr("width", width).attr("height", height);
+    const last = pts.length ? pts[pts.length - 1] : null;
+    svg.attr("aria-label", last && last.best != null
+      ? `Best speed-up ${last.best.toFixed(2)}× after ${pts.length} attempts`
+      : `No correct attempt yet after ${pts.length} attempts`);
+    const maxY = Math.max(1.5, ...pts.map((p) => p.value ?? 0)) * 1.1;
+    const x = d3.scaleLinear().domain([0, Math.max(5, pts.length)]).range([m.left, width - m.right]);
+    const y = d3.scaleLinear().domain([0, maxY]).nice().range([height - m.bottom, m.top]);
+    svg.selectAll("g.axis-x").data([0]).join("g").attr("class", "axis axis-x")
+      .attr("transform", `translate(0,${height - m.bottom})`).call(d3.axisBottom(x).ticks(6).tickFormat(d3.format("d")));
+    svg.selectAll("g.axis-y").data([0]).join("g").attr("class", "axis axis-y")
+      .attr("transform", `translate(${m.left},0)`).call(d3.axisLeft(y).ticks(4).tickFormat((v) => `${v}×`));
+    svg.selectAll("line.baseline").data([1]).join("line").attr("class", "baseline")
+      .attr("x1", m.left).attr("x2", width - m.right).attr("y1", y(1)).attr("y2", y(1));
+    const stepped = pts.map((p, i) => ({ i: i + 1, best: p.best })).filter((p) => p.best != null);
+    const line = d3.line().curve(d3.curveStepAfter).x((p) => x(p.i)).y((p) => y(p.best));
+    svg.selectAll("path.best").data([stepped]).join("path").attr("class", "best").attr("d", line);
+    svg.selectAll("circle.attempt").data(pts.map((p, i) => ({ ...p, i: i + 1 })).filter((p) => p.value != null), (p) => p.id)
+      .join("circle").attr("class", "attempt").attr("r", 3).attr("cx", (p) => x(p.i)).attr("cy", (p) => y(p.value));
+    svg.selectAll("line.fail").data(pts.map((p, i) => ({ ...p, i: i + 1 })).filter((p) => p.value == null), (p) => p.id)
+      .join("line").attr("class", "fail").attr("x1", (p) => x(p.i)).attr("x2", (p) => x(p.i))
+      .attr("y1", height - m.bottom).attr("y2", height - m.bottom - 6);
+  }
+}

@@ -1,0 +1,142 @@
+// The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
+// Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
+
+const FINISHED = new Set(["done", "failed"]);
+
+export function isFinished(node) {
+  return FINISHED.has(node.status);
+}
+
+export function isPass(node) {
+  return node.verdict === "pass" && node.runtime_ms != null;
+}
+
+export class RunState {
+  constructor() {
+    this.run = {};
+    this.nodes = new Map();
+    this.seq = 0;
+    this.leaderboard = [];
+    this.streams = new Map(); // node id -> text streamed since the last snapshot
+    this.listeners = new Set();
+  }
+
+  // fn(kind, payload): kind is "snapshot", "node", "run", "leaderboard" or "stream".
+  subscribe(fn) {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  notify(kind, payload) {
+    for (const fn of this.listeners) fn(kind, payload);
+  }
+
+  applySnapshot(msg) {
+    this.run = msg.run || {};
+    this.seq = msg.seq || 0;
+    this.nodes = new Map();
+    for (const n of msg.nodes || []) this.nodes.set(n.id, { ...n });
+    if (Array.isArray(this.run.leaderboard)) this.leaderboard = this.run.leaderboard;
+    this.notify("snapshot", this);
+  }
+
+  // Returns "applied", "duplicate" or "gap" (the caller then asks the server to resync).
+  applyEvent(ev) {
+    if (typeof ev.seq === "number") {
+      if (ev.seq <= this.seq) return "duplicate";
+      if (ev.seq > this.seq + 1) return "gap";
+      this.seq = ev.seq;
+    }
+    this.applyChange(ev);
+    return "applied";
+  }
+
+  applyChange(ev) {
+    const data = ev.data || {};
+    const node = ev.node != null ? this.nodes.get(ev.node) : undefined;
+    switch (ev.type) {
+      case "node.created": {
+        const created = { ...data, id: data.id ?? ev.node };
+        this.nodes.set(created.id, created);
+        this.notify("node", created);
+        break;
+      }
+      case "node.stream": {
+        const text = (this.streams.get(ev.node) || "") + (data.text || "");
+        this.streams.set(ev.node, text);
+        this.notify("stream", { id: ev.node, role: data.role, text: data.text || "", all: text });
+        break;
+      }
+      case "run.status":
+      case "run.progress":
+      case "run.settings": {
+        const { run, ...rest } = data;
+        if (run && typeof run === "object") Object.assign(this.run, run);
+        Object.assign(this.run, rest);
+        this.notify("run", this.run);
+        break;
+      }
+      case "leaderboard":
+        this.leaderboard = data.nodes || [];
+        this.notify("leaderboard", this.leaderboard);
+        break;
+      default:
+        // node.status, node.result, agent.call...: the service sends the node fields that changed.
+        if (node && data.changes) {
+          Object.assign(node, data.changes);
+          this.notify("node", node);
+        } else if (node && (ev.type === "node.status" || ev.type === "node.result")) {
+          Object.assign(node, data);
+          this.notify("node", node);
+        }
+        break;
+    }
+  }
+
+  children(id) {
+    const out = [];
+    for (const n of this.nodes.values()) if (n.parent === id) out.push(n);
+    return out;
+  }
+
+  // Correct nodes other than the root, fastest first.
+  ranked() {
+    return [...this.nodes.values()]
+      .filter((n) => isPass(n) && n.parent != null)
+      .sort((a, b) => a.runtime_ms - b.runtime_ms);
+  }
+
+  // Figures for the header, computed from the nodes so they agree with the tree on screen.
+  totals() {
+    let attempts = 0, inFlight = 0, passed = 0, failed = 0, tokensIn = 0, tokensOut = 0, cost = 0;
+    for (const n of this.nodes.values()) {
+      const u = n.usage || {};
+      tokensIn += u.input_tokens || 0;
+      tokensOut += u.output_tokens || 0;
+      cost += u.cost_usd || 0;
+      if (n.parent == null) continue;
+      attempts += 1;
+      if (!isFinished(n)) inFlight += 1;
+      else if (isPass(n)) passed += 1;
+      else failed += 1;
+    }
+    const best = this.ranked()[0] || null;
+    return { attempts, inFlight, passed, failed, tokensIn, tokensOut, cost, best };
+  }
+
+  // Best speed-up vs eager after each finished attempt, in attempt order (the best-so-far chart).
+  bestSoFar() {
+    const done = [...this.nodes.values()]
+      .filter((n) => n.parent != null && isFinished(n))
+      .sort((a, b) => a.attempt - b.attempt || a.id - b.id);
+    const points = [];
+    let best = null;
+    for (const n of done) {
+      if (isPass(n) && n.speedup_vs_eager != null && (best == null || n.speedup_vs_eager > best)) {
+        best = n.speedup_vs_eager;
+      }
+      points.push({ attempt: n.attempt, id: n.id, best, value: isPass(n) ? n.speedup_vs_eager : null });
+    }
+    return points;
+  }
+}

@@ -1,0 +1,316 @@
+// The live search tree: a D3 tidy tree of attempts, coloured by verdict and speed-up, each node with a
+// text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
+// Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
+
+const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
+
+const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
+const ROLE_LABEL = { "plan+code": "plan", debug: "debug", root: "" };
+const ROW = 24; // vertical distance between leaves
+const COLUMN = 230; // horizontal distance between depths
+
+const speedColour = d3
+  ? d3.scaleLinear().domain([0.5, 1, 2, 4]).range(["#c2410c", "#8a8f98", "#3f9d57", "#116b34"]).clamp(true)
+  : () => "#888";
+
+export function statusClass(n) {
+  if (n.parent == null) return "st-root";
+  if (RUNNING.has(n.status)) return "st-running";
+  if (n.status === "pending") return "st-pending";
+  if (n.verdict === "pass") return "st-pass";
+  if (n.status === "done" || n.status === "failed") return "st-failed";
+  return "st-pending";
+}
+
+export function fillColour(n) {
+  const cls = statusClass(n);
+  if (cls === "st-pass") return speedColour(n.speedup_vs_eager ?? 1);
+  return null; // the CSS class decides
+}
+
+function fmtX(v) {
+  return v == null ? "" : `${v >= 10 ? v.toFixed(0) : v.toFixed(2)}×`;
+}
+
+// The text shown beside a node: its id and, in words, what it is doing or how it ended.
+export function nodeLabel(n) {
+  if (n.parent == null) {
+    return n.runtime_ms != null ? `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms` : `#${n.id} reference ${n.status}`;
+  }
+  if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…`;
+  if (n.verdict === "pass") return `#${n.id} pass ${fmtX(n.speedup_vs_eager)}`;
+  return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}`;
+}
+
+export class TreeView {
+  // autoFit: "follow" (fit while the labels stay readable, else follow the newest node), "all" or null.
+  constructor(container, { onSelect = () => {}, autoFit = "follow" } = {}) {
+    this.container = container;
+    this.onSelect = onSelect;
+    this.autoFit = autoFit;
+    this.nodes = new Map();
+    this.collapsed = new Set();
+    this.selected = null;
+    this.focused = null;
+    this.pending = false;
+    this.renders = 0;
+    this.layoutById = new Map();
+    this.visibleKids = new Map();
+
+    container.classList.add("tree-view");
+    container.setAttribute("role", "tree");
+    container.setAttribute("tabindex", "0");
+    container.setAttribute("aria-label", "Search tree: arrow keys move, Enter opens, Space collapses");
+    this.svg = d3.select(container).append("svg").attr("class", "tree-svg");
+    this.viewport = this.svg.append("g").attr("class", "viewport");
+    this.linkLayer = this.viewport.append("g").attr("class", "links");
+    this.edgeLabelLayer = this.viewport.append("g").attr("class", "edge-labels");
+    this.nodeLayer = this.viewport.append("g").attr("class", "nodes");
+    this.zoom = d3
+      .zoom()
+      .scaleExtent([0.05, 4])
+      .on("zoom", (event) => {
+        this.transform = event.transform;
+        this.viewport.attr("transform", event.transform);
+        if (event.sourceEvent) this.autoFit = null; // the user took over the view
+        if (!this.programmatic) this.schedule();
+      });
+    this.svg.call(this.zoom).on("dblclick.zoom", null);
+    container.addEventListener("keydown", (e) => this.onKey(e));
+    this.transform = d3.zoomIdentity;
+    this.size = { width: container.clientWidth, height: container.clientHeight };
+    this.resizeObserver = new ResizeObserver(() => {
+      this.size = { width: container.clientWidth, height: container.clientHeight };
+      this.schedule();
+    });
+    this.resizeObserver.observe(container);
+  }
+
+  // Share the caller's node map (RunState.nodes); call upsert/schedule after changing it.
+  setNodes(nodes) {
+    this.nodes = nodes;
+    this.invalidate();
+  }
+
+  // A new node changes the layout; a changed status or result only its drawing.
+  upsert(node) {
+    const known = this.layoutById.get(node.id);
+    if (!this.nodes.has(node.id)) this.nodes.set(node.id, node);
+    if (!known || known.data !== node) this.dirty = true;
+    this.schedule();
+  }
+
+  // Mark the layout stale (nodes changed) and draw on the next frame.
+  invalidate() {
+    this.dirty = true;
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.render();
+    });
+  }
+
+  rootNode() {
+    let root = null;
+    for (const n of this.nodes.values()) if (n.parent == null && (root == null || n.id < root.id)) root = n;
+    return root;
+  }
+
+  // Tidy-tree layout of the expanded part of the tree; recomputed only when nodes or collapse changed.
+  layout() {
+    const root = this.rootNode();
+    if (!root) return false;
+    const kids = new Map();
+    for (const n of this.nodes.values()) {
+      if (n.parent == null) continue;
+      let list = kids.get(n.parent);
+      if (!list) kids.set(n.parent, (list = []));
+      list.push(n);
+    }
+    for (const list of kids.values()) list.sort((a, b) => a.id - b.id);
+    this.allKids = kids;
+    const hierarchy = d3.hierarchy(root, (d) => (this.collapsed.has(d.id) ? null : kids.get(d.id)));
+    d3.tree().nodeSize([ROW, COLUMN]).separation((a, b) => (a.parent === b.parent ? 1 : 1.25))(hierarchy);
+    this.all = hierarchy.descendants();
+    this.links = hierarchy.links();
+    this.layoutById = new Map(this.all.map((d) => [d.data.id, d]));
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const d of this.all) {
+      if (d.x < x0) x0 = d.x;
+      if (d.x > x1) x1 = d.x;
+      if (d.y < y0) y0 = d.y;
+      if (d.y > y1) y1 = d.y;
+    }
+    this.bounds = { x0, x1, y0, y1 };
+    this.dirty = false;
+    return true;
+  }
+
+  // Only what is inside the box (plus a margin) is in the DOM: panning a 1,000-node tree stays cheap.
+  render() {
+    this.renders += 1;
+    if ((this.dirty || !this.all) && !this.layout()) return;
+    if (this.autoFit) this.fit(this.autoFit === "all", false);
+    const t = this.transform;
+    const { width, height } = this.size;
+    const pad = 80 / t.k;
+    const left = (0 - t.x) / t.k - pad - COLUMN, right = (width - t.x) / t.k + pad;
+    const top = (0 - t.y) / t.k - pad, bottom = (height - t.y) / t.k + pad;
+    const inside = (d) => d.y >= left && d.y <= right && d.x >= top && d.x <= bottom;
+    const shown = this.all.filter(inside);
+    const links = this.links.filter((l) => inside(l.target) || inside(l.source));
+    const kids = this.allKids;
+    const far = t.k < 0.6, tiny = t.k < 0.3;
+    this.svg.classed("far", far).classed("tiny", tiny);
+
+    const linkPath = d3.linkHorizontal().x((d) => d.y).y((d) => d.x);
+    this.linkLayer
+      .selectAll("path")
+      .data(links, (l) => l.target.data.id)
+      .join("path")
+      .attr("class", (l) => `link role-${(l.target.data.role || "").replace("+", "-")}`)
+      .attr("d", linkPath);
+    this.edgeLabelLayer
+      .selectAll("text")
+      .data(far ? [] : links, (l) => l.target.data.id)
+      .join("text")
+      .attr("x", (l) => l.target.y - 14)
+      .attr("y", (l) => l.target.x - 7)
+      .text((l) => ROLE_LABEL[l.target.data.role] ?? l.target.data.role);
+
+    const groups = this.nodeLayer
+      .selectAll("g.node")
+      .data(shown, (d) => d.data.id)
+      .join((enter) => {
+        const g = enter.append("g").attr("class", "node").attr("role", "treeitem");
+        g.append("circle").attr("r", 7);
+        g.append("text").attr("class", "label").attr("x", 12).attr("dy", "0.32em");
+        g.append("text").attr("class", "toggle").attr("x", -20).attr("dy", "0.32em");
+        g.on("click", (event, d) => {
+          if (event.target.classList.contains("toggle")) this.toggle(d.data.id);
+          else this.choose(d.data.id);
+        });
+        return g;
+      });
+    groups
+      .attr("id", (d) => `tn-${d.data.id}`)
+      .attr("data-id", (d) => d.data.id)
+      .attr("data-status", (d) => d.data.status)
+      .attr("class", (d) => {
+        const n = d.data;
+        let cls = `node ${statusClass(n)}`;
+        if (n.id === this.selected) cls += " selected";
+        if (n.id === this.focused) cls += " focused";
+        if (this.collapsed.has(n.id) && kids.has(n.id)) cls += " collapsed";
+        return cls;
+      })
+      .attr("aria-selected", (d) => String(d.data.id === this.selected))
+      .attr("aria-expanded", (d) => (kids.has(d.data.id) ? String(!this.collapsed.has(d.data.id)) : null))
+      .attr("aria-label", (d) => nodeLabel(d.data))
+      .attr("transform", (d) => `translate(${d.y},${d.x})`);
+    groups.select("circle").style("fill", (d) => fillColour(d.data));
+    groups.select("text.label").text((d) => {
+      if (tiny) return "";
+      const hidden = this.collapsed.has(d.data.id) ? countBelow(d.data.id, kids) : 0;
+      return hidden ? `${nodeLabel(d.data)}  (+${hidden})` : nodeLabel(d.data);
+    });
+    groups.select("text.toggle").text((d) => (!tiny && kids.has(d.data.id) ? (this.collapsed.has(d.data.id) ? "+" : "−") : ""));
+    if (this.focused != null) this.container.setAttribute("aria-activedescendant", `tn-${this.focused}`);
+  }
+
+  // Zoom so the whole visible tree fits the box; while following a big run, keep labels readable
+  // and centre on the newest node instead.
+  fit(userAsked = true, draw = true) {
+    if (userAsked) this.autoFit = "all";
+    if (this.dirty && !this.layout()) return;
+    const { width, height } = this.size;
+    if (!this.bounds || !width || !height) return;
+    const { x0, x1, y0, y1 } = this.bounds;
+    const w = y1 - y0 + 260, h = x1 - x0 + 60;
+    let k = Math.min(1.5, width / w, height / h);
+    let cx = (y0 + y1 + 200) / 2, cy = (x0 + x1) / 2;
+    if (!userAsked && k < 0.35) {
+      k = 0.35;
+      let newest = null;
+      for (const d of this.all) if (!newest || d.data.id > newest.data.id) newest = d;
+      cx = newest.y; cy = newest.x;
+    }
+    k = Math.max(0.05, k);
+    const t = d3.zoomIdentity.translate(width / 2 - k * cx, height / 2 - k * cy).scale(k);
+    this.programmatic = true;
+    this.svg.call(this.zoom.transform, t);
+    this.programmatic = false;
+    if (draw) this.schedule();
+  }
+
+  choose(id) {
+    this.focused = id;
+    this.select(id);
+    this.onSelect(id);
+  }
+
+  select(id) {
+    this.selected = id;
+    this.schedule();
+  }
+
+  toggle(id) {
+    if (this.collapsed.has(id)) this.collapsed.delete(id);
+    else if (this.allKids && this.allKids.has(id)) this.collapsed.add(id);
+    this.invalidate();
+  }
+
+  // Move the keyboard focus, panning it into view when it left the box.
+  focusNode(id) {
+    if (id == null || !this.layoutById.has(id)) return;
+    this.focused = id;
+    const d = this.layoutById.get(id);
+    const [px, py] = this.transform.apply([d.y, d.x]);
+    if (px < 20 || py < 20 || px > this.size.width - 160 || py > this.size.height - 20) {
+      this.autoFit = null;
+      this.svg.call(this.zoom.translateTo, d.y + 60, d.x);
+    }
+    this.schedule();
+  }
+
+  onKey(e) {
+    const current = this.focused ?? this.selected ?? this.rootNode()?.id;
+    const d = this.layoutById.get(current);
+    if (!d) return;
+    const siblings = d.parent ? d.parent.children : [d];
+    const at = siblings.indexOf(d);
+    let next = null;
+    switch (e.key) {
+      case "ArrowLeft": next = d.parent?.data.id; break;
+      case "ArrowRight":
+        if (this.collapsed.has(current)) { this.toggle(current); e.preventDefault(); return; }
+        next = d.children?.[0]?.data.id;
+        break;
+      case "ArrowUp": next = siblings[at - 1]?.data.id ?? d.parent?.data.id; break;
+      case "ArrowDown": next = siblings[at + 1]?.data.id; break;
+      case "Home": next = this.rootNode()?.id; break;
+      case "Enter": this.choose(current); e.preventDefault(); return;
+      case " ": case "c": this.toggle(current); e.preventDefault(); return;
+      case "f": this.fit(); e.preventDefault(); return;
+      default: return;
+    }
+    e.preventDefault();
+    if (next != null) this.focusNode(next);
+  }
+}
+
+function countBelow(id, kids) {
+  let count = 0;
+  const stack = [...(kids.get(id) || [])];
+  while (stack.length) {
+    const n = stack.pop();
+    count += 1;
+    for (const c of kids.get(n.id) || []) stack.push(c);
+  }
+  return count;
+}

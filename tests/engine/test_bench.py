@@ -1,0 +1,94 @@
+"""The paper's suite metrics (Success, Fast_1, fast_p, mean and geometric-mean speed-ups) and the bench command."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from search.bench import collect_problems, markdown, metrics, summarize
+from search.cli import main
+
+
+def rec(name: str, suite: str, eager: float | None, compile_: float | None = None) -> dict:
+    return {"file": f"{suite}/{name}.py", "name": name, "suite": suite, "success": eager is not None,
+            "best": 1 if eager is not None else None, "attempts": 3, "status": "finished", "stop_reason": "",
+            "runtime_ms": 1.0 if eager is not None else None, "reference_ms": 1.0, "eager_ms": 1.0,
+            "compile_ms": None, "speedup_vs_eager": eager, "speedup_vs_compile": compile_,
+            "speedup_vs_compile_max_autotune": None,
+            "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": 1.0}
+
+
+RECORDS = [rec("a", "level1", 3.0, 1.2), rec("b", "level1", 0.8, 0.5), rec("c", "level1", None),
+           rec("d", "level2", 1.0, 0.9), rec("e", "level2", 1.6, 2.5)]
+
+
+def test_metrics_follow_the_paper_and_kernelbench():
+    m = metrics(RECORDS[:3], "eager")
+    assert m["n"] == 3 and m["success"] == pytest.approx(2 / 3)
+    assert m["Fast_1"] == pytest.approx(1 / 3)  # only a (3.0x) is at least as fast
+    assert m["fast_p"] == pytest.approx({"0": 2 / 3, "0.5": 2 / 3, "1": 1 / 3, "1.5": 1 / 3, "2": 1 / 3})
+    assert m["mean_speedup"] == pytest.approx(1.9)
+    assert m["geomean_speedup"] == pytest.approx(math.sqrt(3.0 * 0.8))
+
+
+def test_fast_1_counts_a_tie_but_fast_p_at_1_does_not():
+    m = metrics([RECORDS[3]], "eager")
+    assert m["Fast_1"] == 1.0 and m["fast_p"]["1"] == 0.0
+
+
+def test_summary_is_per_suite_and_overall_against_both_baselines():
+    s = summarize(RECORDS)
+    assert set(s) == {"level1", "level2", "all"} and set(s["all"]) == {"eager", "compile", "compile_max_autotune"}
+    assert s["all"]["eager"]["n"] == 5 and s["level2"]["compile"]["fast_p"]["2"] == 0.5
+    assert s["all"]["eager"]["success"] == pytest.approx(0.8)
+
+
+def test_markdown_has_a_row_per_suite_and_baseline_and_one_per_problem():
+    text = markdown({"team": "rules", "budget": 3, "device": "cpu", "problems": RECORDS, "summary": summarize(RECORDS)})
+    assert "| level1 | eager | 3 | 66.7% | 33.3% |" in text
+    assert text.count("| all |") == 2 and "compile_max_autotune" not in text and "| e | level2 | yes |" in text and "| c | level1 | no |" in text
+
+
+def test_problems_are_collected_from_directories_and_files(tmp_path):
+    (tmp_path / "level1").mkdir()
+    for name in ("b.py", "a.py", "__init__.py"):
+        (tmp_path / "level1" / name).write_text("")
+    found = collect_problems([str(tmp_path), str(tmp_path / "level1" / "a.py")])
+    assert [p.name for p in found] == ["a.py", "b.py"]
+
+
+def test_bench_runs_a_suite_and_writes_json_and_markdown(tmp_path, monkeypatch):
+    """The bench command in-process, with the scripted evaluator in place of kernels.evaluate."""
+    import search.cli as cli
+    from tests.engine.helpers import PROBLEM, script_evaluate
+
+    for suite in ("level1", "level2"):
+        (tmp_path / suite).mkdir()
+        (tmp_path / suite / "p.py").write_text(PROBLEM)
+    (tmp_path / "level2" / "broken.py").write_text("x = 1\n")
+
+    def read_problem(path: str, device: str):
+        text = Path(path).read_text()
+        if "class Model" not in text:
+            raise cli.UsageError(f"{path}: defines no class Model")
+        return text, {}
+
+    monkeypatch.setattr(cli, "kernels_evaluate", script_evaluate)
+    monkeypatch.setattr(cli, "read_problem", read_problem)
+    out = tmp_path / "results.json"
+    buf = io.StringIO()
+    assert main(["bench", str(tmp_path / "level1"), str(tmp_path / "level2"), "--team", "scripted",
+                 "--budget", "3", "--script", "ok:0.5", "--device", "cpu", "--out", str(out),
+                 "--trees", str(tmp_path / "trees")], out=buf) == 0
+    data = json.loads(out.read_text())
+    assert [p["name"] for p in data["problems"]] == ["p", "broken", "p"]
+    assert data["summary"]["level1"]["eager"]["success"] == 1.0
+    assert data["summary"]["level2"]["eager"]["success"] == 0.5
+    assert data["problems"][1]["stop_reason"].endswith("defines no class Model")
+    assert data["problems"][0]["speedup_vs_eager"] == pytest.approx(8.0)  # 0.5^3: three ok:0.5 in a line
+    assert out.with_suffix(".md").read_text().startswith("# STARK Studio benchmark")
+    assert len(list((tmp_path / "trees").glob("*.json"))) == 2

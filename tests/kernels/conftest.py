@@ -1,0 +1,46 @@
+"""Fixtures for the harness tests: fixture sources, a per-session cache, and fast settings for CPU runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kernels import EvalResult, EvalSettings, evaluate
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_source(name: str) -> str:
+    """A problem (`problem_*`) or a candidate under fixtures/candidates/ (.py, or .txt for unparsable ones)."""
+    for path in (FIXTURES / f"{name}.py", FIXTURES / "candidates" / f"{name}.py", FIXTURES / "candidates" / f"{name}.txt"):
+        if path.exists():
+            return path.read_text()
+    raise FileNotFoundError(name)
+
+
+@pytest.fixture(scope="session")
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("kernels-cache"))
+
+
+@pytest.fixture(scope="session")
+def fast_settings(kernel_cache: str) -> EvalSettings:
+    """Few trials and runs, no compile baselines, no roofline: a CPU evaluation in a few seconds."""
+    return EvalSettings(cache_dir=kernel_cache, correctness_trials=3, timing_runs=5, warmup_runs=1, baselines=(),
+                        roofline=False, build_timeout_s=180, run_timeout_s=60, memory_limit_mb=4096)
+
+
+@pytest.fixture(scope="session")
+def judged(fast_settings: EvalSettings) -> Callable[..., EvalResult]:
+    """Evaluate a fixture candidate against the scale-add problem once per session (memoized by name)."""
+    memo: dict[str, EvalResult] = {}
+
+    def run(name: str, problem: str = "problem_scale_add", **overrides: object) -> EvalResult:
+        key = f"{problem}:{name}:{sorted(overrides.items())}"
+        if key not in memo:
+            memo[key] = evaluate(fixture_source(problem), fixture_source(name), fast_settings.replace(**overrides))
+        return memo[key]
+
+    return run

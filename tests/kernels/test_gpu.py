@@ -1,0 +1,74 @@
+"""On a CUDA device: CUDA and Triton candidates, the side-stream check, and timing quality (repeatability and
+agreement with triton.testing.do_bench). Skipped cleanly without CUDA (see tests/conftest.py)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from kernels import EvalSettings, evaluate, reference_candidate
+from tests.kernels.conftest import FIXTURES
+
+pytestmark = pytest.mark.gpu
+GPU = FIXTURES / "gpu"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "problems"
+
+
+@pytest.fixture(scope="module")
+def cuda_settings(kernel_cache: str) -> EvalSettings:
+    return EvalSettings(device="cuda", cache_dir=kernel_cache, baselines=("eager",), build_timeout_s=600)
+
+
+def read(path: Path) -> str:
+    return path.read_text()
+
+
+@pytest.mark.parametrize("candidate, custom", [("cuda_scale_add", "scale_add_relu_cuda"),
+                                               ("triton_scale_add", "triton kernel launch")])
+def test_hand_written_gpu_kernels_pass(candidate: str, custom: str, cuda_settings: EvalSettings) -> None:
+    result = evaluate(read(GPU / "problem_gpu_scale_add.py"), read(GPU / f"{candidate}.py"), cuda_settings)
+    assert result.verdict == "pass", (result.reasons, result.logs)
+    assert custom in result.check("no_custom_kernel")["detail"]
+    assert result.timing["runs"] == 100 and result.speedup_vs_eager > 0
+    assert result.roofline["bound"] == "memory" and 5 < result.roofline["pct_of_peak"] < 125
+    assert "NVIDIA" in result.environment["device_name"] or result.environment["cuda"]
+
+
+def test_unsynchronized_side_stream_work_is_rejected(cuda_settings: EvalSettings) -> None:
+    result = evaluate(read(GPU / "problem_gpu_scale_add.py"), read(GPU / "side_stream.py"),
+                      cuda_settings.replace(timing_runs=10, baselines=()))
+    assert result.verdict == "rejected", result.reasons
+    assert result.check("work_after_return")["status"] == "fail"
+
+
+TIMING_PROBLEMS = [GPU / "problem_gpu_scale_add.py", EXAMPLES / "level1" / "relu.py",
+                   EXAMPLES / "level1" / "softmax.py", EXAMPLES / "level1" / "matmul.py"]
+
+
+@pytest.mark.parametrize("problem", TIMING_PROBLEMS, ids=lambda p: p.stem)
+def test_timing_repeats_and_agrees_with_do_bench(problem: Path, cuda_settings: EvalSettings) -> None:
+    import importlib.util
+
+    import torch
+    import triton.testing
+
+    if not problem.exists():
+        pytest.skip(f"{problem} is not in this checkout")
+    source = read(problem)
+    settings = cuda_settings.replace(baselines=())
+    first = evaluate(source, reference_candidate(source), settings).timing["median_ms"]
+    second = evaluate(source, reference_candidate(source), settings).timing["median_ms"]
+    assert abs(first - second) / first < 0.02, (first, second)
+
+    spec = importlib.util.spec_from_file_location("timing_problem", problem)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with torch.device("cuda"):
+        model = module.Model(*module.get_init_inputs()).eval()
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    with torch.no_grad():
+        reference = statistics.median(
+            triton.testing.do_bench(lambda: model(*inputs), warmup=25, rep=200, return_mode="median") for _ in range(3))
+    assert abs(first - reference) / reference < 0.05, (first, reference)

@@ -1,0 +1,33 @@
+"""kernels.jobs.evaluate_job: a pure RQ job (problem, candidate, settings) -> result dict, also through real RQ."""
+
+from __future__ import annotations
+
+import json
+
+from kernels.jobs import evaluate_job
+from tests.kernels.conftest import fixture_source
+from tests.kernels.test_settings_and_result import RESULT_KEYS
+
+
+def test_it_returns_a_json_ready_result(fast_settings) -> None:
+    data = evaluate_job(fixture_source("problem_scale_add"), fixture_source("honest_torch"), fast_settings.to_dict())
+    assert set(data) == RESULT_KEYS and data["verdict"] == "pass"
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_a_bad_problem_becomes_a_runtime_error_result(fast_settings) -> None:
+    data = evaluate_job("def broken(:\n", fixture_source("honest_torch"), fast_settings.to_dict())
+    assert data["verdict"] == "runtime_error"
+    assert data["reasons"][0].startswith("problem: the problem does not parse")
+
+
+def test_it_runs_on_a_real_rq_queue(fast_settings, redis_client) -> None:
+    from rq import Queue, SimpleWorker
+
+    queue = Queue("gpu", connection=redis_client)
+    job = queue.enqueue(evaluate_job, fixture_source("problem_scale_add"), fixture_source("wrong_math"),
+                        fast_settings.to_dict(), job_timeout=600)
+    SimpleWorker([queue], connection=redis_client).work(burst=True)
+    job.refresh()
+    assert job.is_finished, job.exc_info
+    assert job.return_value()["verdict"] == "incorrect"

@@ -1,0 +1,70 @@
+"""Timing protocol, roofline arithmetic, the beyond-roofline flag end to end, and cached baselines."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kernels import EvalSettings, evaluate
+from kernels.reference import ensure_reference
+from kernels.roofline import assess
+from kernels.timing import summarize, time_callable
+from tests.kernels.conftest import fixture_source
+
+
+def test_it_summarizes_timings() -> None:
+    stats = summarize([4.0, 1.0, 3.0, 2.0, 5.0], warmup=2)
+    assert stats["median_ms"] == 3.0 and stats["min_ms"] == 1.0 and stats["mean_ms"] == 3.0
+    assert stats["iqr_ms"] == pytest.approx(3.0) and stats["runs"] == 5 and stats["warmup"] == 2
+
+
+def test_it_times_cpu_work_with_the_monotonic_clock() -> None:
+    calls = []
+
+    def work() -> int:
+        calls.append(1)
+        time.sleep(0.002)
+        return len(calls)
+
+    stats, times, last = time_callable(work, torch.device("cpu"), runs=10, warmup=3, flush=True)
+    assert len(calls) == 13 and last == 13 and len(times) == 10
+    assert 2.0 <= stats["min_ms"] <= stats["median_ms"] < 50.0
+
+
+def test_it_places_a_time_against_the_roofline() -> None:
+    ceilings = {"copy_gbps": 100.0, "matmul_tflops": {"float32": 1.0}}
+    figures, beyond = assess(flops=5e8, moved_bytes=1e8, ms=2.0, ceilings=ceilings)
+    assert figures["bound"] == "memory"  # 1 ms moving 1e8 bytes at 100 GB/s vs 0.5 ms of compute at 1 TFLOP/s
+    assert figures["achieved_gbps"] == pytest.approx(50.0)
+    assert figures["pct_of_peak"] == pytest.approx(50.0)
+    assert not beyond
+    _, beyond = assess(flops=5e8, moved_bytes=1e8, ms=0.5, ceilings=ceilings)
+    assert beyond
+    figures, _ = assess(flops=4e9, moved_bytes=1e6, ms=8.0, ceilings=ceilings)
+    assert figures["bound"] == "compute" and figures["pct_of_peak"] == pytest.approx(50.0)
+
+
+def test_it_flags_a_speed_past_the_roofline(fast_settings: EvalSettings) -> None:
+    settings = fast_settings.replace(roofline=True, timing_runs=10)
+    problem = fixture_source("problem_broadcast")
+    cheat = evaluate(problem, fixture_source("broadcast_view"), settings)
+    assert cheat.verdict == "pass", cheat.reasons
+    assert "beyond_roofline" in cheat.flags, (cheat.roofline, cheat.timing)
+    assert cheat.roofline["bound"] == "memory" and cheat.roofline["pct_of_peak"] > 125
+    honest = evaluate(problem, fixture_source("broadcast_honest"), settings)
+    assert honest.verdict == "pass", honest.reasons
+    assert "beyond_roofline" not in honest.flags, (honest.roofline, honest.timing)
+    assert honest.check("beyond_roofline")["status"] == "pass"
+
+
+def test_it_caches_baselines_per_problem_and_device(fast_settings: EvalSettings) -> None:
+    problem = fixture_source("problem_scale_add")
+    settings = fast_settings.replace(timing_runs=7)
+    first, _ = ensure_reference(problem, settings, baselines=("eager",), outputs=False)
+    started = time.monotonic()
+    again, _ = ensure_reference(problem, settings, baselines=("eager",), outputs=False)
+    assert time.monotonic() - started < 1.0  # no worker was started
+    assert first.baselines["eager"]["ms"] == again.baselines["eager"]["ms"] > 0
+    assert first.baselines["eager"]["timing"]["runs"] == 7

@@ -1,0 +1,109 @@
+"""Every verdict on CPU: pass, incorrect, build_error, runtime_error (raise, crash, os._exit, memory), timeout."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from kernels import EvalResult, EvalSettings, evaluate, reference_candidate
+from tests.kernels.conftest import fixture_source
+
+
+def test_it_passes_an_honest_candidate(judged: Callable[..., EvalResult]) -> None:
+    result = judged("honest_torch")
+    assert result.verdict == "pass", result.reasons
+    assert result.flags == []
+    assert result.correctness["passed"] == result.correctness["trials"] == 3
+    assert result.correctness["max_abs_error"] < 1e-4
+    assert result.timing["runs"] == 5 and result.timing["min_ms"] <= result.timing["median_ms"]
+    assert all(c["status"] in ("pass", "skipped") for c in result.integrity), result.integrity
+    assert result.environment["torch"] and result.environment["sandbox"] in ("bwrap", "none")
+    json.dumps(result.to_dict())
+
+
+def test_it_gives_the_reference_its_own_runtime(fast_settings: EvalSettings) -> None:
+    problem = fixture_source("problem_scale_add")
+    result = evaluate(problem, reference_candidate(problem), fast_settings.replace(baselines=("eager",)))
+    assert result.verdict == "pass", result.reasons
+    assert "no_custom_kernel" in result.flags
+    assert result.baselines["eager_ms"] > 0 and result.speedup_vs_eager > 0
+
+
+def test_it_finds_wrong_math_and_records_the_failing_seed(judged: Callable[..., EvalResult]) -> None:
+    result = judged("wrong_math")
+    assert result.verdict == "incorrect"
+    assert result.correctness["failing_seed"] == result.correctness["seeds"][0]
+    assert "outside atol=0.01 rtol=0.01" in result.reasons[0]
+    assert result.speedup_vs_eager is None
+
+
+def test_it_requires_the_same_shape(judged: Callable[..., EvalResult]) -> None:
+    result = judged("wrong_shape")
+    assert result.verdict == "incorrect"
+    assert "shape [256, 64], expected [64, 256]" in result.reasons[0]
+
+
+def test_it_never_passes_nan(judged: Callable[..., EvalResult]) -> None:
+    result = judged("nan_output")
+    assert result.verdict == "incorrect"
+    assert "NaN/Inf" in result.reasons[0]
+
+
+def test_it_reports_a_python_syntax_error_as_build_error(judged: Callable[..., EvalResult]) -> None:
+    result = judged("syntax_error")
+    assert result.verdict == "build_error"
+    assert "SyntaxError" in result.reasons[0]
+
+
+def test_it_explains_a_missing_model_new(judged: Callable[..., EvalResult]) -> None:
+    result = judged("no_modelnew")
+    assert result.verdict == "build_error"
+    assert "class ModelNew" in result.reasons[0]
+
+
+def test_it_reports_exceptions_from_forward(judged: Callable[..., EvalResult]) -> None:
+    result = judged("raises")
+    assert result.verdict == "runtime_error"
+    assert "shape mismatch in my kernel launcher" in result.reasons[0]
+    assert "ValueError" in result.reasons[0]
+
+
+def test_it_survives_a_segfault(judged: Callable[..., EvalResult]) -> None:
+    result = judged("crash_segfault")
+    assert result.verdict == "runtime_error"
+    assert "SIGSEGV" in result.reasons[0]
+
+
+def test_it_does_not_take_a_silent_exit_for_success(judged: Callable[..., EvalResult]) -> None:
+    result = judged("exit_zero")
+    assert result.verdict == "runtime_error"
+    assert "exited with code 0" in result.reasons[0] and "before reporting results" in result.reasons[0]
+
+
+def test_it_kills_a_hanging_forward_in_bounded_time(fast_settings: EvalSettings) -> None:
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("hang"), fast_settings.replace(run_timeout_s=4))
+    assert result.verdict == "timeout"
+    assert "run_timeout_s=4" in result.reasons[0]
+    assert result.wall_s < 60
+
+
+def test_it_kills_a_hanging_build_in_bounded_time(fast_settings: EvalSettings) -> None:
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("hang_at_import"),
+                      fast_settings.replace(build_timeout_s=4))
+    assert result.verdict == "timeout"
+    assert "build_timeout_s=4" in result.reasons[0]
+    assert result.wall_s < 60
+
+
+def test_it_stops_a_candidate_that_exceeds_the_memory_limit(fast_settings: EvalSettings) -> None:
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("memory_hog"),
+                      fast_settings.replace(memory_limit_mb=1024))
+    assert result.verdict == "runtime_error"
+    assert "memory" in result.reasons[0]
+
+
+def test_it_can_compare_against_a_float64_reference(judged: Callable[..., EvalResult]) -> None:
+    result = judged("honest_torch", reference_dtype="float64")
+    assert result.verdict == "pass", result.reasons
+    assert result.settings["reference_dtype"] == "float64"
+    assert result.correctness["max_abs_error"] < 1e-4

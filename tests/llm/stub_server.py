@@ -1,0 +1,317 @@
+"""A local stand-in for the Anthropic and OpenAI HTTP APIs, so tests drive the real SDKs.
+
+Speaks `POST /v1/messages` (Anthropic Messages, plain and SSE) and `POST /v1/chat/completions`
+(OpenAI chat, plain and SSE with usage), records every request (path, headers, JSON body) and
+answers from a script of `Reply` objects, then from a `responder(request) -> Reply` callable.
+Run it on its own with `python tests/llm/stub_server.py [--kernel-responder] [--port N]`
+(prints its base URL) to point `python -m search run` at it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class Reply:
+    """One scripted answer: text (with usage), an HTTP error, a delay, or a raw malformed body."""
+
+    text: str = "ok"
+    status: int = 200
+    error_message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    raw_body: bytes | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int = 0
+    chunk_chars: int = 16
+    truncated: bool = False  # stop_reason "max_tokens" (Anthropic) / finish_reason "length" (OpenAI)
+
+
+@dataclass
+class RecordedRequest:
+    """What the server received: the API path, headers (lower-cased names) and JSON body."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def api(self) -> str:
+        return "anthropic" if self.path.endswith("/messages") else "openai"
+
+    @property
+    def text(self) -> str:
+        """All prompt text of the request (system and messages), for responders to inspect."""
+        parts: list[str] = []
+        system = self.body.get("system")
+        if isinstance(system, str):
+            parts.append(system)
+        elif isinstance(system, list):
+            parts.extend(block.get("text", "") for block in system)
+        for message in self.body.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts.extend(block.get("text", "") for block in content)
+        return "\n".join(parts)
+
+    @property
+    def temperature(self) -> float | None:
+        return self.body.get("temperature")
+
+    @property
+    def credential(self) -> str | None:
+        """The API key the client sent (x-api-key for Anthropic, bearer token for OpenAI)."""
+        if "x-api-key" in self.headers:
+            return self.headers["x-api-key"]
+        auth = self.headers.get("authorization", "")
+        return auth.removeprefix("Bearer ") or None
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class StubLLMServer:
+    """A threaded HTTP server; use as a context manager or call start()/stop()."""
+
+    def __init__(self, responder: Callable[[RecordedRequest], Reply] | None = None,
+                 host: str = "127.0.0.1", port: int = 0, required_key: str | None = None) -> None:
+        self.responder = responder or (lambda request: Reply())
+        self.required_key = required_key  # when set, any other credential gets a 401 like the real APIs
+        self.script: list[Reply] = []
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def push(self, *replies: Reply) -> None:
+        """Queue replies to be sent, in order, before the responder is consulted."""
+        with self._lock:
+            self.script.extend(replies)
+
+    def start(self) -> StubLLMServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> StubLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next_reply(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if self.required_key is not None and request.credential != self.required_key:
+                return Reply(status=401, error_message="invalid x-api-key")
+            if self.script:
+                return self.script.pop(0)
+        return self.responder(request)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = RecordedRequest(self.path, headers, body)
+                if not (self.path.endswith("/messages") or self.path.endswith("/chat/completions")):
+                    self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                reply = server._next_reply(request)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client gave up
+                    self._answer(request, reply)
+
+            def _answer(self, request: RecordedRequest, reply: Reply) -> None:
+                if reply.raw_body is not None:
+                    self._send(reply.status, reply.raw_body, "application/json", reply.headers)
+                elif reply.status != 200:
+                    self._send_json(reply.status, self._error_body(request, reply), reply.headers)
+                elif request.body.get("stream"):
+                    self._stream(request, reply)
+                elif request.api == "anthropic":
+                    self._send_json(200, _anthropic_message(request, reply), reply.headers)
+                else:
+                    self._send_json(200, _openai_completion(request, reply), reply.headers)
+
+            def _error_body(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+                message = reply.error_message or f"stub error {reply.status}"
+                if request.api == "anthropic":
+                    kind = ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
+                    return {"type": "error", "error": {"type": kind, "message": message}}
+                return {"error": {"message": message, "type": "stub_error", "code": reply.status}}
+
+            def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+                self._send(status, json.dumps(obj).encode(), "application/json", headers or {})
+
+            def _send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, request: RecordedRequest, reply: Reply) -> None:
+                events = (_anthropic_events if request.api == "anthropic" else _openai_events)(request, reply)
+                data = "".join(events).encode()
+                self._send(200, data, "text/event-stream", reply.headers)
+
+        return Handler
+
+
+def _usage(request: RecordedRequest, reply: Reply) -> tuple[int, int]:
+    tokens_in = reply.input_tokens if reply.input_tokens is not None else _tokens(request.text)
+    tokens_out = reply.output_tokens if reply.output_tokens is not None else _tokens(reply.text)
+    return tokens_in, tokens_out
+
+
+def _chunks(reply: Reply) -> list[str]:
+    n = max(1, reply.chunk_chars)
+    return [reply.text[i:i + n] for i in range(0, len(reply.text), n)] or [""]
+
+
+def _anthropic_message(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+    tokens_in, tokens_out = _usage(request, reply)
+    return {
+        "id": "msg_stub", "type": "message", "role": "assistant",
+        "model": request.body.get("model", "stub"),
+        "content": [{"type": "text", "text": reply.text}],
+        "stop_reason": "max_tokens" if reply.truncated else "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out,
+                  "cache_read_input_tokens": reply.cache_read_tokens,
+                  "cache_creation_input_tokens": 0},
+    }
+
+
+def _sse(event: str | None, obj: Any) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(obj)}\n\n"
+
+
+def _anthropic_events(request: RecordedRequest, reply: Reply) -> list[str]:
+    tokens_in, tokens_out = _usage(request, reply)
+    start = _anthropic_message(request, reply)
+    start["content"], start["stop_reason"] = [], None
+    start["usage"]["output_tokens"] = 1
+    out = [_sse("message_start", {"type": "message_start", "message": start}),
+           _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {"type": "text", "text": ""}})]
+    for piece in _chunks(reply):
+        out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": piece}}))
+    out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    out.append(_sse("message_delta", {"type": "message_delta",
+                                      "delta": {"stop_reason": "max_tokens" if reply.truncated else "end_turn",
+                                                "stop_sequence": None},
+                                      "usage": {"output_tokens": tokens_out}}))
+    out.append(_sse("message_stop", {"type": "message_stop"}))
+    return out
+
+
+def _openai_usage(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+    tokens_in, tokens_out = _usage(request, reply)
+    return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+            "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens}}
+
+
+def _openai_completion(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
+        "model": request.body.get("model", "stub"),
+        "choices": [{"index": 0, "finish_reason": "length" if reply.truncated else "stop",
+                     "message": {"role": "assistant", "content": reply.text}}],
+        "usage": _openai_usage(request, reply),
+    }
+
+
+def _openai_events(request: RecordedRequest, reply: Reply) -> list[str]:
+    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": request.body.get("model", "stub")}
+    out = []
+    for i, piece in enumerate(_chunks(reply)):
+        delta = {"content": piece, **({"role": "assistant"} if i == 0 else {})}
+        out.append(_sse(None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
+    finish = "length" if reply.truncated else "stop"
+    out.append(_sse(None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
+    if (request.body.get("stream_options") or {}).get("include_usage"):
+        out.append(_sse(None, {**base, "choices": [], "usage": _openai_usage(request, reply)}))
+    out.append("data: [DONE]\n\n")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--kernel-responder", action="store_true",
+                        help="answer plan/code/debug prompts with valid kernels (see kernel_responder.py)")
+    parser.add_argument("--require-key", default=None, help="answer 401 to any other API key")
+    args = parser.parse_args()
+    responder = None
+    if args.kernel_responder:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.llm.kernel_responder import kernel_responder
+
+        responder = kernel_responder
+    server = StubLLMServer(responder, port=args.port, required_key=args.require_key).start()
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Done-when of issue 6: `python -m search run PROBLEM --team stark --provider ... --base-url URL --model M
+--budget 3` completes against the stub vendor server, for both APIs, through the real SDKs, engine and
+evaluator; the server sees plan calls at 0.8, code calls at 0.1 and the key on every call; the tree
+file records tokens and cost per node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.llm.stub_server import StubLLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBLEM = Path(__file__).parent / "fixtures" / "tiny_relu.py"
+KEY = "sk-e2e-key-should-stay-secret-31337"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provider,model,key_env", [
+    ("openai-compatible", "qwen2.5-coder-test", "STARK_LLM_API_KEY"),
+    ("anthropic", "claude-sonnet-4-6", "ANTHROPIC_API_KEY"),
+])
+def test_a_stark_run_completes_against_the_provider(stub: StubLLMServer, tmp_path: Path, provider: str,
+                                                    model: str, key_env: str) -> None:
+    out = tmp_path / "tree.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+    env.update({key_env: KEY, "STARK_PRICES_JSON": json.dumps({"qwen2.5-coder": {"input": 0.5, "output": 1.5}}),
+                "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", provider,
+         "--base-url", stub.url, "--model", model, "--budget", "3", "--device", "cpu", "--timing-runs", "3",
+         "--no-compile-baseline", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "budget of 3 attempts spent" in proc.stdout
+    assert KEY not in proc.stdout + proc.stderr
+
+    plan = [r for r in stub.requests if "the PLAN agent" in r.text]
+    code = [r for r in stub.requests if "the CODE agent" in r.text]
+    assert plan and code and len(plan) + len(code) <= len(stub.requests)
+    assert {r.temperature for r in plan} == {0.8} and {r.temperature for r in code} == {0.1}
+    assert {r.credential for r in stub.requests} == {KEY}
+    assert {r.body["model"] for r in stub.requests} == {model}
+    assert {r.path for r in stub.requests} == {"/v1/messages" if provider == "anthropic" else "/v1/chat/completions"}
+
+    text = out.read_text()
+    assert KEY not in text
+    tree = json.loads(text)
+    attempts = [n for n in tree["nodes"] if n["parent"] is not None]
+    assert len(attempts) == 3
+    for node in attempts:
+        usage = node["usage"]
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0 and usage["cost_usd"] > 0
+        assert usage["input_tokens"] == sum(c["input_tokens"] for c in usage["calls"])
+        for call in usage["calls"]:
+            assert call["provider"] == provider and call["model"] == model and call["latency_s"] >= 0
+            assert call["temperature"] == {"plan": 0.8, "code": 0.1, "debug": 0.1}[call["role"]]
+    assert any(n["verdict"] == "pass" for n in attempts)
+
+
+@pytest.mark.slow
+def test_a_rejected_key_stops_the_run_with_the_fix_and_keeps_the_tree(stub: StubLLMServer, tmp_path: Path) -> None:
+    stub.required_key = "sk-the-right-key-000000"
+    out = tmp_path / "tree.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+    env["ANTHROPIC_API_KEY"] = KEY
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
+         "--base-url", stub.url, "--model", "claude-sonnet-4-6", "--budget", "3", "--device", "cpu",
+         "--timing-runs", "3", "--no-compile-baseline", "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "rejected the API key" in proc.stdout and "ANTHROPIC_API_KEY" in proc.stdout
+    assert len(stub.requests) == 1 and KEY not in proc.stdout + proc.stderr
+    tree = json.loads(out.read_text())
+    assert [n["verdict"] for n in tree["nodes"]] == ["pass", "agent_error"]

@@ -1,0 +1,57 @@
+"""The price table: defaults, longest-prefix match, overrides from STARK_PRICES_JSON (JSON or file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from search.llm import ConfigError, estimate_cost, load_prices, price_for
+
+
+def test_it_matches_the_longest_prefix() -> None:
+    table = load_prices({})
+    assert price_for("claude-sonnet-4-20250514", table).input == 3.0
+    assert price_for("claude-opus-4-5-20251101", table).output == 25.0
+    assert price_for("claude-opus-4-1", table).output == 75.0
+    assert price_for("claude-sonnet-4-6", table).output == 15.0  # family price for a newer model
+    assert price_for("gpt-4.1-mini-2025", table).input == 0.4
+    assert price_for("llama3:70b", table) is None
+
+
+def test_cost_counts_fresh_cached_and_written_tokens() -> None:
+    price = load_prices({})["claude-sonnet"]
+    cost = estimate_cost(price, input_tokens=10_000, output_tokens=1_000, cache_read_tokens=6_000,
+                         cache_write_tokens=2_000)
+    assert cost == pytest.approx((2_000 * 3 + 6_000 * 0.3 + 2_000 * 3.75 + 1_000 * 15) / 1e6)
+    assert estimate_cost(None, 10**6, 10**6) == 0.0
+
+
+def test_the_environment_overrides_and_extends_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STARK_PRICES_JSON", json.dumps({"gpt-4.1": {"input": 1, "output": 2},
+                                                        "my-local": {"input": 0.1, "output": 0.2}}))
+    table = load_prices()
+    assert table["gpt-4.1"].input == 1.0 and table["gpt-4.1"].cache_read is None
+    assert price_for("my-local-7b", table).output == 0.2
+    assert table["claude-sonnet"].input == 3.0  # the rest of the defaults stay
+
+
+def test_the_override_may_be_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"m": {"input": 5, "output": 6, "cache_read": 0.5}}))
+    monkeypatch.setenv("STARK_PRICES_JSON", str(path))
+    assert load_prices()["m"].cache_read == 0.5
+
+
+@pytest.mark.parametrize("bad,words", [
+    ("{not json", "not valid JSON"),
+    ("/no/such/prices.json", "neither a JSON object nor a readable file"),
+    ('{"m": {"input": 1}}', "'input' and 'output'"),
+    ('{"m": {"input": "cheap", "output": 1}}', "must be numbers"),
+])
+def test_a_bad_override_names_the_problem(monkeypatch: pytest.MonkeyPatch, bad: str, words: str) -> None:
+    monkeypatch.setenv("STARK_PRICES_JSON", bad)
+    with pytest.raises(ConfigError, match="STARK_PRICES_JSON") as info:
+        load_prices()
+    assert words in str(info.value)

@@ -1,0 +1,56 @@
+"""A gpu worker SIGKILLed mid-evaluation loses nothing: the periodic reaper retries the attempt, the run
+finishes when a worker is back, attempts == budget and no node is duplicated."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.service.helpers import assert_tree_consistent, make_run, run_finished, wait_for
+
+
+def evaluation_started(run_id: int):
+    """A child node (not the root) whose evaluation job a worker has started."""
+    from search.models import Node
+    from search.service import queues
+
+    def check():
+        for row in Node.objects.filter(run_id=run_id, phase="evaluate", node_id__gt=0):
+            job = queues.fetch(row.job_id)
+            if job is not None and job.get_status() == "started":
+                return row
+        return None
+
+    return check
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
+    from search.models import Node
+
+    run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"})
+    victim = wait_for(evaluation_started(run.pk), 300, "a child's evaluation to start")
+    gpu = workers.procs["gpu"][0]
+    os.killpg(gpu.pid, signal.SIGKILL)  # the worker, its work horse and the evaluation subprocesses
+    gpu.wait()
+    # No gpu worker is left to clean up after the dead one: the reaper, scheduled by the search worker's rq
+    # scheduler, must find the abandoned evaluation and queue it again.
+    wait_for(lambda: Node.objects.get(pk=victim.pk).tries == 2, 120, "the reaper to retry the lost evaluation")
+    workers.start("gpu")
+
+    run = wait_for(run_finished(run.pk), 400, "the run to finish after the kill")
+    assert run.status == "finished", (run.status, run.error)
+    assert run.attempts == run.budget == 2
+    assert_tree_consistent(run)
+    assert Node.objects.filter(run=run).count() == 3
+    node = Node.objects.get(pk=victim.pk)
+    assert node.tries == 2, node.agent_log
+    assert "lost" in node.agent_log and "retrying once" in node.agent_log
+    assert node.verdict == "pass", (node.verdict, node.reasons)
+    # The lost try is visible in the events too (the log line arrived through a node event's changes).
+    from search.models import Event
+
+    assert any("retrying once" in str(e.payload.get("changes", {}).get("agent_log", ""))
+               for e in Event.objects.filter(run=run, node=node.node_id))

@@ -1,0 +1,136 @@
+"""Small KernelBench-format problems for the rules team's tests (sources, so they travel like user uploads)."""
+
+from __future__ import annotations
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+CONV_CHAIN = HEADER + '''class Model(nn.Module):
+    def __init__(self, in_c, out_c, k, bias_shape, scale):
+        super().__init__()
+        self.conv = nn.Conv2d(in_c, out_c, k)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+        self.act = nn.GELU()
+        self.scale = scale
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = x + self.bias
+        x = self.act(x)
+        x = x * self.scale
+        x = torch.clamp(x, min=-0.5, max=1.0)
+        return x.sum(dim=1) * 2 + 1
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 12, 12)]
+
+
+def get_init_inputs():
+    return [3, 8, 3, (8, 1, 1), 2.0]
+'''
+
+# Every fusable op once, with full, scalar, per-channel (dim 1) and last-dim operands, two regions.
+MANY_OPS = HEADER + '''class Model(nn.Module):
+    def __init__(self, channels, width):
+        super().__init__()
+        self.cbias = nn.Parameter(torch.randn(channels, 1, 1))
+        self.wbias = nn.Parameter(torch.randn(width))
+        self.gain = nn.Parameter(torch.rand(1) + 0.5)
+        self.act = nn.Hardswish()
+
+    def forward(self, x, residual):
+        y = (x - residual) * self.cbias + self.wbias
+        y = F.leaky_relu(y, 0.1) / 1.5
+        y = F.gelu(y) + F.gelu(y, approximate="tanh")
+        y = torch.sigmoid(y) * torch.tanh(y) + F.silu(y) - F.mish(y)
+        y = F.hardtanh(y, -2.0, 2.0) + F.relu6(y) + self.act(y) + F.hardsigmoid(y)
+        y = F.softplus(y) + F.elu(y) + torch.relu(-y) * self.gain
+        y = torch.clamp(y, max=3.0).abs() + torch.exp(-y.abs()) + torch.sqrt(y.abs() + 1) + torch.log(y.abs() + 1)
+        y = torch.rsqrt(y * y + 1) + torch.erf(y) + y ** 2 + torch.maximum(y, residual) - torch.minimum(y, x)
+        z = torch.tanh(y.mean(dim=1, keepdim=True)) * 3  # a middle-dim reduction with an epilogue
+        w = (torch.sigmoid(x) * self.wbias).sum(-1, keepdim=True) / 2  # a last-dim one with a prologue
+        return z - y + w
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 5, 6), torch.randn(2, 4, 5, 6)]
+
+
+def get_init_inputs():
+    return [4, 6]
+'''
+
+LINEAR_SWISH = HEADER + '''class Model(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.linear = nn.Linear(n_in, n_out)
+        self.bias = nn.Parameter(torch.randn(n_out))
+
+    def forward(self, x):
+        x = self.linear(x) + self.bias
+        return x * torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(4, 16)]
+
+
+def get_init_inputs():
+    return [16, 8]
+'''
+
+MATMUL = HEADER + '''class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(8, 8), torch.randn(8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+DATA_DEPENDENT = HEADER + '''class Model(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return torch.relu(x) * 2
+        return x
+
+
+def get_inputs():
+    return [torch.randn(8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+OUTER_BROADCAST = HEADER + '''class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.relu(a + b) * 2
+
+
+def get_inputs():
+    return [torch.randn(8, 1), torch.randn(1, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+INPLACE_SHARED = HEADER + '''class Model(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        z = F.relu(y, inplace=True)
+        return (z + 1) * y
+
+
+def get_inputs():
+    return [torch.randn(8)]
+
+
+def get_init_inputs():
+    return []
+'''

@@ -1,0 +1,143 @@
+"""The rules team through the grounded-instruction protocol: plan anchors, code fills, debug falls back;
+all deterministic under a seed. Agents run for real on real trees; nothing here builds a kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer
+from search.engine.anchors import check_filled, parse_anchors, resolve_instructions, wrap_all
+from search.engine.context import build_window
+from search.engine.tree import Tree
+from search.teams import get_team
+from search.teams.rules import build_team
+from search.teams.rules.anchoring import tag_of
+from search.teams.rules.candidate import render
+from search.teams.rules.fusion import analyse
+from search.teams.rules.recipe import Recipe, recipe_of
+from tests.teams import rules_problems as P
+
+
+def passed(tree: Tree, node_id: int, runtime: float) -> None:
+    node = tree[node_id]
+    node.status, node.verdict, node.runtime_ms = "done", "pass", runtime
+
+
+def attempt(tree: Tree, team, parent: int, device: str = "cpu") -> tuple[PlanAnswer, str]:  # noqa: ANN001
+    """One plan+code step from parent, added to the tree as a passing child; returns the plan and source."""
+    child = tree.add_child(parent, "plan+code", status="planning")
+    plan = team.plan.plan(build_window(tree, "plan", parent, attempt=child.attempt, device={"device": device}))
+    code = team.code.code(build_window(tree, "code", parent, attempt=child.attempt, device={"device": device}), plan)
+    check_filled(plan.anchored_source, code.source)
+    child.source, child.anchored_source = code.source, plan.anchored_source
+    passed(tree, child.id, 1.0)
+    return plan, code.source
+
+
+def new_tree(problem: str) -> Tree:
+    tree = Tree(problem, {"device": "cpu"})
+    passed(tree, 0, 2.0)
+    return tree
+
+
+def test_it_plans_with_anchors_and_fills_every_span() -> None:
+    tree = new_tree(P.CONV_CHAIN)
+    team = get_team("rules", {"seed": 0})
+    plan, source = attempt(tree, team, 0)
+    anchors = resolve_instructions(plan.anchored_source, plan.instructions)
+    assert len(anchors) == len(plan.instructions) >= 2
+    tags = {tag_of(a.instruction) for a in anchors}
+    assert len(tags) == 1
+    recipe = Recipe.from_text(tags.pop() or "")
+    assert recipe_of(source) == recipe and not recipe.empty
+    assert source == render(P.CONV_CHAIN, recipe, analyse(P.CONV_CHAIN)).source
+    compile(source, "candidate.py", "exec")
+    assert "class ModelNew(Model):" in source
+
+
+def test_moves_compose_and_siblings_differ() -> None:
+    tree = new_tree(P.MANY_OPS)
+    team = build_team({"seed": 3})
+    recipes = [recipe_of(attempt(tree, team, 0)[1]) for _ in range(4)]
+    assert len(set(recipes)) == 4  # each sibling tries a move the others did not
+    fused = next(k for k, r in enumerate(recipes, start=1) if r and r.fused and r.compile_mode is None)
+    plan, source = attempt(tree, team, fused)
+    child, parent = recipe_of(source), recipes[fused - 1]
+    assert child is not None and parent is not None
+    assert set(parent.fused) <= set(child.fused) and child != parent  # builds on the parent's kernels
+    # Only the changed lines are anchored: the parent's unchanged kernel code stays outside the spans.
+    assert sum(len(a.body.splitlines()) for a in parse_anchors(plan.anchored_source)) < len(source.splitlines()) / 2
+
+
+def test_it_is_deterministic_under_a_seed() -> None:
+    def run(seed: int) -> list[str]:
+        tree = new_tree(P.MANY_OPS)
+        team = build_team({"seed": seed})
+        return [attempt(tree, team, 0)[0].anchored_source for _ in range(3)]
+
+    assert run(7) == run(7)
+
+
+def test_it_says_when_nothing_is_left_to_try() -> None:
+    tree = new_tree(P.MATMUL)
+    team = build_team({})
+    seen = {recipe_of(attempt(tree, team, 0)[1]) for _ in range(2)}
+    assert seen == {Recipe(compile_mode="default"), Recipe(compile_mode="max-autotune-no-cudagraphs")}
+    with pytest.raises(AgentError) as err:
+        team.plan.plan(build_window(tree, "plan", 0, attempt=3, device={"device": "cpu"}))
+    assert not err.value.permanent
+    assert "nothing left to try" in err.value.message and "no chain" in err.value.message
+
+
+def test_the_code_role_refuses_a_plan_it_did_not_write() -> None:
+    tree = new_tree(P.CONV_CHAIN)
+    team = build_team({})
+    plan = PlanAnswer(wrap_all(tree.root.source, "make it faster"), ["make it faster"])
+    with pytest.raises(MalformedAnswer):
+        team.code.code(build_window(tree, "code", 0, device={"device": "cpu"}), plan)
+
+
+def failed_child(tree: Tree, recipe: Recipe, build_log: str, parent: int = 0) -> int:
+    source = render(tree.problem_source, recipe, analyse(tree.problem_source)).source
+    child = tree.add_child(parent, "plan+code", source=source, status="failed", verdict="build_error",
+                           reasons=["the candidate failed to build"],
+                           result={"verdict": "build_error", "logs": {"build": build_log, "run": ""}})
+    return child.id
+
+
+def debug(tree: Tree, node_id: int) -> Recipe | None:
+    team = build_team({})
+    answer = team.debug.debug(build_window(tree, "debug", node_id, device={"device": "cpu"}))
+    assert "fix:" in answer.text
+    return recipe_of(answer.source)
+
+
+def test_debug_drops_the_kernel_the_diagnostics_name() -> None:
+    tree = new_tree(P.MANY_OPS)
+    names = [r.name for r in analyse(P.MANY_OPS).regions]
+    node = failed_child(tree, Recipe(fused=(0, 1, 2), backend="cpp-omp"), f"error: in {names[1]}: bad thing")
+    assert debug(tree, node) == Recipe(fused=(0, 2), backend="cpp-omp")
+
+
+def test_debug_falls_back_to_a_safer_variant_then_further() -> None:
+    tree = new_tree(P.MANY_OPS)
+    node = failed_child(tree, Recipe(fused=(0, 1), backend="cpp-omp", compile_mode="default"), "g++: error")
+    assert debug(tree, node) == Recipe(fused=(0, 1), backend="cpp-serial", compile_mode="default")
+    # A sibling already tried the serial variant: the next fix removes torch.compile instead.
+    failed_child(tree, Recipe(fused=(0, 1), backend="cpp-serial", compile_mode="default"), "still broken")
+    assert debug(tree, node) == Recipe(fused=(0, 1), backend="cpp-omp")
+
+
+def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
+    tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
+    passed(tree, 0, 2.0)
+    team = build_team({})
+    recipes = []
+    for _ in range(5):  # fuse all, 2 compile modes, CUDA graph, channels_last
+        plan, source = attempt(tree, team, 0, device="cuda")
+        recipes.append(recipe_of(source))
+        compile(source, "candidate.py", "exec")
+    assert len(set(recipes)) == 5
+    assert any(r.fused and r.backend == "triton" for r in recipes if r)
+    assert any(r.cuda_graph for r in recipes if r) and any(r.channels_last for r in recipes if r)
+    assert any(r.compile_mode == "max-autotune-no-cudagraphs" for r in recipes if r)

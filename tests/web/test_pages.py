@@ -1,0 +1,126 @@
+"""The pages through Django's test client: access rules, the new-run flow, validation, inspector, compare."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from search.models import Node, Run
+from search.service import control
+from search.service.settings import parse_run_settings
+
+pytestmark = pytest.mark.django_db
+
+
+def make_run(user, source: str) -> Run:
+    problem = control.problem_for(user, source, "relu")
+    return control.create_run(user, problem, parse_run_settings({"team": "rules", "budget": 3}))
+
+
+def test_it_asks_anonymous_users_to_log_in(client):
+    for url in ("/", "/runs/", "/runs/new/", "/compare/", "/runs/1/"):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+
+
+def test_it_renders_the_login_page(client):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b'name="username"' in response.content
+
+
+def test_it_says_when_no_llm_key_is_set_and_offers_the_offline_team(client, owner, monkeypatch):
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "STARK_LLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    client.force_login(owner)
+    html = client.get(reverse("pages:new")).content.decode()
+    assert 'id="no-llm"' in html and "No LLM key is set" in html
+    assert '<option value="rules" selected>' in html
+    assert "ReLU" in html  # the gallery
+
+
+def test_it_hides_the_notice_when_a_key_is_set(client, owner, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real-0000")
+    client.force_login(owner)
+    html = client.get(reverse("pages:new")).content.decode()
+    assert 'id="no-llm"' not in html
+    assert "sk-test" not in html  # keys never reach the browser
+
+
+def test_it_validates_a_good_problem_with_its_shapes(client, owner, relu_source):
+    client.force_login(owner)
+    html = client.post(reverse("pages:validate"), {"problem_source": relu_source}).content.decode()
+    assert 'id="problem-ok"' in html
+    assert "float32[64, 65536]" in html
+    assert "relu" in html.split("<dt>Ops</dt>", 1)[1]
+
+
+def test_it_shows_a_bad_problem_inline_and_queues_nothing(client, owner):
+    client.force_login(owner)
+    bad = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    html = client.post(reverse("pages:validate"), {"problem_source": bad}).content.decode()
+    assert 'id="problem-error"' in html and "get_inputs" in html
+    response = client.post(reverse("pages:new"), {"problem_source": bad, "team": "rules", "device": "cpu",
+                                                  "budget": 3, "parallel": 1})
+    assert response.status_code == 400
+    assert "get_inputs" in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_it_fills_the_editor_from_the_gallery(client, owner, relu_source):
+    client.force_login(owner)
+    response = client.get(reverse("pages:example"), {"path": "level1/relu.py"})
+    assert response.status_code == 200
+    assert "torch.relu" in response.content.decode() or "relu" in response.content.decode()
+    assert client.get(reverse("pages:example"), {"path": "../../etc/passwd"}).status_code == 404
+
+
+def test_it_starts_a_run_and_opens_its_page(client, owner, relu_source):
+    client.force_login(owner)
+    response = client.post(reverse("pages:new"), {"problem_source": relu_source, "problem_name": "relu.py",
+                                                  "team": "rules", "device": "cpu", "budget": 4, "parallel": 1})
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert (run.team, run.budget, run.problem.name) == ("rules", 4, "relu")
+    page = client.get(response["Location"]).content.decode()
+    assert f'"/ws/runs/{run.pk}/"' in page and 'id="tree"' in page
+    assert reverse("pages:runs") in page
+    assert f"#{run.pk}" in client.get(reverse("pages:runs")).content.decode()
+
+
+def test_it_names_a_bad_setting_next_to_its_field(client, owner, relu_source):
+    client.force_login(owner)
+    response = client.post(reverse("pages:new"), {"problem_source": relu_source, "team": "rules", "device": "cpu",
+                                                  "target": "cuda", "budget": 3, "parallel": 1})
+    assert response.status_code == 400
+    assert "needs a CUDA device" in response.content.decode()
+
+
+def test_a_foreign_user_cannot_see_a_run(client, owner, stranger, relu_source):
+    run = make_run(owner, relu_source)
+    client.force_login(stranger)
+    assert client.get(reverse("pages:run", args=[run.pk])).status_code == 404
+    assert client.get(reverse("pages:node", args=[run.pk, 0])).status_code == 404
+    assert client.get(reverse("pages:compare"), {"a": f"{run.pk}:0", "b": f"{run.pk}:0"}).status_code == 404
+    assert f"#{run.pk}" not in client.get(reverse("pages:runs")).content.decode()
+    run.shared_with.add(stranger)
+    assert client.get(reverse("pages:run", args=[run.pk])).status_code == 200
+
+
+def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source):
+    run = make_run(owner, relu_source)
+    root = Node.objects.get(run=run, node_id=0)
+    skeleton = (root.source + "\n# <<<IMPROVE BEGINS>>> fuse the relu into one pass\n"
+                "y = 1\n# <<<IMPROVE ENDS>>>\n")
+    filled = root.source + "\ny = 2\nz = 3\n"
+    Node.objects.create(run=run, node_id=1, parent=0, attempt=1, role="plan+code", status="done", verdict="pass",
+                        anchored_source=skeleton, source=filled, instructions=["fuse the relu into one pass"],
+                        runtime_ms=1.0, speedup_vs_eager=2.0, created_at=0.0)
+    client.force_login(owner)
+    html = client.get(reverse("pages:node", args=[run.pk, 1])).content.decode()
+    assert "fuse the relu into one pass" in html
+    assert 'id="skeleton-code"' in html and "anchor-marker" in html
+    assert 'id="filled-code"' in html and "filled" in html
+    assert "+ y = 2" in html  # the diff against the root
+    compare = client.get(reverse("pages:compare"), {"a": f"{run.pk}:0", "b": f"{run.pk}:1"}).content.decode()
+    assert 'id="compare-metrics"' in compare and "2.00×" in compare and "z = 3" in compare
