@@ -174,7 +174,7 @@ def main() -> int:
     cuda = args.device.startswith("cuda")
     levels = ["level1"] if args.quick else args.levels.split(",")
     problems = sorted(p for level in levels for p in (ROOT / "examples" / "problems" / level).glob("*.py"))
-    settings = EvalSettings(device=args.device, cache_dir=cache, baselines=("eager",),
+    settings = EvalSettings(device=args.device, cache_dir=cache, baselines=("eager",), reuse_results=False,
                             timing_runs=100 if cuda or not args.quick else 20, warmup_runs=10 if cuda else 3)
     started = time.monotonic()
     rows = throughput(problems, settings)

@@ -66,6 +66,8 @@ function fresh() {
 }
 window.bench = async (events, perFrame) => {
   const out = {};
+  // idle: frame times of the empty page, to tell the page's cost from the machine's
+  out.idle_frames = await frameTimes(60, () => {});
   // burst: everything at once
   let { state, view } = fresh();
   state.applySnapshot({ seq: 0, run: {}, nodes: [] });
@@ -159,11 +161,13 @@ def synthetic_events(n_nodes: int, seed: int = 0) -> list[dict[str, Any]]:
     return events
 
 
-def serve_static() -> tuple[ThreadingHTTPServer, int]:
+def serve_static(harness: str = HARNESS) -> tuple[ThreadingHTTPServer, int]:
+    """Serve the checkout's static/ under /static/ and `harness` at / (also used by tests/web)."""
+
     class Handler(SimpleHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             if self.path in ("/", "/index.html"):
-                body = HARNESS.encode()
+                body = harness.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -220,6 +224,7 @@ def run(n_nodes: int, per_frame: int) -> dict[str, Any]:
                   "nodes_in_dom_while_following": raw["nodes_drawn_following"]},
         "render_full_tree_ms": {"median": round(statistics.median(raw["render_ms"]), 2),
                                 "max": round(max(raw["render_ms"]), 2)},
+        "idle_page": summary(raw["idle_frames"]),
         "stream": {**summary(raw["stream_frames"]), "total_ms": round(raw["stream_total_ms"], 1),
                    "renders": raw["renders"]},
         "zoom_pan": summary(raw["zoom_frames"]),
@@ -238,6 +243,7 @@ def table(r: dict[str, Any]) -> str:
         f"| burst: until first painted frame | {r['burst']['first_frame_ms']} ms |",
         f"| nodes in the DOM while following the newest (labels readable) | {r['burst']['nodes_in_dom_while_following']} |",
         f"| full re-layout + render, whole tree on screen (median / max) | {r['render_full_tree_ms']['median']} / {r['render_full_tree_ms']['max']} ms |",
+        f"| empty page (the machine's own frame time): p50 / p95 / max | {r['idle_page']['p50_ms']} / {r['idle_page']['p95_ms']} / {r['idle_page']['max_ms']} ms |",
         f"| stream ({r['events_per_frame']} events/frame): frame p50 / p95 / p99 / max | {s['p50_ms']} / {s['p95_ms']} / {s['p99_ms']} / {s['max_ms']} ms |",
         f"| stream: frames over 33 ms | {s['over_33ms']} of {s['frames']} |",
         f"| zoom/pan at {r['nodes']} nodes: frame p50 / p95 / max | {z['p50_ms']} / {z['p95_ms']} / {z['max_ms']} ms |",

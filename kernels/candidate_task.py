@@ -7,8 +7,10 @@ another process; this process only reports facts (times, probe findings), never 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +46,25 @@ def build(task: dict[str, Any], work_dir: Path, device: torch.device) -> torch.n
     try:
         module = loading.load_module(task["candidate_source"], "candidate", work_dir)
     except BaseException as exc:  # noqa: BLE001
-        raise HarnessFailure("build_error", f"the candidate failed to build/import: {type(exc).__name__}: {exc}") from exc
+        traceback.print_exc()  # the whole compiler output (it travels inside the exception) lands in logs.build
+        sys.stderr.flush()
+        raise HarnessFailure("build_error", build_summary(exc)) from exc
     cls = getattr(module, "ModelNew", None)
     if not isinstance(cls, type):
         raise HarnessFailure("build_error", "the candidate defines no `class ModelNew(nn.Module)`; define it with "
                              "the same constructor and forward() as the problem's Model")
     return cls
+
+
+def build_summary(exc: BaseException) -> str:
+    """One readable line for the verdict: the exception's first line plus the first compiler error line."""
+    text = f"{type(exc).__name__}: {exc}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first_error = next((line for line in lines[1:] if "error" in line.lower() and "ninja" not in line.lower()), "")
+    summary = lines[0][:300] if lines else type(exc).__name__
+    if first_error:
+        summary += f" | {first_error[:300]}"
+    return f"the candidate failed to build/import: {summary} (full compiler output in logs.build)"
 
 
 def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:

@@ -190,4 +190,4 @@ def roofline_figures(ref: Reference, ms: float, settings: EvalSettings) -> tuple
         return None, False
     dtype = next((o["dtype"] for o in ref.summary.get("outputs", []) if "dtype" in o), "float32")
     return roofline.assess(ref.summary.get("flops") or 0.0, ref.summary.get("bytes") or 0.0, ms, ref.ceilings,
-                           dtype, settings.roofline_margin)
+                           dtype, settings.effective_roofline_margin)

@@ -19,8 +19,7 @@ def measure_ceilings(device: Any) -> dict[str, Any]:
     n = (1 << 28) if cuda else (1 << 24)  # 1 GiB / 64 MiB of float32
     src = torch.randn(n, device=device)
     dst = torch.empty_like(src)
-    stats, _, _ = time_callable(lambda s=src, d=dst: d.copy_(s), device,
-                                runs=20 if cuda else 10, warmup=3, flush=False)
+    stats, _, _ = time_callable(lambda s=src, d=dst: d.copy_(s), device, runs=30, warmup=3, flush=False)
     copy_gbps = 2 * n * 4 / (stats["min_ms"] * 1e-3) / 1e9
     src = dst = None
     rates: dict[str, float] = {}

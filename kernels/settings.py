@@ -15,11 +15,14 @@ Settings (all optional; defaults in brackets):
 - flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.
 - sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (plain processes).
 - roofline [True]: measure device ceilings (once, cached) and report roofline figures and the flag.
-- roofline_margin [1.25]: a time faster than the roofline bound by more than this factor is flagged.
+- roofline_margin [None]: a time faster than the roofline bound by more than this factor is flagged; None
+  means 1.25 on CUDA and 3.0 on CPU (CPU ceilings are noisy, and write-only work can beat the copy rate).
 - precision_flag_fraction [0.05]: flag "precision_lowered" when float32 outputs use more than this share of
   the tolerance.
 - cache_dir [None]: caches (reference outputs, baselines, ceilings, builds); None means $STARK_CACHE_DIR or
   var/cache/kernels under the working directory.
+- reuse_results [True]: return the stored result of an identical evaluation (same problem, candidate,
+  settings, device, torch); only pass/incorrect/rejected/build_error results are stored. Turn it off to re-time.
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
@@ -53,9 +56,10 @@ class EvalSettings:
     flush_cache: bool = True
     sandbox: str = "auto"
     roofline: bool = True
-    roofline_margin: float = 1.25
+    roofline_margin: float | None = None
     precision_flag_fraction: float = 0.05
     cache_dir: str | None = None
+    reuse_results: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -85,6 +89,12 @@ class EvalSettings:
     @property
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
+
+    @property
+    def effective_roofline_margin(self) -> float:
+        if self.roofline_margin is not None:
+            return self.roofline_margin
+        return 1.25 if self.is_cuda else 3.0
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

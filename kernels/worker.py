@@ -73,6 +73,7 @@ def limit_memory(task: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> None:
     task_path, fd = Path(argv[0]), int(argv[1])
+    os.set_inheritable(fd, False)  # compilers and pools the candidate starts must not hold the channel open
     nonce = sys.stdin.readline().strip()
     sys.stdin.close()
     channel = Channel(fd, nonce)

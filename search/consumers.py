@@ -2,11 +2,15 @@
 
 The channel layer may drop or reorder messages, so the consumer never trusts it alone: it remembers the
 last seq it sent, drops what it already sent, and fills any gap from the stored events before sending.
-Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}.
+Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}. A slow poll of the run's
+last seq also sends what the channel layer lost when nothing follows it (e.g. the final run.status).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -17,6 +21,12 @@ from search.models import Run
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403  # foreign or unknown run: the same answer, so ids reveal nothing
+POLL_S = float(os.environ.get("STARK_SOCKET_POLL_S", "5"))
+
+
+@database_sync_to_async
+def last_seq(run_id: int) -> int:
+    return Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).first() or 0
 
 
 @database_sync_to_async
@@ -29,6 +39,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     run_id: int
     sent: int = 0
     joined: bool = False
+    poller: asyncio.Task | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sending = asyncio.Lock()  # snapshot, resync, live events and the poll never interleave
 
     async def connect(self) -> None:
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
@@ -43,11 +58,24 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # Join before the snapshot: every event after the snapshot's seq then reaches this socket.
         await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
         self.joined = True
-        await self.send_snapshot()
+        async with self.sending:
+            await self.send_snapshot()
+        self.poller = asyncio.create_task(self.poll())
 
     async def disconnect(self, code: int) -> None:
+        if self.poller is not None:
+            self.poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.poller
         if self.joined:
             await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
+
+    async def poll(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            if await last_seq(self.run_id) > self.sent:
+                async with self.sending:
+                    await self.send_from_store(self.sent)
 
     async def send_snapshot(self) -> None:
         snap = await database_sync_to_async(snapshot)(self.run_id)
@@ -66,20 +94,25 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         kind = content.get("type")
         if kind == "snapshot":
-            await self.send_snapshot()
+            async with self.sending:
+                await self.send_snapshot()
         elif kind == "resync":
             try:
                 after = int(content.get("after", 0))
             except (TypeError, ValueError):
                 await self.send_json({"type": "error", "field": "after", "message": "after must be a seq number"})
                 return
-            await self.send_from_store(after)
+            async with self.sending:
+                await self.send_from_store(after)
         else:
             await self.send_json({"type": "error", "field": "type",
                                   "message": f"unknown message type {kind!r}; send resync or snapshot"})
 
     async def run_event(self, message: dict[str, Any]) -> None:
-        event = message["event"]
+        async with self.sending:
+            await self.forward(message["event"])
+
+    async def forward(self, event: dict[str, Any]) -> None:
         seq = int(event["seq"])
         if seq <= self.sent:
             return  # already sent (from a snapshot or a gap fill)

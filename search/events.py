@@ -36,14 +36,21 @@ class StaleClaim(Exception):
     """The node is no longer claimed by this job (the reaper handed it to another one): stop quietly."""
 
 
-def store_event(run_id: int, type_: str, node: int | None, data: dict[str, Any]) -> Event:
-    """Store one event with the run's next seq and publish it after commit.
+def next_seq(run_id: int) -> int:
+    """Allocate the run's next seq (call inside a transaction).
 
-    The seq comes from an UPDATE of Run.last_seq inside the transaction: the row lock (PostgreSQL) or the
-    write lock of an IMMEDIATE transaction (SQLite) orders concurrent writers, so seqs never repeat."""
+    An UPDATE of Run.last_seq: the row lock (PostgreSQL) or the write lock of an IMMEDIATE transaction
+    (SQLite) orders concurrent writers, so seqs never repeat. Taking it first also keeps the lock order
+    run row -> node rows everywhere (no deadlock with steps that hold the run lock)."""
+    Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + 1)
+    return Run.objects.values_list("last_seq", flat=True).get(pk=run_id)
+
+
+def store_event(run_id: int, type_: str, node: int | None, data: dict[str, Any], seq: int | None = None) -> Event:
+    """Store one event with the run's next seq (or the one already allocated) and publish it after commit."""
     with transaction.atomic():
-        Run.objects.filter(pk=run_id).update(last_seq=F("last_seq") + 1)
-        seq = Run.objects.values_list("last_seq", flat=True).get(pk=run_id)
+        if seq is None:
+            seq = next_seq(run_id)
         event = Event.objects.create(run_id=run_id, seq=seq, type=type_, node=node, payload=data)
         message = event.to_message()
         transaction.on_commit(lambda: publish(run_id, message))
@@ -77,7 +84,10 @@ class Recorder:
         self.created: list[int] = []
 
     def __call__(self, event: EngineEvent) -> None:
+        if event.type in ("run.progress", "leaderboard") and self.claim is not None:
+            return  # a claimed step works on a possibly stale tree; the locked step that follows reports
         with transaction.atomic():
+            seq = next_seq(self.run.pk)
             data = dict(event.data)
             if event.type == "node.created":
                 self._create(event.node)
@@ -85,10 +95,8 @@ class Recorder:
             elif event.node is not None and event.type != "node.stream":
                 data["changes"] = self.sync_node(event.node)
             if event.type in ("run.progress", "leaderboard"):
-                if self.claim is not None:
-                    return  # a claimed step works on a possibly stale tree; the locked step that follows reports
                 sync_run_totals(self.run, self.tree)
-            store_event(self.run.pk, event.type, event.node, data)
+            store_event(self.run.pk, event.type, event.node, data, seq=seq)
 
     def _create(self, node_id: int) -> None:
         fields = self.tree[node_id].to_dict()

@@ -154,6 +154,11 @@ def run_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         except (TypeError, ValueError):
             raise BadRequest("budget", f"send the number of attempts to add as `budget` (got {raw!r})") from None
         control.extend(run_id, more)
+    elif action == "share":
+        username = data.get("username")
+        if not username or not isinstance(username, str):
+            raise BadRequest("username", "send the user to share the run with as `username`")
+        control.share(run_id, username, remove=str(data.get("remove", "")).lower() in ("1", "true", "yes"))
     elif action == "fork":
         try:
             node_id = int(data.get("node"))
@@ -164,9 +169,11 @@ def run_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         new = control.fork(run, node_id, request.user, overrides)
         return JsonResponse({"id": new.pk, "url": run_url(new), "api_url": f"/api/runs/{new.pk}"}, status=201)
     else:
-        raise BadRequest("action", f"unknown action {action!r}; use cancel, pause, resume, extend or fork",
+        raise BadRequest("action", f"unknown action {action!r}; use cancel, pause, resume, extend, share or fork",
                          status=404)
-    return JsonResponse({"run": Run.objects.select_related("owner", "problem").get(pk=run_id).to_dict()})
+    run = Run.objects.select_related("owner", "problem").get(pk=run_id)
+    shared = list(run.shared_with.order_by("username").values_list("username", flat=True))
+    return JsonResponse({"run": run.to_dict(), "shared_with": shared})
 
 
 def find_node(run: Run, node_id: int) -> Node:

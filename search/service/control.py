@@ -126,6 +126,26 @@ def extend(run_id: int, more: int) -> Run:
             run.stop_reason = ""
             run.save(update_fields=["finished_at", "stop_reason"])
             _restart(run, f"budget extended to {run.budget}")
+        elif run.status == Run.Status.RUNNING:
+            tree = load_tree(run)
+            steps.schedule(run, tree, Recorder(run, tree))  # slots the old budget left idle start now
+    return run
+
+
+def share(run_id: int, username: str, remove: bool = False) -> Run:
+    """Let another user watch the run (read-only: pages, API, websocket), or stop sharing it."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise SettingError("username", f"no user {username!r}")
+    run = Run.objects.get(pk=run_id)
+    if user.pk == run.owner_id:
+        raise SettingError("username", "the owner always sees the run; name another user")
+    if remove:
+        run.shared_with.remove(user)
+    else:
+        run.shared_with.add(user)
     return run
 
 

@@ -113,7 +113,7 @@ def ensure_reaper() -> None:
     job_id = f"reaper-{uuid.uuid4().hex[:12]}"
     if conn.set(CHAIN_KEY, job_id, nx=True, ex=interval_s() * 4):
         queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=interval_s()), "search.jobs.reap_job",
-                                                     job_id=job_id)
+                                                     job_id=job_id, result_ttl=60)
 
 
 def continue_chain(my_job_id: str | None) -> None:
@@ -129,4 +129,4 @@ def continue_chain(my_job_id: str | None) -> None:
     job_id = f"reaper-{uuid.uuid4().hex[:12]}"
     conn.set(CHAIN_KEY, job_id, ex=interval_s() * 4)
     queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=interval_s()), "search.jobs.reap_job",
-                                                 job_id=job_id)
+                                                 job_id=job_id, result_ttl=60)

@@ -13,21 +13,25 @@ from typing import Any
 from rq import Worker as RQWorker
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
+def _seconds(raw: str | None, name: str, default: int) -> int:
+    if raw is None or not raw.strip():
         return default
-    value = int(raw)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise ValueError(f"{name}={raw!r} must be a whole number of seconds >= 1")
+        raise ValueError(f"{name}={raw!r} must be a whole number of seconds >= 1, e.g. {default}")
     return value
 
 
 class Worker(RQWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("job_monitoring_interval", _env_int("STARK_JOB_HEARTBEAT_S", 30))
+        kwargs.setdefault("job_monitoring_interval",
+                          _seconds(os.environ.get("STARK_JOB_HEARTBEAT_S"), "STARK_JOB_HEARTBEAT_S", 30))
         super().__init__(*args, **kwargs)
-        self.heartbeat_grace_s = _env_int("STARK_JOB_HEARTBEAT_GRACE_S", 60)
+        self.heartbeat_grace_s = _seconds(os.environ.get("STARK_JOB_HEARTBEAT_GRACE_S"),
+                                          "STARK_JOB_HEARTBEAT_GRACE_S", 60)
 
     def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
         interval = self.job_monitoring_interval

@@ -21,8 +21,9 @@ fileInput?.addEventListener("change", async () => {
   validateNow();
 });
 
-form?.addEventListener("htmx:afterSwap", (e) => {
-  if (e.target.id === "problem-field" && fileInput) fileInput.value = ""; // an example replaces the upload
+// Choosing an example replaces an earlier upload (the server prefers a file when one is sent).
+form?.addEventListener("click", (e) => {
+  if (e.target.closest("button.example") && fileInput) fileInput.value = "";
 });
 
 // Typing into the editor after an upload: the text, not the file, is what the user means.

@@ -73,7 +73,7 @@ export class TreeView {
         this.transform = event.transform;
         this.viewport.attr("transform", event.transform);
         if (event.sourceEvent) this.autoFit = null; // the user took over the view
-        if (!this.programmatic) this.schedule();
+        if (!this.programmatic) this.onViewChange();
       });
     this.svg.call(this.zoom).on("dblclick.zoom", null);
     container.addEventListener("keydown", (e) => this.onKey(e));
@@ -157,10 +157,12 @@ export class TreeView {
     if ((this.dirty || !this.all) && !this.layout()) return;
     if (this.autoFit) this.fit(this.autoFit === "all", false);
     const t = this.transform;
-    const { width, height } = this.size;
-    const pad = 80 / t.k;
-    const left = (0 - t.x) / t.k - pad - COLUMN, right = (width - t.x) / t.k + pad;
-    const top = (0 - t.y) / t.k - pad, bottom = (height - t.y) / t.k + pad;
+    // Draw one extra screen on every side, so small pans and zooms need no DOM work at all.
+    const view = this.viewRect();
+    const padX = view.right - view.left, padY = view.bottom - view.top;
+    const left = view.left - padX - COLUMN, right = view.right + padX;
+    const top = view.top - padY, bottom = view.bottom + padY;
+    this.drawn = { left: left + COLUMN, right, top, bottom, lod: this.lod(t.k) };
     const inside = (d) => d.y >= left && d.y <= right && d.x >= top && d.x <= bottom;
     const shown = this.all.filter(inside);
     const links = this.links.filter((l) => inside(l.target) || inside(l.source));
@@ -168,13 +170,15 @@ export class TreeView {
     const far = t.k < 0.6, tiny = t.k < 0.3;
     this.svg.classed("far", far).classed("tiny", tiny);
 
-    const linkPath = d3.linkHorizontal().x((d) => d.y).y((d) => d.x);
+    // Edges leave a node after its label (estimated width), so they never cross the text.
+    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data).length * 6.6));
+    const linkPath = d3.linkHorizontal();
     this.linkLayer
       .selectAll("path")
       .data(links, (l) => l.target.data.id)
       .join("path")
       .attr("class", (l) => `link role-${(l.target.data.role || "").replace("+", "-")}`)
-      .attr("d", linkPath);
+      .attr("d", (l) => linkPath({ source: [labelEnd(l.source), l.source.x], target: [l.target.y - 9, l.target.x] }));
     this.edgeLabelLayer
       .selectAll("text")
       .data(far ? [] : links, (l) => l.target.data.id)
@@ -221,6 +225,28 @@ export class TreeView {
     });
     groups.select("text.toggle").text((d) => (!tiny && kids.has(d.data.id) ? (this.collapsed.has(d.data.id) ? "+" : "−") : ""));
     if (this.focused != null) this.container.setAttribute("aria-activedescendant", `tn-${this.focused}`);
+  }
+
+  // The box in tree coordinates (x across, y down, as drawn).
+  viewRect() {
+    const t = this.transform;
+    const { width, height } = this.size;
+    return { left: -t.x / t.k, right: (width - t.x) / t.k, top: -t.y / t.k, bottom: (height - t.y) / t.k };
+  }
+
+  // Level of detail: labels hide when too small to read.
+  lod(k) {
+    return k < 0.3 ? "tiny" : k < 0.6 ? "far" : "near";
+  }
+
+  // After a zoom or pan: redraw only when the box left what was drawn or the level of detail changed.
+  onViewChange() {
+    const d = this.drawn;
+    if (!d) return this.schedule();
+    const v = this.viewRect();
+    if (v.left < d.left || v.right > d.right || v.top < d.top || v.bottom > d.bottom || this.lod(this.transform.k) !== d.lod) {
+      this.schedule();
+    }
   }
 
   // Zoom so the whole visible tree fits the box; while following a big run, keep labels readable

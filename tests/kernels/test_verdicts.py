@@ -107,3 +107,14 @@ def test_it_can_compare_against_a_float64_reference(judged: Callable[..., EvalRe
     assert result.verdict == "pass", result.reasons
     assert result.settings["reference_dtype"] == "float64"
     assert result.correctness["max_abs_error"] < 1e-4
+
+
+def test_it_reuses_the_result_of_an_identical_evaluation(fast_settings: EvalSettings) -> None:
+    problem, candidate = fixture_source("problem_scale_add"), fixture_source("wrong_shape")
+    settings = fast_settings.replace(seed=11)
+    first = evaluate(problem, candidate, settings)
+    again = evaluate(problem, candidate, settings)
+    assert "reused_result" not in first.environment and again.environment["reused_result"] is True
+    assert again.reasons == first.reasons and again.wall_s < 1.0
+    fresh = evaluate(problem, candidate, settings.replace(reuse_results=False))
+    assert "reused_result" not in fresh.environment

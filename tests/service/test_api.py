@@ -138,9 +138,15 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
         assert other.get(path).status_code == 404, path
     assert other.post(f"/api/runs/{run.pk}/cancel").status_code == 404
     # Shared with the stranger: reading is allowed, acting is not.
-    run.shared_with.add(stranger)
+    assert api(token).post(f"/api/runs/{run.pk}/share", {"username": "nobody"}).json()["field"] == "username"
+    shared = api(token).post(f"/api/runs/{run.pk}/share", {"username": "eve"})
+    assert shared.status_code == 200 and shared.json()["shared_with"] == ["eve"]
     assert other.get(f"/api/runs/{run.pk}").status_code == 200
+    assert [r["id"] for r in other.get("/api/runs").json()["runs"]] == [run.pk]
     assert other.post(f"/api/runs/{run.pk}/cancel").status_code == 403
+    assert other.post(f"/api/runs/{run.pk}/share", {"username": "eve", "remove": "true"}).status_code == 403
+    api(token).post(f"/api/runs/{run.pk}/share", {"username": "eve", "remove": "true"})
+    assert other.get(f"/api/runs/{run.pk}").status_code == 404
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,7 +20,11 @@ def test_it_completes_a_scripted_run(workers, owner, tmp_path):
     from search.tokens import create_token
 
     run = make_run(owner, team="scripted", budget=3, parallel=2, team_options={"script": "ok:0.5,fail,ok"})
+    other = make_run(owner, team="scripted", budget=1, seed=7)  # a second run shares the same workers
     run = wait_for(run_finished(run.pk), 400, "the run to finish")
+    other = wait_for(run_finished(other.pk), 400, "the other run to finish")
+    assert (other.status, other.attempts) == ("finished", 1)
+    assert_tree_consistent(other)
     assert run.status == "finished", (run.status, run.error)
     assert run.attempts == 3
     assert_tree_consistent(run)

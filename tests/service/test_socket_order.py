@@ -66,6 +66,10 @@ async def test_gaps_are_filled_and_repeats_dropped(owner, redis_client):
     assert (await socket.receive_json_from(timeout=10))["seq"] == 3
     await socket.send_json_to({"type": "bogus"})
     assert (await socket.receive_json_from(timeout=10))["field"] == "type"
+
+    # An event whose message the channel layer lost, with nothing after it: the poll still sends it.
+    await sync_to_async(add_silent_events)(run.pk, 1)
+    assert (await socket.receive_json_from(timeout=15))["seq"] == 4
     await socket.disconnect()
 
 

@@ -141,3 +141,23 @@ def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     assert any(r.fused and r.backend == "triton" for r in recipes if r)
     assert any(r.cuda_graph for r in recipes if r) and any(r.channels_last for r in recipes if r)
     assert any(r.compile_mode == "max-autotune-no-cudagraphs" for r in recipes if r)
+
+
+def test_debug_blames_the_last_move_and_ends_the_branch_when_only_undoing_it_is_left() -> None:
+    tree = new_tree(P.MANY_OPS)
+    team = build_team({})
+    fused = Recipe(fused=(0, 1, 2), backend="cpp-omp")
+    parent = failed_child(tree, fused, "")
+    tree[parent].status, tree[parent].verdict = "done", "pass"
+    parent_source = tree[parent].source
+    # torch.compile on top of the fused kernels was rejected: soften it (max-autotune -> default) first ...
+    node = failed_child(tree, fused.with_(compile_mode="max-autotune-no-cudagraphs"), "", parent=parent)
+    tree[node].verdict, tree[node].reasons = "rejected", ["harness_patched: the candidate replaced Module.__init__"]
+    tree[node].anchored_source = wrap_all(parent_source, "wrap in torch.compile")
+    assert debug(tree, node) == fused.with_(compile_mode="default")
+    # ... and with plain torch.compile, undoing it is all that is left: the parent, already measured.
+    node = failed_child(tree, fused.with_(compile_mode="default"), "", parent=parent)
+    tree[node].verdict = "rejected"
+    tree[node].anchored_source = wrap_all(parent_source, "wrap in torch.compile")
+    with pytest.raises(AgentError, match="no untried fix"):
+        team.debug.debug(build_window(tree, "debug", node, device={"device": "cpu"}))

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.web.conftest import EXAMPLES, ROOT, WORKER_CLASS, screenshot
+from tests.web.conftest import EXAMPLES, ROOT, SCREENSHOTS, WORKER_CLASS, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -51,7 +51,12 @@ def log_in(page, base: str, username: str, password: str) -> None:
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
 
-def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, start_worker, browser, tmp_path):
+def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, start_worker, browser):
+    started = time.monotonic()
+
+    def lap(what: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f} s] {what}")
+
     start_worker("search", *WORKER_CLASS)
     start_worker("gpu", *WORKER_CLASS)
     base = daphne_server
@@ -70,7 +75,7 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     page.wait_for_selector("#problem-ok", timeout=120_000)
     assert "float32" in page.inner_text("#validation")
     page.select_option("#id_team", "rules")
-    page.fill("#id_budget", "3")
+    page.fill("#id_budget", "2")
     page.click("#eval-settings summary")
     page.fill("#id_eval_correctness_trials", "2")
     page.fill("#id_eval_timing_runs", "3")
@@ -86,6 +91,9 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     page.evaluate("() => { window.__sameDocument = true; }")
     page.wait_for_function("() => document.querySelectorAll('#tree g.node').length >= 2", timeout=240_000)
     assert page.evaluate("() => window.__sameDocument") is True
+    lap("nodes appear live")
+    # The agents' text streams in while they write (node.stream events).
+    page.wait_for_function("() => window.stark.state.streams.size >= 1", timeout=120_000)
     screenshot(page, "03-run-live")
 
     # Reload mid-run: the same tree (snapshot + events), and a dropped socket shows "reconnecting".
@@ -108,7 +116,16 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     best = page.evaluate("() => (window.stark.state.ranked()[0] || {}).id")
     assert best is not None, page.evaluate(TREE_JS)
     assert_same_tree_as_server(page, base, run_id)
+    lap("run finished")
     screenshot(page, "05-run-finished")
+
+    # Keyboard: focus the tree, move to the first attempt, open it with Enter.
+    page.focus("#tree")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".inspector[data-node='1']")
+    page.click("[role=tab][data-tab=agent]")
+    assert page.text_content("#agent-stream").strip()
 
     # Click the winner: the anchors view highlights what was asked and what was done.
     page.click(f"#tn-{best} circle")
@@ -128,13 +145,14 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     # Download the winner and check it independently with the kernels CLI.
     with page.expect_download() as download:
         page.click("#download-kernel")
-    winner = tmp_path / "winner.py"
+    winner = SCREENSHOTS.parent / "winner.py"
     download.value.save_as(winner)
     done = subprocess.run([sys.executable, "-m", "kernels", "evaluate", str(PROBLEM), str(winner), "--json",
                            "--trials", "2", "--runs", "3", "--warmup", "1", "--baselines", "eager", "--no-roofline"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["verdict"] == "pass"
+    lap("winner re-checked by the kernels CLI")
 
     # Compare the root with the winner (pin one, open the other).
     page.click("#tn-0 circle")
@@ -148,9 +166,27 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     assert page.locator("#compare-diff td.add, #compare-diff td.chg-b").count() >= 1
     screenshot(page, "08-compare")
 
+    # Fork a new run from the winner (its root is the winner's code); the page opens it.
+    page.goto(f"{base}/runs/{run_id}/#node-{best}")
+    page.wait_for_selector(f".inspector[data-node='{best}'] #fork-node")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#fork-node")
+    page.wait_for_url(lambda url: url.rstrip("/").rsplit("/", 1)[-1].isdigit() and f"/runs/{run_id}/" not in url)
+    page.wait_for_selector("#tn-0", state="attached")
+    forked = int(page.url.rstrip("/").rsplit("/", 1)[1])
+    assert forked != run_id
+    assert page.evaluate("() => window.stark.state.run.forked_from") == {"run": run_id, "node": best}
+    # Cancel it from its page: the status changes live.
+    page.wait_for_selector("[data-action=cancel]:not([disabled])")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("[data-action=cancel]")
+    page.wait_for_function("() => window.stark.state.run.status === 'cancelled'", timeout=60_000)
+    assert page.is_disabled("[data-action=pause]")
+    screenshot(page, "09-fork-cancelled")
+
     page.goto(f"{base}/runs/")
     assert f"#{run_id}" in page.inner_text("#runs-table")
-    screenshot(page, "09-runs-list")
+    screenshot(page, "10-runs-list")
     assert errors == []
 
     # A foreign user sees neither the page nor the socket's events.
@@ -168,6 +204,6 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     assert code == 4403
     foreign.goto(f"{base}/runs/")
     assert f"/runs/{run_id}/" not in foreign.content()
-    screenshot(foreign, "10-foreign-user")
+    screenshot(foreign, "11-foreign-user")
     other.close()
     context.close()

@@ -124,3 +124,13 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     assert "+ y = 2" in html  # the diff against the root
     compare = client.get(reverse("pages:compare"), {"a": f"{run.pk}:0", "b": f"{run.pk}:1"}).content.decode()
     assert 'id="compare-metrics"' in compare and "2.00×" in compare and "z = 3" in compare
+
+
+def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source):
+    client.force_login(owner)
+    client.post(reverse("pages:new"), {"problem_source": relu_source, "team": "rules", "device": "cpu", "budget": 2,
+                                       "parallel": 1, "eval_present": "1", "eval_correctness_trials": 7,
+                                       "eval_timing_runs": 20, "eval_warmup_runs": 2, "eval_baselines": ["eager"]})
+    ev = Run.objects.get().settings["eval"]
+    assert (ev["correctness_trials"], ev["timing_runs"], ev["warmup_runs"]) == (7, 20, 2)
+    assert ev["baselines"] == ["eager"] and ev["roofline"] is False  # the unticked box

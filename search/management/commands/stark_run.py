@@ -85,8 +85,9 @@ class Command(BaseCommand):
         while True:
             for event in events_after(run_id, seen):
                 seen = event["seq"]
-                if not quiet:
-                    self.stdout.write(describe(event))
+                line = "" if quiet else describe(event)
+                if line:
+                    self.stdout.write(line)
             run = Run.objects.get(pk=run_id)
             if run.status in Run.ENDED and seen >= run.last_seq:
                 best = f"best node {run.best_node} ({run.best_runtime_ms:.4g} ms, " \

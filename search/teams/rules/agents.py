@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from search.engine.agents import AgentError, CodeAnswer, ContextWindow, MalformedAnswer, PlanAnswer, Usage
-from search.engine.anchors import resolve_instructions
+from search.engine.anchors import resolve_instructions, strip_markers
 from search.teams.rules.anchoring import anchor, fill, tag_of
 from search.teams.rules.candidate import render
 from search.teams.rules.fusion import Analysis, analyse
@@ -150,11 +150,15 @@ class RulesDebug:
         logs = result.get("logs") or {}
         log_text = "\n".join([*target.reasons, str(logs.get("build") or ""), str(logs.get("run") or "")])
         tried = _known_recipes(window)
-        options = fixes(recipe, self.ctx.analysis(window), target.verdict, log_text)
+        # A plan+code node's anchored source is its parent's source: the parent's recipe says what the
+        # last move changed, which is what most likely broke.
+        parent = (recipe_of(strip_markers(target.anchored_source)) or Recipe()) if target.anchored_source else None
+        options = fixes(recipe, self.ctx.analysis(window), target.verdict, log_text, parent)
         fresh = [f for f in options if f.recipe not in tried]
         if not fresh:
-            raise AgentError(f"rules team: no untried fix for node {target.id} (recipe {recipe.to_text()}); "
-                             "what is left of it is the reference itself, so this branch ends here",
+            raise AgentError(f"rules team: no untried fix for node {target.id} (recipe {recipe.to_text()}, "
+                             f"{target.verdict}): what is left is undoing the last move, which gives back the "
+                             "parent (already measured) or the reference, so this branch ends here",
                              permanent=False, usage=usage("debug", started))
         fix = fresh[0]
         source = self.ctx.render(window, fix.recipe)

@@ -92,43 +92,79 @@ def choose(moves: list[Move], tried: set[Recipe], rng: random.Random, first: boo
 class Fix:
     recipe: Recipe
     why: str
+    aspect: str = "fused"
 
 
-def fixes(recipe: Recipe, analysis: Analysis, verdict: str | None, log_text: str) -> list[Fix]:
-    """Minimal fixes for a failed candidate, safest first: drop the fused region the log names, then fall
-    back to a safer kernel variant, then remove the last risky wrapper; never the bare reference."""
+def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
+    """What the last move changed: "fused", "backend", "compile", "cuda_graph", "channels_last"."""
+    out = set()
+    if before.fused != after.fused:
+        out.add("fused")
+    if before.backend != after.backend and before.fused:
+        out.add("backend")
+    if before.compile_mode != after.compile_mode:
+        out.add("compile")
+    if before.cuda_graph != after.cuda_graph:
+        out.add("cuda_graph")
+    if before.channels_last != after.channels_last:
+        out.add("channels_last")
+    return out
+
+
+def _error_lines(log_text: str) -> str:
+    return "\n".join(ln for ln in log_text.splitlines() if "error" in ln.lower() or "failed" in ln.lower())
+
+
+def fixes(recipe: Recipe, analysis: Analysis, verdict: str | None, log_text: str,
+          parent: Recipe | None = None) -> list[Fix]:
+    """Minimal fixes for a failed candidate, safest first: undo or soften what the last move changed (known
+    from the parent's recipe), drop a fused kernel an error line names, fall back to a safer kernel variant,
+    remove the risky wrappers; never the parent again (it is already measured) and never the bare reference."""
     out: list[Fix] = []
     regions = {r.index: r for r in analysis.regions}
-    named = [k for k in recipe.fused if k in regions and regions[k].name in log_text]
-    for k in named:
-        out.append(Fix(recipe.with_(fused=tuple(i for i in recipe.fused if i != k)),
-                       f"drop the fused kernel {regions[k].name}, which the diagnostics name; PyTorch runs those ops"))
+    errors = _error_lines(log_text) if verdict in ("build_error", "runtime_error", "timeout") else ""
+    for k in recipe.fused:
+        if k in regions and regions[k].name in errors:
+            out.append(Fix(recipe.with_(fused=tuple(i for i in recipe.fused if i != k)),
+                           f"drop the fused kernel {regions[k].name}, which the error names; PyTorch runs those ops"))
     if recipe.fused and recipe.backend == "cpp-omp":
         out.append(Fix(recipe.with_(backend="cpp-serial"),
-                       "rebuild the fused kernels as a plain serial C++ loop (no OpenMP, no fast-math, -O2)"))
+                       "rebuild the fused kernels as a plain serial C++ loop (no OpenMP, no fast-math, -O2)", "backend"))
     if recipe.fused and recipe.backend == "cuda":
-        out.append(Fix(recipe.with_(backend="triton"), "rewrite the fused kernels in Triton instead of CUDA C++"))
+        out.append(Fix(recipe.with_(backend="triton"), "rewrite the fused kernels in Triton instead of CUDA C++",
+                       "backend"))
     if recipe.fused and recipe.backend == "triton":
-        out.append(Fix(recipe.with_(backend="cuda"), "rewrite the fused kernels in CUDA C++ instead of Triton"))
+        out.append(Fix(recipe.with_(backend="cuda"), "rewrite the fused kernels in CUDA C++ instead of Triton",
+                       "backend"))
     if recipe.cuda_graph:
-        out.append(Fix(recipe.with_(cuda_graph=False), "stop replaying a captured CUDA graph; call forward directly"))
+        out.append(Fix(recipe.with_(cuda_graph=False), "stop replaying a captured CUDA graph; call forward directly",
+                       "cuda_graph"))
     if recipe.compile_mode == "max-autotune-no-cudagraphs":
-        out.append(Fix(recipe.with_(compile_mode="default"), 'use torch.compile(mode="default") instead of max-autotune'))
+        out.append(Fix(recipe.with_(compile_mode="default"), 'use torch.compile(mode="default") instead of max-autotune',
+                       "compile"))
     if recipe.compile_mode:
-        out.append(Fix(recipe.with_(compile_mode=None), "remove torch.compile"))
+        out.append(Fix(recipe.with_(compile_mode=None), "remove torch.compile", "compile"))
     if recipe.channels_last:
-        out.append(Fix(recipe.with_(channels_last=False), "keep the default contiguous (NCHW) layout"))
+        out.append(Fix(recipe.with_(channels_last=False), "keep the default contiguous (NCHW) layout", "channels_last"))
     if len(recipe.fused) > 1:
         last = recipe.fused[-1]
         out.append(Fix(recipe.with_(fused=recipe.fused[:-1]),
                        f"drop the fused kernel {regions[last].name if last in regions else last}"))
     if recipe.fused:
         out.append(Fix(recipe.with_(fused=()), "drop every fused kernel; PyTorch runs the elementwise ops"))
-    seen: set[Recipe] = set()
+    blamed = changed_aspects(parent, recipe) if parent is not None else set()
+    if verdict == "rejected" and "patched" in log_text and recipe.compile_mode:
+        blamed.add("compile")  # torch.compile re-binds torch internals, which the integrity check reports
+    if "backend" in blamed or "fused" in blamed:
+        blamed |= {"fused", "backend"}
+    # When the last move is known to be the culprit, only fixes of what it changed make sense: the others
+    # keep the culprit, and undoing it entirely gives back the parent, which is already measured.
+    candidates = [f for f in out if f.aspect in blamed] if blamed else out
+    seen: set[Recipe] = {recipe} | ({parent} if parent is not None else set())
     unique = []
-    for f in out:
+    for f in candidates:
         # The empty recipe is the reference itself: "falling back" to it is no fix, only a re-timing.
-        if f.recipe != recipe and f.recipe not in seen and not f.recipe.empty:
+        if f.recipe not in seen and not f.recipe.empty:
             seen.add(f.recipe)
             unique.append(f)
     return unique
