@@ -76,6 +76,8 @@ def throughput(problems: list[Path], settings: EvalSettings) -> list[dict[str, A
                               "pct_of_peak": (result.roofline or {}).get("pct_of_peak")}
         except ProblemError as exc:
             row["error"] = exc.message
+        except Exception as exc:  # noqa: BLE001 - one broken problem must not end the benchmark
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -104,10 +106,11 @@ def timing_quality(problems: list[Path], settings: EvalSettings) -> list[dict[st
         try:
             a = evaluate(text, reference_candidate(text), settings).timing["median_ms"]
             b = evaluate(text, reference_candidate(text), settings).timing["median_ms"]
-        except ProblemError as exc:
-            rows.append({"problem": problem.stem, "error": exc.message})
+            ref = do_bench_median(problem, settings.device)
+        except Exception as exc:  # noqa: BLE001 - one broken problem must not end the benchmark
+            rows.append({"problem": problem.stem, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            print(json.dumps(rows[-1]), flush=True)
             continue
-        ref = do_bench_median(problem, settings.device)
         row = {"problem": f"{problem.parent.name}/{problem.stem}", "harness_ms_1": a, "harness_ms_2": b,
                "repeat_diff_pct": round(100 * abs(a - b) / a, 2), "do_bench_ms": ref,
                "vs_do_bench_pct": round(100 * (a - ref) / ref, 2)}
@@ -119,7 +122,7 @@ def timing_quality(problems: list[Path], settings: EvalSettings) -> list[dict[st
 def corpus(names: dict[str, tuple[str, str | None]], problem: Path, settings: EvalSettings) -> list[dict[str, Any]]:
     rows = []
     for name, (verdict, check) in names.items():
-        overrides = {"run_timeout_s": 10.0} if name == "hang" else {}
+        overrides = {"run_timeout_s": 5.0} if name == "hang" else {}
         result = evaluate(source(problem), source(candidate_path(name)), settings.replace(**overrides))
         status = result.check(check)["status"] if check and result.check(check) else None
         ok = result.verdict == verdict and (check is None or status in ("fail", "flag"))
@@ -166,9 +169,12 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true", help="level 1 only, fewer timed runs on CPU")
     parser.add_argument("--levels", default="level1,level2,level3")
+    parser.add_argument("--quality", default=None, help="comma list of problem paths for the timing-quality table")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary directory (cold start)")
     parser.add_argument("--skip-corpus", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--corpus", default=None, help="comma list: only these corpus candidates")
     args = parser.parse_args()
     cache = args.cache_dir or tempfile.mkdtemp(prefix="stark-bench-")
     cuda = args.device.startswith("cuda")
@@ -177,17 +183,24 @@ def main() -> int:
     settings = EvalSettings(device=args.device, cache_dir=cache, baselines=("eager",), reuse_results=False,
                             timing_runs=100 if cuda or not args.quick else 20, warmup_runs=10 if cuda else 3)
     started = time.monotonic()
-    rows = throughput(problems, settings)
-    ok = [r for r in rows if "error" not in r]
+    rows = [] if args.skip_throughput else throughput(problems, settings)
+    ok = [r for r in rows if "error" not in r and "warm" in r]
     cold = sum(r["cold"]["wall_s"] for r in ok)
     warm = sum(r["warm"]["wall_s"] for r in ok)
-    quality = timing_quality([FIXTURES / "gpu" / "problem_gpu_scale_add.py", *problems[:4]], settings) if cuda else []
+    gpu_problems = [FIXTURES / "gpu" / f"problem_gpu_{name}.py" for name in ("scale_add", "softmax", "matmul")]
+    if args.quality is not None:
+        gpu_problems = [Path(p) for p in args.quality.split(",") if p]
+    quality = timing_quality(gpu_problems + ([] if args.quality is not None else problems[:4]),
+                             settings.replace(baselines=())) if cuda else []
     corpus_rows: list[dict[str, Any]] = []
     if not args.skip_corpus:
         fast = settings.replace(correctness_trials=5, timing_runs=20, warmup_runs=2, roofline=False, baselines=())
-        corpus_rows = corpus(CORPUS, FIXTURES / "problem_scale_add.py", fast)
+        chosen = set(args.corpus.split(",")) if args.corpus else None
+        corpus_rows = corpus({k: v for k, v in CORPUS.items() if not chosen or k in chosen},
+                             FIXTURES / "problem_scale_add.py", fast)
         if cuda:
-            corpus_rows += corpus(GPU_CORPUS, FIXTURES / "gpu" / "problem_gpu_scale_add.py", fast)
+            corpus_rows += corpus({k: v for k, v in GPU_CORPUS.items() if not chosen or k in chosen},
+                                  FIXTURES / "gpu" / "problem_gpu_scale_add.py", fast)
     env = evaluate(source(FIXTURES / "problem_scale_add.py"), source(candidate_path("honest_torch")),
                    settings.replace(timing_runs=5, baselines=())).environment
     report = {"device": args.device, "device_name": env.get("device_name"), "torch": env.get("torch"),

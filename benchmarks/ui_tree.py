@@ -89,10 +89,19 @@ window.bench = async (events, perFrame) => {
     renders.push(performance.now() - s);
   }
   out.render_ms = renders;
+  // status changes on the finished tree (what a long run mostly sends), following the newest nodes
+  view.autoFit = "follow";
+  await frame();
+  let seq = events.length;
+  out.status_frames = await frameTimes(120, (i) => {
+    const id = 1 + ((i * 7) % (events.length ? 999 : 1));
+    state.applyEvent({ seq: ++seq, type: "node.status", run: 1, node: id,
+                       data: { changes: { status: i % 2 ? "done" : "timing" } } });
+  });
   // zoom and pan the finished tree
   out.zoom_frames = await frameTimes(120, (i) => {
     const k = 0.2 + 0.8 * Math.abs(Math.sin(i / 20));
-    view.svg.call(view.zoom.transform, d3.zoomIdentity.translate(200 - i * 5, 300 - i * 3).scale(k));
+    view.zoomTarget.call(view.zoom.transform, d3.zoomIdentity.translate(200 - i * 5, 300 - i * 3).scale(k));
   });
   // stream: a few events per frame into a fresh page
   ({ state, view } = fresh());
@@ -227,6 +236,7 @@ def run(n_nodes: int, per_frame: int) -> dict[str, Any]:
         "idle_page": summary(raw["idle_frames"]),
         "stream": {**summary(raw["stream_frames"]), "total_ms": round(raw["stream_total_ms"], 1),
                    "renders": raw["renders"]},
+        "status_updates": summary(raw["status_frames"]),
         "zoom_pan": summary(raw["zoom_frames"]),
         "environment": {"chromium": version, "python": platform.python_version(), "machine": platform.machine(),
                         "cpus": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2), "headless": True, "gpu": "disabled (software raster)"},
@@ -246,6 +256,7 @@ def table(r: dict[str, Any]) -> str:
         f"| empty page (the machine's own frame time): p50 / p95 / max | {r['idle_page']['p50_ms']} / {r['idle_page']['p95_ms']} / {r['idle_page']['max_ms']} ms |",
         f"| stream ({r['events_per_frame']} events/frame): frame p50 / p95 / p99 / max | {s['p50_ms']} / {s['p95_ms']} / {s['p99_ms']} / {s['max_ms']} ms |",
         f"| stream: frames over 33 ms | {s['over_33ms']} of {s['frames']} |",
+        f"| status change per frame on the {r['nodes']}-node tree: frame p50 / p95 / max | {r['status_updates']['p50_ms']} / {r['status_updates']['p95_ms']} / {r['status_updates']['max_ms']} ms |",
         f"| zoom/pan at {r['nodes']} nodes: frame p50 / p95 / max | {z['p50_ms']} / {z['p95_ms']} / {z['max_ms']} ms |",
         f"| zoom/pan: frames over 33 ms | {z['over_33ms']} of {z['frames']} |",
     ]

@@ -97,7 +97,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
         if cuda:
             torch.cuda.synchronize(device)
         _sleep(0.02 if started else 0.0)
-        if not same(first, snapshot(outputs)):
+        settled = snapshot(outputs)
+        if not same(first, settled):
             facts["late_changes"].append(f"trial {index}: outputs changed after forward() returned")
         if started:
             facts["threads"].append(f"trial {index}: forward() left {len(started)} thread(s) running")
@@ -108,7 +109,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             if not same(snapshot(old_outputs), old_snapshot):
                 facts["buffer_reuse"].append(f"trial {index}: forward() overwrote the outputs of the previous call "
                                              "(it returns one reused buffer)")
-        previous = (outputs, first)
+        previous = (outputs, settled)
         trials.append(first)
     del previous
     channel.send("progress", step="correctness", trials=len(trials))

@@ -42,7 +42,9 @@ def inspect_problem(problem_source: str, device: str = "cpu",
     check_problem_source(problem_source)
     reference, _ = ensure_reference(problem_source, settings.replace(roofline=False), baselines=(), outputs=False)
     data = {k: v for k, v in reference.summary.items() if k in ProblemSummary.__dataclass_fields__}
-    return ProblemSummary(**data, ops=reference.ops)
+    from kernels.probes import compute_ops
+
+    return ProblemSummary(**data, ops=sorted(compute_ops(set(reference.ops))))
 
 
 def reference_candidate(problem_source: str) -> str:

@@ -9,7 +9,7 @@ twice, late, or after the reaper handed its node to another job changes nothing.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -20,7 +20,12 @@ from search.engine.node import FINISHED
 from search.events import Recorder, StaleClaim, store_event, sync_run_totals
 from search.models import Node, Run
 from search.service import queues
+from search.service.fairness import parallel_now
 from search.service.runs import MAX_TRIES, eval_settings, load_tree, locked_run, make_engine
+
+if TYPE_CHECKING:
+    from search.engine.engine import Engine
+    from search.engine.tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ def submit_evaluation(run: Run, recorder: Recorder, node_id: int, tries: int) ->
                         eval_settings(run))
 
 
-def schedule(run: Run, tree, recorder: Recorder, engine=None) -> None:
+def schedule(run: Run, tree: Tree, recorder: Recorder, engine: Engine | None = None) -> None:
     """Start attempts until k are in flight or a limit is reached; finish the run when nothing is left."""
     if run.status != Run.Status.RUNNING:
         return
@@ -81,7 +86,8 @@ def schedule(run: Run, tree, recorder: Recorder, engine=None) -> None:
                     cost_limit_usd=run.settings.get("cost_limit_usd"))
     elapsed = (timezone.now() - run.started_at).total_seconds() if run.started_at else 0.0
     stop: str | None = None
-    while len(tree.in_flight()) < max(1, run.parallel):
+    limit = parallel_now(run)
+    while len(tree.in_flight()) < limit:
         stop = limits.stop_reason(tree, elapsed)
         if stop is not None:
             break
@@ -99,7 +105,8 @@ def schedule(run: Run, tree, recorder: Recorder, engine=None) -> None:
         queues.after_commit(ensure_reaper)  # also restarts the periodic reaper after a Redis restart
 
 
-def finish(run: Run, tree, status: str, reason: str) -> None:
+def finish(run: Run, tree: Tree, status: str, reason: str) -> None:
+    """End the run (finished, failed or cancelled) with the reason the user sees."""
     run.status = status
     run.finished_at = timezone.now()
     run.stop_reason = reason

@@ -14,7 +14,7 @@ const speedColour = d3
   : () => "#888";
 
 export function statusClass(n) {
-  if (n.parent == null) return "st-root";
+  if (n.parent == null) return (n.status === "done" || n.status === "failed") && n.verdict !== "pass" ? "st-failed" : "st-root";
   if (RUNNING.has(n.status)) return "st-running";
   if (n.status === "pending") return "st-pending";
   if (n.verdict === "pass") return "st-pass";
@@ -35,7 +35,8 @@ function fmtX(v) {
 // The text shown beside a node: its id and, in words, what it is doing or how it ended.
 export function nodeLabel(n) {
   if (n.parent == null) {
-    return n.runtime_ms != null ? `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms` : `#${n.id} reference ${n.status}`;
+    if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
+    return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
   }
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…`;
   if (n.verdict === "pass") return `#${n.id} pass ${fmtX(n.speedup_vs_eager)}`;
@@ -71,11 +72,15 @@ export class TreeView {
       .scaleExtent([0.05, 4])
       .on("zoom", (event) => {
         this.transform = event.transform;
-        this.viewport.attr("transform", event.transform);
         if (event.sourceEvent) this.autoFit = null; // the user took over the view
-        if (!this.programmatic) this.onViewChange();
+        if (this.programmatic) this.settle();
+        else this.moveLayer();
       });
-    this.svg.call(this.zoom).on("dblclick.zoom", null);
+    // Zoom on the box (not the svg): while the user zooms or pans, the drawn svg moves as one composited
+    // layer (a bitmap, no re-paint of 1,000 nodes per frame); 120 ms after the gesture the tree is redrawn.
+    this.zoomTarget = d3.select(container);
+    this.zoomTarget.call(this.zoom).on("dblclick.zoom", null);
+    this.drawnTransform = d3.zoomIdentity;
     container.addEventListener("keydown", (e) => this.onKey(e));
     this.transform = d3.zoomIdentity;
     this.size = { width: container.clientWidth, height: container.clientHeight };
@@ -177,15 +182,20 @@ export class TreeView {
       .selectAll("path")
       .data(links, (l) => l.target.data.id)
       .join("path")
-      .attr("class", (l) => `link role-${(l.target.data.role || "").replace("+", "-")}`)
-      .attr("d", (l) => linkPath({ source: [labelEnd(l.source), l.source.x], target: [l.target.y - 9, l.target.x] }));
+      .each(function (l) {
+        set(this, "class", `link role-${(l.target.data.role || "").replace("+", "-")}`);
+        set(this, "d", linkPath({ source: [labelEnd(l.source), l.source.x], target: [l.target.y - 9, l.target.x] }));
+      });
     this.edgeLabelLayer
       .selectAll("text")
       .data(far ? [] : links, (l) => l.target.data.id)
       .join("text")
-      .attr("x", (l) => l.target.y - 14)
-      .attr("y", (l) => l.target.x - 7)
-      .text((l) => ROLE_LABEL[l.target.data.role] ?? l.target.data.role);
+      .each(function (l) {
+        set(this, "x", l.target.y - 14);
+        set(this, "y", l.target.x - 7);
+        const text = ROLE_LABEL[l.target.data.role] ?? l.target.data.role;
+        if (this.__text !== text) { this.textContent = text; this.__text = text; }
+      });
 
     const groups = this.nodeLayer
       .selectAll("g.node")
@@ -201,30 +211,51 @@ export class TreeView {
         });
         return g;
       });
-    groups
-      .attr("id", (d) => `tn-${d.data.id}`)
-      .attr("data-id", (d) => d.data.id)
-      .attr("data-status", (d) => d.data.status)
-      .attr("class", (d) => {
-        const n = d.data;
-        let cls = `node ${statusClass(n)}`;
-        if (n.id === this.selected) cls += " selected";
-        if (n.id === this.focused) cls += " focused";
-        if (this.collapsed.has(n.id) && kids.has(n.id)) cls += " collapsed";
-        return cls;
-      })
-      .attr("aria-selected", (d) => String(d.data.id === this.selected))
-      .attr("aria-expanded", (d) => (kids.has(d.data.id) ? String(!this.collapsed.has(d.data.id)) : null))
-      .attr("aria-label", (d) => nodeLabel(d.data))
-      .attr("transform", (d) => `translate(${d.y},${d.x})`);
-    groups.select("circle").style("fill", (d) => fillColour(d.data));
-    groups.select("text.label").text((d) => {
-      if (tiny) return "";
-      const hidden = this.collapsed.has(d.data.id) ? countBelow(d.data.id, kids) : 0;
-      return hidden ? `${nodeLabel(d.data)}  (+${hidden})` : nodeLabel(d.data);
+    // Touch the DOM only where something changed: rewriting 1,000 unchanged labels costs a full text re-layout.
+    const self = this;
+    groups.each(function (d) {
+      const n = d.data;
+      const hasKids = kids.has(n.id);
+      const closed = hasKids && self.collapsed.has(n.id);
+      let cls = `node ${statusClass(n)}`;
+      if (n.id === self.selected) cls += " selected";
+      if (n.id === self.focused) cls += " focused";
+      if (closed) cls += " collapsed";
+      const words = nodeLabel(n);
+      const label = tiny ? "" : closed ? `${words}  (+${countBelow(n.id, kids)})` : words;
+      const toggle = !tiny && hasKids ? (closed ? "+" : "−") : "";
+      set(this, "id", `tn-${n.id}`);
+      set(this, "data-id", n.id);
+      set(this, "data-status", n.status);
+      set(this, "class", cls);
+      set(this, "aria-selected", String(n.id === self.selected));
+      set(this, "aria-expanded", hasKids ? String(!closed) : null);
+      set(this, "aria-label", words);
+      set(this, "transform", `translate(${d.y},${d.x})`);
+      const fill = fillColour(n) || "";
+      if (this.__fill !== fill) { this.firstChild.style.fill = fill; this.__fill = fill; }
+      if (this.__label !== label) { this.childNodes[1].textContent = label; this.__label = label; }
+      if (this.__toggle !== toggle) { this.childNodes[2].textContent = toggle; this.__toggle = toggle; }
     });
-    groups.select("text.toggle").text((d) => (!tiny && kids.has(d.data.id) ? (this.collapsed.has(d.data.id) ? "+" : "−") : ""));
     if (this.focused != null) this.container.setAttribute("aria-activedescendant", `tn-${this.focused}`);
+  }
+
+  // Show the current transform by moving the drawn layer relative to the transform it was drawn with.
+  moveLayer() {
+    const t = this.transform, b = this.drawnTransform;
+    const k = t.k / b.k;
+    this.svg.style("transform", `translate(${t.x - k * b.x}px, ${t.y - k * b.y}px) scale(${k})`);
+    clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => this.settle(), 120);
+  }
+
+  // Draw with the current transform (after a gesture, or at once for the view's own moves).
+  settle() {
+    clearTimeout(this.settleTimer);
+    this.drawnTransform = this.transform;
+    this.viewport.attr("transform", this.transform);
+    this.svg.style("transform", null);
+    this.onViewChange();
   }
 
   // The box in tree coordinates (x across, y down, as drawn).
@@ -264,12 +295,18 @@ export class TreeView {
       k = 0.35;
       let newest = null;
       for (const d of this.all) if (!newest || d.data.id > newest.data.id) newest = d;
+      // Follow lazily: move only when the newest node is near an edge (or out) of the box.
+      const v = this.viewRect(), mx = (v.right - v.left) * 0.15, my = (v.bottom - v.top) * 0.15;
+      const sameK = Math.abs(this.transform.k - k) < 1e-6;
+      if (sameK && newest.y > v.left + mx && newest.y < v.right - mx - 150 && newest.x > v.top + my && newest.x < v.bottom - my) return;
       cx = newest.y; cy = newest.x;
     }
     k = Math.max(0.05, k);
     const t = d3.zoomIdentity.translate(width / 2 - k * cx, height / 2 - k * cy).scale(k);
+    const now = this.transform;
+    if (Math.abs(now.k - t.k) < 1e-6 && Math.abs(now.x - t.x) < 0.5 && Math.abs(now.y - t.y) < 0.5) return;
     this.programmatic = true;
-    this.svg.call(this.zoom.transform, t);
+    this.zoomTarget.call(this.zoom.transform, t);
     this.programmatic = false;
     if (draw) this.schedule();
   }
@@ -299,7 +336,7 @@ export class TreeView {
     const [px, py] = this.transform.apply([d.y, d.x]);
     if (px < 20 || py < 20 || px > this.size.width - 160 || py > this.size.height - 20) {
       this.autoFit = null;
-      this.svg.call(this.zoom.translateTo, d.y + 60, d.x);
+      this.zoomTarget.call(this.zoom.translateTo, d.y + 60, d.x);
     }
     this.schedule();
   }
@@ -328,6 +365,15 @@ export class TreeView {
     e.preventDefault();
     if (next != null) this.focusNode(next);
   }
+}
+
+// setAttribute only when the value changed (remembered on the element; null removes the attribute).
+function set(el, name, value) {
+  const key = `__a_${name}`;
+  if (el[key] === value) return;
+  el[key] = value;
+  if (value == null) el.removeAttribute(name);
+  else el.setAttribute(name, value);
 }
 
 function countBelow(id, kids) {

@@ -13,7 +13,6 @@ from tests.kernels.conftest import FIXTURES
 
 pytestmark = pytest.mark.gpu
 GPU = FIXTURES / "gpu"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "problems"
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +42,9 @@ def test_unsynchronized_side_stream_work_is_rejected(cuda_settings: EvalSettings
     assert result.check("work_after_return")["status"] == "fail"
 
 
-TIMING_PROBLEMS = [GPU / "problem_gpu_scale_add.py", EXAMPLES / "level1" / "relu.py",
-                   EXAMPLES / "level1" / "softmax.py", EXAMPLES / "level1" / "matmul.py"]
+# Kernels of 0.05 ms and more: below ~20 us (the sample problems' sizes) launch effects make the harness and
+# do_bench differ by up to ~9% (H200 run, docs/benchmarks/kernels_throughput_cuda.md), so they are reported, not asserted.
+TIMING_PROBLEMS = [GPU / "problem_gpu_scale_add.py", GPU / "problem_gpu_softmax.py", GPU / "problem_gpu_matmul.py"]
 
 
 @pytest.mark.parametrize("problem", TIMING_PROBLEMS, ids=lambda p: p.stem)

@@ -60,3 +60,13 @@ def assert_tree_consistent(run) -> None:
     assert all(n.status in ("done", "failed") for n in nodes), [(n.node_id, n.status) for n in nodes]
     seqs = list(Event.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, run.last_seq + 1))
+
+
+def work_one(queue_name: str) -> None:
+    """Run the next job of a queue in this process (rq's SimpleWorker), to drive a run step by step."""
+    from rq import SimpleWorker
+
+    from search.service import queues
+
+    queue = queues.queue(queue_name)
+    assert SimpleWorker([queue], connection=queue.connection).work(burst=True, max_jobs=1)

@@ -5,17 +5,9 @@ exceed the budget. Jobs run in-process through rq's SimpleWorker so each step is
 from __future__ import annotations
 
 import pytest
-from rq import SimpleWorker
 from rq.job import JobStatus
 
-from tests.service.helpers import assert_tree_consistent, make_run
-
-
-def work_one(queue_name: str) -> None:
-    from search.service import queues
-
-    queue = queues.queue(queue_name)
-    assert SimpleWorker([queue], connection=queue.connection).work(burst=True, max_jobs=1)
+from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
 
 def lose(job_id: str) -> None:

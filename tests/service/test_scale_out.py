@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ARTIFACTS
 from tests.service.conftest import FAST_HEARTBEAT
 from tests.service.helpers import assert_tree_consistent, make_run, run_finished, wait_for
 
@@ -40,5 +41,4 @@ def test_a_gpu_host_needs_only_redis_and_kernels(start_worker, processes, redis_
     assert run.status == "finished", (run.status, run.error)
     assert_tree_consistent(run)
     assert all(n.verdict == "pass" for n in run.nodes.all())
-    log = (Path(__file__).resolve().parents[2] / "test-artifacts" / f"{name}.log")
-    assert "eval-" in log.read_text()
+    assert "eval-" in (ARTIFACTS / f"{name}.log").read_text()

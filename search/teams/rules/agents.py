@@ -88,7 +88,7 @@ class RulesPlan:
         new = self.ctx.render(window, move.recipe)
         if new == source:
             return self._nothing_left(window, analysis, current, len(moves), started)
-        anchored, instructions = anchor(source, new, move.instruction, move.recipe.to_text())
+        anchored, instructions = anchor(source, new, move.instruction, move.recipe.to_text(), move.name)
         text = f"move {move.name}: {current.to_text()} -> {move.recipe.to_text()}"
         window.stream(text)
         return PlanAnswer(anchored, instructions, text=text, usage=usage("plan", started))

@@ -44,14 +44,16 @@ def where(old: str, first: int) -> str:
     return "use them in ModelNew"
 
 
-def anchor(old: str, new: str, instruction: str, tag: str) -> tuple[str, list[str]]:
-    """The anchored old source and one instruction per span (each ending with the machine tag)."""
+def anchor(old: str, new: str, instruction: str, tag: str, short: str = "") -> tuple[str, list[str]]:
+    """The anchored old source and one instruction per span (each ending with the machine tag): the full
+    instruction on the first span, a short reminder of the same move on the others."""
     hunks = diff_hunks(old, new)
     if not hunks:
         raise ValueError("the move changes nothing")
     spans, instructions = [], []
     for k, (first, last, _) in enumerate(hunks, start=1):
-        text = f"{instruction} (part {k}/{len(hunks)}: {where(old, first)}) [rules: {tag}]"
+        head = instruction if k == 1 or not short else f"Same move ({short})"
+        text = f"{head} (part {k}/{len(hunks)}: {where(old, first)}) [rules: {tag}]"
         spans.append((first, last, text))
         instructions.append(text)
     return wrap_lines(old, spans), instructions
