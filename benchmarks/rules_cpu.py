@@ -42,11 +42,15 @@ def run_one(path: Path, budget: int, timing_runs: int, work: Path, extra: list[s
            "--device", device, "--timing-runs", str(timing_runs), "--out", str(tree_file), "--quiet", *extra]
     started = time.time()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    wall = time.time() - started
+    return record_from_tree(path, tree_file, time.time() - started, done.returncode, done.stderr or done.stdout)
+
+
+def record_from_tree(path: Path, tree_file: Path, wall: float, exit_code: int, output: str = "") -> dict[str, Any]:
+    """The table row of one run, read from its tree file."""
     record: dict[str, Any] = {"problem": f"{path.parent.name}/{path.name}", "level": path.parent.name,
-                              "wall_s": round(wall, 1), "exit_code": done.returncode}
+                              "wall_s": round(wall, 1), "exit_code": exit_code}
     if not tree_file.exists():
-        record["error"] = (done.stderr or done.stdout)[-2000:]
+        record["error"] = output[-2000:]
         return record
     tree = json.loads(tree_file.read_text())
     nodes = tree["nodes"]

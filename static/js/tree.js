@@ -7,7 +7,8 @@ const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic scr
 const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
 const ROLE_LABEL = { "plan+code": "plan", debug: "debug", root: "" };
 const ROW = 24; // vertical distance between leaves
-const COLUMN = 230; // horizontal distance between depths
+const COLUMN = 230;
+const LAYOUT_MS = 150; // the most often new nodes re-lay out the tree // horizontal distance between depths
 
 const speedColour = d3
   ? d3.scaleLinear().domain([0.5, 1, 2, 4]).range(["#c2410c", "#8a8f98", "#3f9d57", "#116b34"]).clamp(true)
@@ -159,7 +160,15 @@ export class TreeView {
   // Only what is inside the box (plus a margin) is in the DOM: panning a 1,000-node tree stays cheap.
   render() {
     this.renders += 1;
-    if ((this.dirty || !this.all) && !this.layout()) return;
+    // New nodes re-lay out the tree at most every LAYOUT_MS: a burst of arrivals costs one layout, not one
+    // per frame; status changes of nodes already placed are still drawn at once.
+    const since = performance.now() - (this.laidOutAt || 0);
+    if (this.dirty && this.all && since < LAYOUT_MS) {
+      if (!this.layoutTimer) this.layoutTimer = setTimeout(() => { this.layoutTimer = null; this.schedule(); }, LAYOUT_MS - since);
+    } else if (this.dirty || !this.all) {
+      if (!this.layout()) return;
+      this.laidOutAt = performance.now();
+    }
     if (this.autoFit) this.fit(this.autoFit === "all", false);
     const t = this.transform;
     // Draw one extra screen on every side, so small pans and zooms need no DOM work at all.

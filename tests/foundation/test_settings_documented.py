@@ -11,7 +11,7 @@ READERS = re.compile(
 )
 # Read by the tooling or the standard library, not settings of ours.
 NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "PYTHONUNBUFFERED", "STARK_TEST_ARTIFACTS", "HOME", "PATH", "TMPDIR",
-                "CUDA_VISIBLE_DEVICES", "TORCH_EXTENSIONS_DIR", "TRITON_INTERPRET", "USER", "LOGNAME"}
+                "CUDA_VISIBLE_DEVICES", "TORCH_EXTENSIONS_DIR", "TRITON_INTERPRET", "TRITON_CACHE_DIR", "USER", "LOGNAME"}
 
 
 def variables_read_by_the_code() -> set[str]:
