@@ -291,6 +291,8 @@ class Engine:
             node.speedup_vs_eager = result.get("speedup_vs_eager")
             node.speedup_vs_compile = result.get("speedup_vs_compile")
             node.finished_at = time.time()
+            if node.parent is None:  # the reference ran on the evaluation host: its facts describe the device
+                self.tree.meta["device_info"] = device_facts(self.tree.settings.get("device", "cpu"), result)
             self.emit("node.result", node.id, verdict=node.verdict, runtime_ms=node.runtime_ms,
                       speedup_vs_eager=node.speedup_vs_eager, speedup_vs_compile=node.speedup_vs_compile,
                       reasons=node.reasons, result=result)
@@ -361,3 +363,16 @@ def _board_entry(node: Node) -> dict[str, Any]:
     return {"id": node.id, "runtime_ms": node.runtime_ms, "speedup_vs_eager": node.speedup_vs_eager,
             "speedup_vs_compile": node.speedup_vs_compile}
 
+
+def device_facts(device: str, result: dict[str, Any]) -> dict[str, Any]:
+    """What the agents are told about the device, from the reference's evaluation (it ran where candidates run)."""
+    environment = result.get("environment") or {}
+    facts: dict[str, Any] = {"device": device}
+    for key in ("device_name", "torch", "cuda", "multiprocessors", "memory_gb", "copy_gbps", "matmul_tflops"):
+        if environment.get(key) not in (None, "", {}):
+            facts[key] = environment[key]
+    roofline = result.get("roofline") or {}
+    if roofline.get("pct_of_peak") is not None:
+        facts["reference_pct_of_roofline"] = round(float(roofline["pct_of_peak"]), 1)
+        facts["reference_bound"] = roofline.get("bound")
+    return facts

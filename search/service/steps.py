@@ -190,6 +190,9 @@ def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
         engine = make_engine(run, tree, recorder)
         if kind == "result":
             engine.record(row.node_id, value)
+            if tree.meta != run.meta:  # the root's evaluation adds the device facts the prompts show
+                run.meta = dict(tree.meta)
+                run.save(update_fields=["meta"])
         elif tries < MAX_TRIES:
             verdict, reason = value
             node = tree[row.node_id]
