@@ -74,7 +74,10 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     checks.append(check("forged_result", "pass", "only authenticated harness messages were received"))
     message = run.last("result") or {}
     facts = message.get("facts", {})
-    saved = torch.load(outputs_path, weights_only=True)
+    saved = load_outputs(outputs_path)
+    if isinstance(saved, str):
+        result.verdict, result.reasons, result.integrity = "runtime_error", [saved], checks
+        return result
     reference = torch.load(ref.outputs_path, weights_only=True)
     ref_outputs, ref_dtypes, seeds = reference["outputs"], reference["dtypes"], reference["seeds"]
     trial_seeds = seeds[:-1]
@@ -108,6 +111,30 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
                           f"{result.correctness['max_abs_error']:.3g})"]
         result.reasons += [f"flag {c['name']}: {c['detail']}" for c in checks if c["status"] == "flag"]
     return result
+
+
+def load_outputs(path: Path) -> dict[str, Any] | str:
+    """The candidate's saved outputs, or the reason they are unusable (the parent never crashes on them)."""
+    import io
+
+    import torch
+
+    from kernels.sandbox import read_regular_file
+
+    data = read_regular_file(path)
+    if data is None:
+        return "the candidate's outputs file is missing or is not a regular file (was it replaced?)"
+    try:
+        saved = torch.load(io.BytesIO(data), weights_only=True)
+        parts = [saved["trials"], [saved["timed"]], [saved["recheck"]]]
+        tensors = [t for group in parts for outputs in group for t in outputs]
+    except Exception as exc:  # noqa: BLE001 - whatever the candidate returned, the result is a verdict
+        return (f"the candidate's outputs could not be read back ({type(exc).__name__}: {str(exc)[:200]}); "
+                "return plain torch.Tensor outputs (no subclasses or custom objects)")
+    odd = sorted({type(t).__name__ for t in tensors if type(t) is not torch.Tensor})
+    if odd:
+        return f"forward() returned {', '.join(odd)} objects; return plain torch.Tensor outputs (no subclasses)"
+    return saved
 
 
 def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: list[Any], ref_dtypes: list[str],

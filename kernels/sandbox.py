@@ -19,6 +19,7 @@ import secrets
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -197,10 +198,43 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         run.returncode = proc.returncode
         run.wall_s = time.monotonic() - start
         for name in ("worker", "build", "run"):
-            path = work_dir / f"{name}.log"
-            run.logs[name] = path.read_text(errors="replace") if path.exists() else ""
+            data = read_regular_file(work_dir / f"{name}.log", LOG_LIMIT, tail=True)
+            run.logs[name] = data.decode(errors="replace") if data is not None else ""
         run.log = "\n".join(text for text in run.logs.values() if text.strip())
     return run
+
+
+LOG_LIMIT = 2 << 20  # the last 2 MB of each log
+
+
+def read_regular_file(path: Path, limit: int | None = None, tail: bool = False) -> bytes | None:
+    """Read a file the candidate could have replaced: never through a symlink, never a FIFO/device (no blocking
+    open), at most `limit` bytes (the last ones with `tail`); None when it is missing or not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        size = info.st_size
+        if limit is not None and size > limit:
+            if tail:
+                os.lseek(fd, size - limit, os.SEEK_SET)
+            size = limit
+        chunks: list[bytes] = []
+        while size > 0:
+            chunk = os.read(fd, min(size, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | None:
