@@ -1,7 +1,9 @@
 """Child-side run of one candidate: build, correctness trials with probes, timing, post-timing re-check.
 
 Outputs are saved to outputs.pt in the work dir and judged by the parent against reference outputs made in
-another process; this process only reports facts (times, probe findings), never a verdict.
+another process; this process only reports facts (raw per-run times, probe findings), never a verdict or a
+summary. Every timed run gets fresh inputs under a seed drawn from the OS, and a random sample of timed outputs
+(chosen after each run returned) is re-checked by the parent against a reference computed for those seeds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,41 @@ from kernels.reference_task import HarnessFailure, load_problem
 from kernels.worker import Channel, redirect_output
 
 _sleep = time.sleep
+_urandom = os.urandom
+_save = torch.save
+SAMPLED_RUNS = 3  # timed runs whose outputs are re-checked against the reference, chosen after each run returns
+
+
+def secret_seed() -> int:
+    """A seed the candidate cannot predict (drawn from the OS, not torch's or Python's generators)."""
+    return int.from_bytes(_urandom(6), "little")
+
+
+class TimingSampler:
+    """Fresh inputs for every timed run (new secret seed, written into the same tensors, outside the timed window)
+    and a reservoir sample of SAMPLED_RUNS timed outputs, each kept or not only after its run has returned."""
+
+    def __init__(self, problem: Any, inputs: list[Any], device: torch.device, runs: int) -> None:
+        self.problem, self.inputs, self.device = problem, inputs, device
+        self.seeds = [0] * runs
+        self.kept: list[tuple[int, list[torch.Tensor]]] = []
+        self.seen = 0
+
+    def before(self, i: int) -> None:
+        self.seeds[i] = secret_seed()
+        fresh = loading.make_inputs(self.problem, self.seeds[i], self.device)
+        for old, new in zip(self.inputs, fresh):
+            if isinstance(old, torch.Tensor):
+                old.copy_(new)
+
+    def after(self, i: int, out: Any) -> None:
+        self.seen += 1
+        if len(self.kept) < SAMPLED_RUNS:
+            self.kept.append((self.seeds[i], snapshot(loading.flatten_outputs(out))))
+            return
+        slot = int.from_bytes(_urandom(4), "little") % self.seen
+        if slot < SAMPLED_RUNS:
+            self.kept[slot] = (self.seeds[i], snapshot(loading.flatten_outputs(out)))
 
 
 def snapshot(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -71,6 +108,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     cuda = device.type == "cuda"
     problem = load_problem(task, work_dir)
+    send = type(channel).send  # captured before any candidate code runs; used for the result message
     guard = probes.HarnessSnapshot()
     channel.phase("build")
     cls = build(task, work_dir, device)
@@ -117,10 +155,20 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     channel.phase("timing")
     inputs = loading.make_inputs(problem, seeds[0], device)
-    with torch.no_grad():
-        stats, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
-                                                  task["timing"]["warmup"], task["timing"]["flush"])
+    sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"])
+    try:
+        with torch.no_grad():
+            _, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
+                                                      task["timing"]["warmup"], task["timing"]["flush"],
+                                                      before_run=sampler.before, after_run=sampler.after)
+    except HarnessFailure:
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        raise HarnessFailure("runtime_error", f"ModelNew.forward raised {type(exc).__name__} while being timed: "
+                             f"{exc}") from exc
+    facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))  # before the re-check can restore
     timed = snapshot(loading.flatten_outputs(last))
+    timed_seed = sampler.seeds[-1]
     fresh = loading.make_inputs(problem, seeds[-1], device)
     for old, new in zip(inputs, fresh):  # same tensors, new values: an input-keyed cache must now miss
         if isinstance(old, torch.Tensor):
@@ -131,8 +179,9 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     facts["precision_switches"] = {k: [guard.tf32[k], v] for k, v in probes.precision_switches().items()
                                    if guard.tf32[k] != v}
-    torch.save({"trials": trials, "timed": timed, "recheck": recheck}, task["outputs_path"])
-    channel.send("result", timing=stats, times_ms=times, facts=facts)
+    _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,
+           "recheck": recheck}, task["outputs_path"])
+    send(channel, "result", times_ms=times, facts=facts)
 
 
 def call(model: torch.nn.Module, inputs: list[Any], what: str) -> list[torch.Tensor]:

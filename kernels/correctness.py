@@ -7,6 +7,11 @@ from typing import Any
 
 import torch
 
+# Scale-aware check: besides |got - want| <= atol + rtol |want| per element, the worst error must stay within
+# rtol times the largest reference magnitude plus this fraction of atol, so outputs far below atol (a wide
+# softmax) cannot pass as garbage.
+SCALE_FLOOR = 1e-3
+
 
 @dataclass
 class Comparison:
@@ -34,6 +39,12 @@ def compare(candidate: list[torch.Tensor], reference: list[torch.Tensor], dtypes
             return Comparison(False, reason=f"output {i} has dtype {got.dtype}, expected {expected_dtype}")
         if got.numel() == 0:
             continue
+        if not (want.is_floating_point() or want.is_complex()):  # indices, counts, masks: exact or wrong
+            wrong = int((got != want).sum())
+            if wrong:
+                return Comparison(False, reason=f"output {i}: {wrong} of {got.numel()} {got.dtype} values differ "
+                                  "from the reference (integer and bool outputs must match exactly)")
+            continue
         wide = torch.float64 if want.dtype == torch.float64 or got.dtype == torch.float64 else torch.float32
         g = got.to(wide) if not got.is_complex() else got
         w = want.to(wide) if not want.is_complex() else want
@@ -54,6 +65,14 @@ def compare(candidate: list[torch.Tensor], reference: list[torch.Tensor], dtypes
             result.reason = result.reason or (
                 f"output {i}: {count} of {got.numel()} values outside atol={atol} rtol={rtol} "
                 f"(max abs error {max_abs:.3g}, max rel error {max_rel:.3g})")
+            continue
+        scale = float(w.abs().max())
+        if (atol or rtol) and max_abs > rtol * scale + atol * SCALE_FLOOR:
+            result.ok = False
+            result.reason = result.reason or (
+                f"output {i}: max abs error {max_abs:.3g} is large against the output's own scale (max |value| "
+                f"{scale:.3g}): every value is within atol={atol}, but only because the outputs are tiny; errors must "
+                f"also stay within rtol x max|reference| + {SCALE_FLOOR:g} x atol")
     return result
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels import correctness, probes, roofline
+from kernels import correctness, probes, roofline, stats
 from kernels.result import Check, EvalResult
 from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
@@ -24,6 +24,7 @@ class Reference:
     op_dtypes: list[str]
     baselines: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
+    outputs_sha: str = ""
 
 
 def check(name: str, status: str, detail: str) -> Check:
@@ -55,8 +56,14 @@ def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[s
     return None
 
 
-def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: Path) -> EvalResult:
-    import torch
+def timed_seeds(saved: dict[str, Any]) -> list[int]:
+    """Seeds of the timed runs whose outputs the candidate worker kept (the sampled ones and the last one)."""
+    seeds = [int(seed) for seed, _ in saved.get("sampled", [])] + [int(saved.get("timed_seed", 0))]
+    return sorted(set(seeds))
+
+
+def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: Path,
+          timed_reference: dict[int, Any] | None = None) -> EvalResult:
 
     result = EvalResult(verdict="pass", settings=settings.to_dict())
     checks: list[Check] = []
@@ -74,11 +81,18 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     checks.append(check("forged_result", "pass", "only authenticated harness messages were received"))
     message = run.last("result") or {}
     facts = message.get("facts", {})
+    times = stats.valid_times(message.get("times_ms"), settings.timing_runs)
+    if times is None:
+        result.verdict, result.integrity = "rejected", checks
+        result.reasons = [f"timing_report: the worker's per-run times are not {settings.timing_runs} finite, "
+                          "non-negative numbers (tampered with)"]
+        return result
+    timing_summary = stats.summarize(times, settings.warmup_runs)
     saved = load_outputs(outputs_path)
     if isinstance(saved, str):
         result.verdict, result.reasons, result.integrity = "runtime_error", [saved], checks
         return result
-    reference = torch.load(ref.outputs_path, weights_only=True)
+    reference = load_reference_outputs(ref)
     ref_outputs, ref_dtypes, seeds = reference["outputs"], reference["dtypes"], reference["seeds"]
     trial_seeds = seeds[:-1]
     comparisons = [correctness.compare(got, want, ref_dtypes, settings.atol, settings.rtol)
@@ -89,16 +103,18 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
         "rtol": settings.rtol, "max_abs_error": max((c.max_abs for c in comparisons), default=None),
         "max_rel_error": max((c.max_rel for c in comparisons), default=None), "seeds": trial_seeds,
         "failing_seed": trial_seeds[failing] if failing is not None else None,
+        "timed_seeds": timed_seeds(saved),
     }
     reasons: list[str] = []
     if failing is not None:
         reasons.append(f"incorrect on trial {failing} (seed {trial_seeds[failing]}): {comparisons[failing].reason}")
-    checks += integrity_checks(facts, saved, ref_outputs, ref_dtypes, settings, trials_ok=failing is None)
-    flags, flag_checks = flag_checks_for(facts, ref, comparisons, ref_dtypes, settings, message.get("timing"))
+    checks += integrity_checks(facts, saved, ref_outputs, ref_dtypes, settings, trials_ok=failing is None,
+                               timed_reference=timed_reference)
+    flags, flag_checks = flag_checks_for(facts, ref, comparisons, ref_dtypes, settings, timing_summary)
     checks += flag_checks
     result.integrity = checks
     result.flags = flags
-    result.timing = message.get("timing")
+    result.timing = timing_summary
     failed = [c for c in checks if c["status"] == "fail"]
     if failed:
         result.verdict = "rejected"
@@ -111,6 +127,23 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
                           f"{result.correctness['max_abs_error']:.3g})"]
         result.reasons += [f"flag {c['name']}: {c['detail']}" for c in checks if c["status"] == "flag"]
     return result
+
+
+def load_reference_outputs(ref: Reference) -> dict[str, Any]:
+    """The cached reference outputs, read once and checked against the hash recorded when they were stored."""
+    import hashlib
+    import io
+
+    import torch
+
+    from kernels.errors import ProblemError
+    from kernels.sandbox import read_regular_file
+
+    data = read_regular_file(ref.outputs_path)
+    if data is None or (ref.outputs_sha and hashlib.sha256(data).hexdigest() != ref.outputs_sha):
+        raise ProblemError(f"the cached reference outputs {ref.outputs_path} changed during the evaluation "
+                           "(another process wrote the cache); evaluate again")
+    return torch.load(io.BytesIO(data), weights_only=True)
 
 
 def load_outputs(path: Path) -> dict[str, Any] | str:
@@ -138,7 +171,7 @@ def load_outputs(path: Path) -> dict[str, Any] | str:
 
 
 def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: list[Any], ref_dtypes: list[str],
-                     settings: EvalSettings, trials_ok: bool) -> list[Check]:
+                     settings: EvalSettings, trials_ok: bool, timed_reference: dict[int, Any] | None) -> list[Check]:
     out: list[Check] = []
 
     def listed(name: str, key: str, ok: str) -> None:
@@ -160,17 +193,31 @@ def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: 
                      f"trials {stale[0] - 1} and {stale[0]} had different inputs but identical outputs "
                      "(cached or constant output)") if stale else
                check("output_ignores_inputs", "pass", "outputs changed whenever the inputs changed"))
-    timed = correctness.compare(saved["timed"], ref_outputs[0], ref_dtypes, settings.atol, settings.rtol)
+    kept = [*saved.get("sampled", []), (saved.get("timed_seed"), saved["timed"])]
+    timed = correctness.Comparison(True)
+    for seed, outputs in kept if timed_reference is not None else []:  # None: a provisional judgement
+        want = timed_reference.get(int(seed)) if seed is not None else None
+        if want is None:
+            timed = correctness.Comparison(False, reason=f"no reference output for timed seed {seed}")
+        else:
+            timed = correctness.compare(outputs, want, ref_dtypes, settings.atol, settings.rtol)
+        if not timed.ok:
+            timed.reason = f"timed run with seed {seed}: {timed.reason}"
+            break
     recheck = correctness.compare(saved["recheck"], ref_outputs[-1], ref_dtypes, settings.atol, settings.rtol)
     if not trials_ok:
         out.append(check("timed_outputs_correct", "skipped", "the correctness trials already failed"))
     elif not timed.ok:
-        out.append(check("timed_outputs_correct", "fail", f"the last timed run's output is wrong: {timed.reason}"))
+        out.append(check("timed_outputs_correct", "fail", "the output of a timed run (fresh secret inputs, checked "
+                         f"runs chosen after they returned) is wrong: {timed.reason}"))
     elif not recheck.ok:
         out.append(check("timed_outputs_correct", "fail", "after timing, new values written into the same input "
                          f"tensors gave a wrong output (input-keyed cache?): {recheck.reason}"))
+    elif timed_reference is None:
+        out.append(check("timed_outputs_correct", "skipped", "the post-timing re-check is correct; sampled timed runs "
+                         "are only re-checked for candidates that pass everything else"))
     else:
-        out.append(check("timed_outputs_correct", "pass", "timed-run outputs and the post-timing re-check are correct"))
+        out.append(check("timed_outputs_correct", "pass", f"{len(kept)} sampled timed-run outputs and the post-timing re-check are correct"))
     return out
 
 
@@ -186,7 +233,7 @@ def flag_checks_for(facts: dict[str, Any], ref: Reference, comparisons: list[cor
         mine, theirs = probes.compute_ops(set(ops)), probes.compute_ops(set(ref.ops))
         custom_ns = [o for o in ops if "::" in o]
         custom = sorted(set(facts.get("custom_calls", [])) | set(custom_ns))
-        if not custom and mine and mine <= theirs:
+        if not custom and mine and (mine <= theirs or (theirs and theirs <= mine)):  # extra ops around the reference's own
             flags.append("no_custom_kernel")
             out.append(check("no_custom_kernel", "flag", "forward() only calls the reference's own torch ops ("
                              + ", ".join(sorted(mine)[:6]) + ") and no custom kernel"))

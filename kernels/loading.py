@@ -50,8 +50,11 @@ def load_module(source: str, name: str, work_dir: Path) -> ModuleType:
     return module
 
 
+_manual_seed = torch.random.manual_seed  # the original, whatever torch._dynamo or a candidate rebinds later
+
+
 def seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
+    _manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
 

@@ -37,7 +37,19 @@ LOW_PRECISION = {torch.float16, torch.bfloat16, getattr(torch, "float8_e4m3fn", 
 def _watched_modules() -> list[ModuleType]:
     mods: list[ModuleType] = [time, torch, torch.nn.functional, torch.cuda, torch.testing, torch.linalg]
     mods += [m for name, m in list(sys.modules.items()) if name.startswith("kernels") and m is not None]
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(getattr(main, "__spec__", None), "name", "").startswith("kernels"):
+        mods.append(main)  # the worker runs as `python -m kernels.worker`: its Channel is the live one
     return mods
+
+
+def _harness_classes(mods: list[ModuleType]) -> list[type]:
+    """The harness's own classes (Channel, the probes, ...): their methods are as much the harness as functions."""
+    found: list[type] = []
+    for mod in mods:
+        if mod.__name__ == "__main__" or mod.__name__.startswith("kernels"):
+            found += [v for v in list(vars(mod).values()) if isinstance(v, type) and v.__module__ == mod.__name__]
+    return found
 
 
 def _fingerprint(obj: Any) -> tuple[int, int]:
@@ -75,12 +87,16 @@ class HarnessSnapshot:
 
     def __init__(self) -> None:
         self.modules: dict[str, dict[str, tuple[int, int]]] = {}
-        for mod in _watched_modules():
+        mods = _watched_modules()
+        for mod in mods:
             self.modules[mod.__name__] = {k: _fingerprint(v) for k, v in list(vars(mod).items())
                                           if callable(v) and not isinstance(v, ModuleType)}
         self.classes: dict[str, tuple[type, dict[str, tuple[int, int]]]] = {}
         for cls in (torch.Tensor, torch._C.TensorBase, torch.nn.Module, torch.cuda.Event, torch.cuda.Stream):
             self.classes[cls.__qualname__] = (cls, {k: _fingerprint(v) for k, v in list(vars(cls).items())})
+        for cls in _harness_classes(mods):
+            self.classes[f"{cls.__module__}.{cls.__qualname__}"] = (
+                cls, {k: _fingerprint(v) for k, v in list(vars(cls).items())})
         self.tf32 = precision_switches()
 
     def changes(self) -> list[str]:

@@ -7,24 +7,25 @@ protocol); device ceilings per (host, device).
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any
 
-from kernels import cache
+from kernels import cache, roofline
 from kernels.errors import ProblemError
 from kernels.judge import Reference
-from kernels.sandbox import WorkerRun, run_worker
+from kernels.sandbox import WorkerRun, read_regular_file, run_worker
 from kernels.settings import EvalSettings
 
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
 
 
 def worker_env(root: Path, scratch: Path) -> dict[str, str]:
+    """Build caches only; the harness cache's own location is never handed to problem or candidate code."""
     return {"TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"), "TRITON_CACHE_DIR": str(scratch / "triton"),
-            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"), "XDG_CACHE_HOME": str(scratch / "xdg"),
-            "STARK_CACHE_DIR": str(root)}
+            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"), "XDG_CACHE_HOME": str(scratch / "xdg")}
 
 
 def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> ProblemError:
@@ -49,15 +50,17 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
 
 
 def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict[str, Any],
-                         outputs_path: Path | None) -> WorkerRun:
+                         outputs_path: Path | None, seeds: list[int] | None = None,
+                         work_dir: Path | None = None) -> WorkerRun:
+    """One reference worker; it removes its work dir afterwards unless the caller passed `work_dir`."""
     root = cache.cache_root(settings.cache_dir)
+    keep = work_dir is not None
     scratch = root / "reference-scratch"
     for sub in ("torch_extensions", "triton", "inductor", "xdg"):
         (scratch / sub).mkdir(parents=True, exist_ok=True)
-    (root / "reference").mkdir(parents=True, exist_ok=True)
-    work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    work_dir = work_dir or root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
     task = {"kind": "reference" if want else "inspect", "problem_source": problem_source, "device": settings.device,
-            "seed": settings.seed, "seeds": settings.trial_seeds(), "reference_dtype": settings.reference_dtype,
+            "seed": settings.seed, "seeds": seeds or settings.trial_seeds(), "reference_dtype": settings.reference_dtype,
             "want": want, "outputs_path": str(outputs_path) if outputs_path else None,
             "memory_limit_mb": settings.memory_limit_mb,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
@@ -65,10 +68,56 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
                 "baseline": settings.build_timeout_s + settings.run_timeout_s}
     try:
         return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                          memory_limit_mb=settings.memory_limit_mb, writable=[root / "reference", scratch],
+                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch],
                           hidden=[root], env=worker_env(root, scratch))
     finally:
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def reference_outputs_for_seeds(problem_source: str, settings: EvalSettings, seeds: list[int]) -> dict[int, Any]:
+    """Reference outputs for secret seeds drawn during one evaluation (timed runs): computed in a fresh reference
+    worker, never cached (the seeds are never reused)."""
+    import torch
+
+    root = cache.cache_root(settings.cache_dir)
+    work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    outputs_path = work_dir / "outputs.pt"
+    try:
+        run = run_reference_worker(problem_source, settings, {"outputs": True}, outputs_path, seeds=seeds,
+                                   work_dir=work_dir)
+        if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+            raise problem_failure(run, settings, "computing reference outputs for the timed runs")
+        saved = torch.load(outputs_path, weights_only=True)
+        return dict(zip(saved["seeds"], saved["outputs"]))
+    finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def stored_outputs_sha(path: Path) -> str | None:
+    """The sha256 of cached reference outputs when the file still matches the hash recorded when the parent
+    stored it; None (recompute) when either is missing or they differ (a tampered cache is never used)."""
+    recorded = cache.read_json(path.with_suffix(".sha256.json")) or {}
+    data = read_regular_file(path)
+    if data is None or not recorded.get("sha256"):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    return digest if digest == recorded["sha256"] else None
+
+
+def adopt_outputs(produced: Path, path: Path) -> str:
+    """Move outputs a reference worker wrote in its own work dir into the cache, recording their hash."""
+    data = read_regular_file(produced)
+    if data is None:
+        raise ProblemError("the reference worker did not leave its outputs file (the problem's code removed or "
+                           "replaced it); problems must not touch files in their working directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{uuid.uuid4().hex[:8]}")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    digest = hashlib.sha256(data).hexdigest()
+    cache.write_json(path.with_suffix(".sha256.json"), {"sha256": digest})
+    return digest
 
 
 def ensure_reference(problem_source: str, settings: EvalSettings,
@@ -87,14 +136,21 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
     meta = cache.read_json(meta_path) or {}
     cached_baselines = cache.read_json(base_path) or {}
     ceilings = cache.read_json(ceil_path)
-    want: dict[str, Any] = {"outputs": outputs and not outputs_path.exists(), "summary": "summary" not in meta,
-                            "ops": "ops" not in meta, "ceilings": settings.roofline and ceilings is None,
+    outputs_sha = stored_outputs_sha(outputs_path) if outputs else None
+    want: dict[str, Any] = {"outputs": outputs and outputs_sha is None, "summary": "summary" not in meta,
+                            "ops": "ops" not in meta, "ceilings": settings.roofline and roofline.ceilings_stale(ceilings),
                             "baselines": [b for b in baselines if b not in cached_baselines]}
     environment: dict[str, Any] = meta.get("environment", {})
     if any(want.values()):
-        run = run_reference_worker(problem_source, settings, want, outputs_path)
-        if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
-            raise problem_failure(run, settings, "computing its reference outputs")
+        work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+        try:
+            run = run_reference_worker(problem_source, settings, want, work_dir / "outputs.pt", work_dir=work_dir)
+            if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+                raise problem_failure(run, settings, "computing its reference outputs")
+            if want["outputs"]:
+                outputs_sha = adopt_outputs(work_dir / "outputs.pt", outputs_path)
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
         for message in run.messages:
             kind = message["type"]
             if kind == "summary":
@@ -116,5 +172,6 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
         raise ProblemError(f"the reference Model returns NaN/Inf in output(s) {bad} for random inputs, so no "
                            "candidate could pass; fix forward() or get_inputs()")
     reference = Reference(outputs_path=outputs_path, summary=meta["summary"], ops=meta["ops"],
-                          op_dtypes=meta["op_dtypes"], baselines=cached_baselines, ceilings=ceilings)
+                          op_dtypes=meta["op_dtypes"], baselines=cached_baselines, ceilings=ceilings,
+                          outputs_sha=outputs_sha or "")
     return reference, environment

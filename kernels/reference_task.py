@@ -48,6 +48,13 @@ def problem_model(module: Any, task: dict[str, Any], device: torch.device,
 def problem_inputs(module: Any, seed: int, device: torch.device, dtype: torch.dtype | None = None) -> list[Any]:
     try:
         return loading.make_inputs(module, seed, device, dtype)
+    except (MemoryError, torch.OutOfMemoryError) as exc:
+        raise HarnessFailure("problem_memory", f"get_inputs() ran out of memory ({type(exc).__name__})") from exc
+    except RuntimeError as exc:
+        if "alloc" in str(exc).lower() or "out of memory" in str(exc).lower():
+            raise HarnessFailure("problem_memory", f"get_inputs() could not allocate its inputs: {exc}"[:500]) from exc
+        raise HarnessFailure("problem_error", f"get_inputs() raised {type(exc).__name__}: {exc}; "
+                             "make get_inputs() return a list of input tensors") from exc
     except BaseException as exc:  # noqa: BLE001
         raise HarnessFailure("problem_error", f"get_inputs() raised {type(exc).__name__}: {exc}; "
                              "make get_inputs() return a list of input tensors") from exc
@@ -91,6 +98,10 @@ def summarize(module: Any, task: dict[str, Any], device: torch.device) -> dict[s
     else:
         memory = moved
     bad = [i for i, o in enumerate(outputs) if o.is_floating_point() and not torch.isfinite(o).all()]
+    empty = [i for i, o in enumerate(outputs) if o.numel() == 0]
+    if not outputs or empty:
+        raise HarnessFailure("problem_error", f"the reference Model returns no values (empty output(s) {empty}), so "
+                             "any candidate of the right shape would pass; make forward() return non-empty tensors")
     return {
         "inputs": loading.describe(inputs),
         "init_inputs": [repr(v)[:80] for v in loading.init_inputs(module, device)],

@@ -1,12 +1,14 @@
 """Run one harness worker (`python -m kernels.worker`) in a fresh, isolated, time- and memory-limited process.
 
 Isolation, always: a freshly spawned interpreter (never forked), its own process group (killed whole on a
-timeout), an environment stripped of secrets, and results over a private pipe whose messages must carry a
+timeout) plus every descendant it ever had (tracked through /proc; the worker is a child subreaper, so setsid'd
+double forks stay visible), an allow-listed environment without secrets, logs read without following links, and results over a private pipe whose messages must carry a
 per-run nonce handed over on stdin (what the candidate prints is never the result).
 Isolation with the `sandbox` setting ("auto" = default, "bwrap", "none"): with bubblewrap (/usr/bin/bwrap)
 the worker also gets no network, its own PID namespace, a read-only file system outside its work directory
 and the caches it may write, and the harness cache (reference outputs) hidden. "auto" uses bwrap when a
-trial run of it works on this host, and silently falls back to plain processes when it does not.
+trial run of it works on this host, and falls back to plain processes when it does not; results of such runs
+carry the `isolation_reduced` flag.
 """
 
 from __future__ import annotations
@@ -73,9 +75,18 @@ class WorkerRun:
         return f"exited with code {code}"
 
 
+ALLOWED_ENV = re.compile(
+    r"(PATH|HOME|LANG|TMPDIR|LD_LIBRARY_PATH|CC|CXX|LC_\w+|CUDA_\w+|NVIDIA_\w+|TORCH_\w+|TORCHINDUCTOR_\w+|"
+    r"TRITON_\w+|OMP_\w+|MKL_\w+|PYTHON\w*)"
+)
+DENIED_ENV = re.compile(r"KEY|TOKEN|SECRET|PASS", re.IGNORECASE)
+
+
 def clean_env(extra: dict[str, str]) -> dict[str, str]:
-    """The parent's environment minus anything that looks like a secret, plus the harness's own variables."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
+    """An allow-list of the parent's environment (paths, locale, CUDA/torch/Triton/OpenMP knobs) minus any name
+    that looks like a secret, plus the harness's own variables; everything else (DB_PASS, webhooks, DSNs) stays out."""
+    env = {k: v for k, v in os.environ.items()
+           if ALLOWED_ENV.fullmatch(k) and not DENIED_ENV.search(k) and not SECRET_ENV.search(k)}
     env.update(extra)
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
@@ -111,6 +122,13 @@ def bwrap_available(cuda: bool) -> bool:
     return _bwrap_works[key]
 
 
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def group_rss_mb(pgid: int) -> float:
     """Resident memory of every process in the group (the worker plus compilers it started)."""
     total_kb = 0
@@ -127,6 +145,58 @@ def group_rss_mb(pgid: int) -> float:
         except (OSError, ValueError, IndexError):
             continue
     return total_kb / 1024
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat_line = handle.read()
+        return stat_line[stat_line.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every live descendant of `root` (through /proc/PID/task/TID/children), with its start time so a recycled
+    pid is never killed by mistake. The worker is a child subreaper, so setsid'd, double-forked processes it
+    started stay in this tree while it lives."""
+    found: dict[int, str] = {}
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as handle:
+                    children = [int(c) for c in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                started = _start_time(child)
+                if child not in found and started is not None:
+                    found[child] = started
+                    stack.append(child)
+    return found
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat_line = handle.read()
+        return int(stat_line[stat_line.rindex(")") + 2:].split()[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _kill_tracked(tracked: dict[int, str]) -> None:
+    """SIGKILL every tracked descendant that is still the same process (start time unchanged)."""
+    for pid, started in tracked.items():
+        if _start_time(pid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
@@ -160,16 +230,20 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     deadline = start + timeouts.get("start", 300.0)
     buffer = b""
     next_memory_check = 0.0
+    tracked: dict[int, str] = {}
     try:
         while True:
             now = time.monotonic()
             if now > deadline:
                 run.timed_out_phase = run.phase
                 break
-            if memory_limit_mb and now > next_memory_check:
+            if now > next_memory_check:
                 next_memory_check = now + 0.25
-                rss = group_rss_mb(proc.pid)
-                if rss > memory_limit_mb:
+                tracked.update(descendants(proc.pid))
+                rss = group_rss_mb(proc.pid) if memory_limit_mb else 0.0
+                if memory_limit_mb:  # the group, plus descendants that left it (setsid)
+                    rss += sum(_rss_mb(pid) for pid in tracked if _pgid(pid) != proc.pid)
+                if memory_limit_mb and rss > memory_limit_mb:
                     run.memory_exceeded_mb = rss
                     break
             ready, _, _ = select.select([read_fd], [], [], min(0.25, max(0.0, deadline - now)))
@@ -191,10 +265,13 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                 break
     finally:
         os.close(read_fd)
-        if not run.timed_out_phase and not run.memory_exceeded_mb:
+        tracked.update(descendants(proc.pid))
+        if not run.timed_out_phase and not run.memory_exceeded_mb and not run.last("done"):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)  # let a crashed worker's exit status arrive before the group is killed
+        tracked.update(descendants(proc.pid))
         _kill_group(proc)
+        _kill_tracked(tracked)
         run.returncode = proc.returncode
         run.wall_s = time.monotonic() - start
         for name in ("worker", "build", "run"):

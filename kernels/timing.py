@@ -8,12 +8,13 @@ code runs, and the integrity check verifies they were not swapped afterwards.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from kernels.stats import summarize
 
 _perf_counter = time.perf_counter
 _cuda_event = torch.cuda.Event
@@ -47,42 +48,46 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
     return buffer.zero_
 
 
-def summarize(times_ms: list[float], warmup: int) -> dict[str, Any]:
-    ordered = sorted(times_ms)
-    if len(ordered) >= 4:
-        q = statistics.quantiles(ordered, n=4)
-        iqr = q[2] - q[0]
-    else:
-        iqr = ordered[-1] - ordered[0]
-    return {"median_ms": statistics.median(ordered), "iqr_ms": iqr, "min_ms": ordered[0],
-            "mean_ms": statistics.fmean(ordered), "runs": len(ordered), "warmup": warmup}
-
-
 def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup: int,
-                  flush: bool = True) -> tuple[dict[str, Any], list[float], Any]:
-    """Time `fn` with the protocol above; returns (summary, per-run ms, the last run's output)."""
+                  flush: bool = True, before_run: Callable[[int], None] | None = None,
+                  after_run: Callable[[int, Any], None] | None = None) -> tuple[dict[str, Any], list[float], Any]:
+    """Time `fn` with the protocol above; returns (summary, per-run ms, the last run's output).
+
+    `before_run(i)` (fresh inputs) and `after_run(i, output)` (sampling outputs for a re-check) run outside the
+    timed window. The clocks are read into locals before any timed call, so swapping the module's globals while
+    the loop runs changes nothing; the parent recomputes the summary from the raw per-run times anyway.
+    """
+    perf_counter, cuda_event, cuda_synchronize = _perf_counter, _cuda_event, _cuda_synchronize
     flusher = make_flusher(device, flush)
     cuda = device.type == "cuda"
     out = None
     for _ in range(warmup):
         out = fn()
     if cuda:
-        _cuda_synchronize(device)
+        cuda_synchronize(device)
     times: list[float] = []
     if cuda:
-        starts = [_cuda_event(enable_timing=True) for _ in range(runs)]
-        ends = [_cuda_event(enable_timing=True) for _ in range(runs)]
+        starts = [cuda_event(enable_timing=True) for _ in range(runs)]
+        ends = [cuda_event(enable_timing=True) for _ in range(runs)]
         for i in range(runs):
+            if before_run:
+                before_run(i)
             flusher()
             starts[i].record()
             out = fn()
             ends[i].record()
-            _cuda_synchronize(device)
+            cuda_synchronize(device)
+            if after_run:
+                after_run(i, out)
         times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     else:
-        for _ in range(runs):
+        for i in range(runs):
+            if before_run:
+                before_run(i)
             flusher()
-            t0 = _perf_counter()
+            t0 = perf_counter()
             out = fn()
-            times.append((_perf_counter() - t0) * 1e3)
+            times.append((perf_counter() - t0) * 1e3)
+            if after_run:
+                after_run(i, out)
     return summarize(times, warmup), times, out

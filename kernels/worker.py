@@ -11,6 +11,7 @@ import os
 import resource
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 _write = os.write
 _exit = os._exit
+_sleep = time.sleep
 
 
 class Channel:
@@ -71,7 +73,19 @@ def limit_memory(task: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
 
 
+def become_subreaper() -> None:
+    """Orphans of processes the candidate starts (double fork + setsid) are re-parented to this worker instead of
+    init, so the parent still finds and kills them (and counts their memory) through /proc children lists."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> None:
+    become_subreaper()
     task_path, fd = Path(argv[0]), int(argv[1])
     os.set_inheritable(fd, False)  # compilers and pools the candidate starts must not hold the channel open
     nonce = sys.stdin.readline().strip()
@@ -98,6 +112,7 @@ def main(argv: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send("done")
+    _sleep(10.0)  # the parent kills the worker (and every descendant, adopted orphans included) on "done"
     _exit(0)  # candidate threads or atexit hooks must not keep the worker alive or change the outcome
 
 
