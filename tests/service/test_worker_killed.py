@@ -30,7 +30,11 @@ def evaluation_started(run_id: int):
 def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
     from search.models import Node
 
-    run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"})
+    from tests.service.helpers import CHEAP_EVAL
+
+    # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
+    run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"},
+                   eval={**CHEAP_EVAL, "reuse_results": False})
     victim = wait_for(evaluation_started(run.pk), 300, "a child's evaluation to start")
     gpu = workers.procs["gpu"][0]
     os.killpg(gpu.pid, signal.SIGKILL)  # the worker, its work horse and the evaluation subprocesses
