@@ -29,7 +29,6 @@ def evaluation_started(run_id: int):
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
     from search.models import Node
-
     from tests.service.helpers import CHEAP_EVAL
 
     # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
