@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from search.engine.agents import ContextWindow
+from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
+from search.engine.anchors import has_markers
 
 TARGETS = ("cuda", "triton", "cpp", "torch")
 TARGET_ALIASES = {"cpu": "cpp", "c++": "cpp"}
@@ -168,3 +169,16 @@ def rejection_note(previous_error: str | None) -> str:
         return ""
     return (f"\n\nYour previous answer for this node was rejected: {previous_error}\n"
             "Answer again, following the answer format exactly.")
+
+
+def whole_file_answer(text: str, window: ContextWindow, markers_left: str, unchanged: str) -> CodeAnswer:
+    """A complete file in one fenced block, with no anchor markers and different from the target node."""
+    try:
+        source = candidate_block(text)
+    except ValueError as exc:
+        raise MalformedAnswer(str(exc), text=text) from None
+    if has_markers(source):
+        raise MalformedAnswer(markers_left, text=text)
+    if source.strip() == window.target.source.strip():
+        raise MalformedAnswer(unchanged, text=text)
+    return CodeAnswer(source=source, text=text)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
-from search.engine.anchors import BEGIN, END, has_markers
-from search.llm.prompts.common import candidate_block, rejection_note, system_prompt
+from search.engine.agents import CodeAnswer, ContextWindow
+from search.engine.anchors import BEGIN, END
+from search.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
 VERSION = "debug/1"
 
@@ -31,13 +31,5 @@ def system(window: ContextWindow, target: str) -> str:
 
 
 def parse(text: str, window: ContextWindow) -> CodeAnswer:
-    try:
-        source = candidate_block(text)
-    except ValueError as exc:
-        raise MalformedAnswer(str(exc), text=text) from None
-    if has_markers(source):
-        raise MalformedAnswer(f"the fixed file still contains {BEGIN}/{END} markers; remove them", text=text)
-    if source.strip() == window.target.source.strip():
-        raise MalformedAnswer("the answer is identical to the failed file; change what caused the failure",
-                              text=text)
-    return CodeAnswer(source=source, text=text)
+    return whole_file_answer(text, window, f"the fixed file still contains {BEGIN}/{END} markers; remove them",
+                             "the answer is identical to the failed file; change what caused the failure")

@@ -3,9 +3,9 @@ writes an improved complete candidate directly, with no plan/anchor hand-off."""
 
 from __future__ import annotations
 
-from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
-from search.engine.anchors import BEGIN, END, has_markers
-from search.llm.prompts.common import candidate_block, rejection_note, system_prompt
+from search.engine.agents import CodeAnswer, ContextWindow
+from search.engine.anchors import BEGIN, END
+from search.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
 VERSION = "single/1"
 
@@ -32,12 +32,5 @@ def system(window: ContextWindow, target: str) -> str:
 
 
 def parse(text: str, window: ContextWindow) -> CodeAnswer:
-    try:
-        source = candidate_block(text)
-    except ValueError as exc:
-        raise MalformedAnswer(str(exc), text=text) from None
-    if has_markers(source):
-        raise MalformedAnswer(f"the file contains {BEGIN}/{END} markers; return plain code", text=text)
-    if source.strip() == window.target.source.strip():
-        raise MalformedAnswer("the answer is identical to node i; change the code", text=text)
-    return CodeAnswer(source=source, text=text)
+    return whole_file_answer(text, window, f"the file contains {BEGIN}/{END} markers; return plain code",
+                             "the answer is identical to node i; change the code")
