@@ -42,6 +42,11 @@ def host_key(device: str) -> str:
     return f"{socket.gethostname()}-{device.replace(':', '')}-v{FORMAT}"
 
 
+def timing_lock(root: Path, device: str) -> Path:
+    """The lock file that serializes timed sections on one device of this machine (see EvalSettings.exclusive_timing)."""
+    return root / "locks" / f"timing-{device.replace(':', '')}.lock"
+
+
 def read_json(path: Path) -> Any | None:
     try:
         return json.loads(path.read_text())

@@ -157,7 +157,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     inputs = loading.make_inputs(problem, seeds[0], device)
     sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"])
     try:
-        with torch.no_grad():
+        with torch.no_grad(), timing.exclusive(task["timing"].get("lock_fd")):
             _, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
                                                       task["timing"]["warmup"], task["timing"]["flush"],
                                                       before_run=sampler.before, after_run=sampler.after)

@@ -192,8 +192,9 @@ def time_baseline(module: Any, task: dict[str, Any], device: torch.device, kind:
             def run() -> Any:
                 return model(*inputs)
 
-            stats, _, _ = timing.time_callable(run, device, task["timing"]["runs"], task["timing"]["warmup"],
-                                               task["timing"]["flush"])
+            with timing.exclusive(task["timing"].get("lock_fd")):
+                stats, _, _ = timing.time_callable(run, device, task["timing"]["runs"], task["timing"]["warmup"],
+                                                   task["timing"]["flush"])
         return {"ms": stats["median_ms"], "timing": stats, "setup_s": round(compile_s, 3), "note": note}
     except Exception as exc:  # noqa: BLE001 - a failed compile leaves that baseline empty, with the reason
         return {"ms": None, "timing": None, "setup_s": None, "note": f"{kind} failed: {type(exc).__name__}: {exc}"[:500]}

@@ -201,9 +201,18 @@ def _kill_tracked(tracked: dict[int, str]) -> None:
 
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
                cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
-               hidden: list[Path] | None = None, env: dict[str, str] | None = None) -> WorkerRun:
-    """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase]."""
+               hidden: list[Path] | None = None, env: dict[str, str] | None = None,
+               timing_lock: Path | None = None) -> WorkerRun:
+    """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
+
+    `timing_lock`: a lock file shared by every evaluation on one device; the worker gets a read-only descriptor of
+    it (task["timing"]["lock_fd"]) and holds an flock on it while timing (kernels.timing.exclusive)."""
     work_dir.mkdir(parents=True, exist_ok=True)
+    lock_fd = None
+    if timing_lock is not None and isinstance(task.get("timing"), dict):
+        timing_lock.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(timing_lock, os.O_RDONLY | os.O_CREAT, 0o644)
+        task = {**task, "timing": {**task["timing"], "lock_fd": lock_fd}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
@@ -217,10 +226,15 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     log_path = work_dir / "worker.log"
     run = WorkerRun(sandbox=used)
     start = run.started = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir,
-                                env=clean_env(env or {}), pass_fds=(write_fd,), start_new_session=True)
-    os.close(write_fd)
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir,
+                                    env=clean_env(env or {}), start_new_session=True,
+                                    pass_fds=(write_fd,) if lock_fd is None else (write_fd, lock_fd))
+    finally:
+        os.close(write_fd)
+        if lock_fd is not None:
+            os.close(lock_fd)
     try:
         assert proc.stdin is not None
         proc.stdin.write(nonce.encode() + b"\n")

@@ -23,6 +23,9 @@ Settings (all optional; defaults in brackets):
   var/cache/kernels under the working directory.
 - reuse_results [True]: return the stored result of an identical evaluation (same problem, candidate,
   settings, device, torch); only pass/incorrect/rejected/build_error results are stored. Turn it off to re-time.
+- exclusive_timing [True]: concurrent evaluations on the same device take turns for their timed sections
+  (warm-up and timed runs; an flock on `<cache_dir>/locks/timing-<device>.lock`), so parallel searches or several
+  workers on one GPU do not disturb each other's timings; building and correctness still run side by side.
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
@@ -60,6 +63,7 @@ class EvalSettings:
     precision_flag_fraction: float = 0.05
     cache_dir: str | None = None
     reuse_results: bool = True
+    exclusive_timing: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

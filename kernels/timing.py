@@ -2,14 +2,17 @@
 
 CUDA: one pair of CUDA events per run on the current stream, device-wide synchronize after each run,
 L2 flushed by zeroing a 256 MB buffer. CPU: time.perf_counter around each run, the last-level cache flushed by
-zeroing a buffer twice its size. The clocks are captured when this module loads, before any candidate
+zeroing a buffer twice its size. Concurrent evaluations on one device take turns for the timed section
+(`exclusive`). The clocks are captured when this module loads, before any candidate
 code runs, and the integrity check verifies they were not swapped afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -46,6 +49,20 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
         size = min(max(2 * llc_bytes(), 16 << 20), 512 << 20)
     buffer = torch.empty(size // 4, dtype=torch.int32, device=device)
     return buffer.zero_
+
+
+@contextlib.contextmanager
+def exclusive(lock_fd: int | None) -> Iterator[None]:
+    """Hold the device's timing lock while timing: `lock_fd` is a read-only descriptor of the lock file, opened by
+    the harness for this worker (see kernels.sandbox.run_worker); None times without waiting for anyone."""
+    if lock_fd is None:
+        yield
+        return
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup: int,

@@ -1,0 +1,62 @@
+"""Concurrent evaluations on one device take turns for their timed sections (EvalSettings.exclusive_timing):
+while another holder has the device's timing lock, an evaluation builds and checks correctness but does not
+time; with the setting off it does not wait."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+from kernels import EvalResult, EvalSettings, cache, evaluate
+from kernels.timing import exclusive
+from tests.kernels.conftest import fixture_source
+
+HOLD_S = 12.0
+
+
+def evaluate_while_locked(settings: EvalSettings) -> tuple[EvalResult, float]:
+    """Hold the cpu timing lock for HOLD_S seconds while one evaluation runs; return it and when it ended
+    (seconds after the lock was taken)."""
+    lock = cache.timing_lock(cache.cache_root(settings.cache_dir), settings.device)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o644)
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        done["result"] = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"), settings)
+        done["at"] = time.monotonic()
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        taken = time.monotonic()
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join(HOLD_S)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        worker.join(120)
+    finally:
+        os.close(fd)
+    assert "result" in done, "the evaluation did not finish"
+    return done["result"], done["at"] - taken  # type: ignore[return-value,operator]
+
+
+def test_timing_waits_for_the_device_lock(fast_settings: EvalSettings, tmp_path: Path) -> None:
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+    result, ended = evaluate_while_locked(settings)
+    assert result.verdict == "pass", result.reasons
+    assert ended >= HOLD_S, f"the evaluation finished {ended:.1f} s after the lock was taken, while it was held"
+
+
+def test_without_exclusive_timing_nothing_waits(fast_settings: EvalSettings, tmp_path: Path) -> None:
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, exclusive_timing=False)
+    result, ended = evaluate_while_locked(settings)
+    assert result.verdict == "pass", result.reasons
+    assert ended < HOLD_S, f"the evaluation waited {ended:.1f} s for a lock it was told not to take"
+
+
+def test_exclusive_without_a_lock_is_a_no_op() -> None:
+    with exclusive(None):
+        pass
