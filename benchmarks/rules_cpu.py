@@ -18,6 +18,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,14 +36,19 @@ def problems(paths: list[str]) -> list[Path]:
 
 
 def run_one(path: Path, budget: int, timing_runs: int, work: Path, extra: list[str],
-            device: str = "cpu") -> dict[str, Any]:
-    """One real CLI run; the record is read back from its tree file."""
+            device: str = "cpu", cache_dir: str | None = None) -> dict[str, Any]:
+    """One real CLI run; the record is read back from its tree file. Its harness cache is `cache_dir` (a fresh
+    one per benchmark by default), so eager and compile baselines are timed in this run, beside the candidates,
+    and never read from an older run made under another load."""
     tree_file = work / f"{path.parent.name}_{path.stem}.json"
     cmd = [sys.executable, "-m", "search", "run", str(path), "--team", "rules", "--budget", str(budget),
            "--device", device, "--timing-runs", str(timing_runs), "--out", str(tree_file), "--quiet", *extra]
-    started = time.time()
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    return record_from_tree(path, tree_file, time.time() - started, done.returncode, done.stderr or done.stdout)
+    started, load_before = time.time(), os.getloadavg()[0]
+    env = {**os.environ, "STARK_CACHE_DIR": cache_dir} if cache_dir else None
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    record = record_from_tree(path, tree_file, time.time() - started, done.returncode, done.stderr or done.stdout)
+    record["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # 1-minute, before and after
+    return record
 
 
 def record_from_tree(path: Path, tree_file: Path, wall: float, exit_code: int, output: str = "") -> dict[str, Any]:
@@ -120,17 +126,19 @@ def markdown(results: dict[str, Any]) -> str:
         f"**Faster than eager: {len(ok)} of {len(rows)} problems.** Timings on a shared 2-core machine are noisy; "
         "speed-ups near 1.0× are within noise.",
         "",
-        "| Problem | Eager ms | Best ms | vs eager | vs compile | Best recipe | Correct/attempts | Custom kernel |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Problem | Eager ms | Best ms | vs eager | vs compile | Best recipe | Correct/attempts | Custom kernel "
+        "| Wall s | Load (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['problem']} | — | — | — | — | run failed: {r['error'][-120:]!r} | — | — |")
+            lines.append(f"| {r['problem']} | — | — | — | — | run failed: {r['error'][-120:]!r} | — | — | — | — |")
             continue
         lines.append(
             f"| {r['problem']} | {_ms(r['eager_ms'])} | {_ms(r['best_ms'])} | {_x(r['speedup_vs_eager'])} | "
             f"{_x(r['speedup_vs_compile'])} | `{r['best_recipe'] or '—'}` | {r['correct']}/{r['attempts']} | "
-            f"{'yes' if r['custom_kernel'] else 'no'} |")
+            f"{'yes' if r['custom_kernel'] else 'no'} | {r['wall_s']} | "
+            f"{' → '.join(str(v) for v in r.get('load_average') or []) or '—'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -143,17 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="path without suffix (default docs/benchmarks/rules_<device>)")
     ap.add_argument("--update", action="store_true", help="merge into the existing results instead of replacing")
     ap.add_argument("--trees", default="/tmp/rules_cpu_trees", help="where the runs' tree files go")
+    ap.add_argument("--cache-dir", default=None, help="harness cache (default: a fresh temporary directory)")
     ap.add_argument("--extra", default="", help="extra flags for `python -m search run`, space separated")
     args = ap.parse_args(argv)
     out = Path(args.out or ROOT / "docs" / "benchmarks" / f"rules_{args.device.split(':')[0]}")
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(args.trees)
     work.mkdir(parents=True, exist_ok=True)
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="stark-rules-bench-")
     previous: dict[str, Any] = {}
     if args.update and out.with_suffix(".json").exists():
         previous = {r["problem"]: r for r in json.loads(out.with_suffix(".json").read_text())["problems"]}
     for path in problems(args.problems or DEFAULT_PROBLEMS):
-        record = run_one(path, args.budget, args.timing_runs, work, args.extra.split(), args.device)
+        record = run_one(path, args.budget, args.timing_runs, work, args.extra.split(), args.device, cache_dir)
         previous[record["problem"]] = record
         print(json.dumps(record), flush=True)
         results = {
