@@ -63,6 +63,7 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
         "speedup_vs_compile_max_autotune": _ratio(baselines.get("compile_max_autotune_ms"), best),
         "input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
         "cost_usd": usage["cost_usd"], "wall_s": round(wall_s, 2),
+        "flags": [] if best is None else list((best.result or {}).get("flags") or []),
     }
 
 
@@ -79,6 +80,7 @@ def failed_record(path: Path, reason: str, wall_s: float) -> dict[str, Any]:
         "attempts": 0, "status": "failed", "stop_reason": reason, "runtime_ms": None, "reference_ms": None,
         "eager_ms": None, "compile_ms": None, "speedup_vs_eager": None, "speedup_vs_compile": None,
         "speedup_vs_compile_max_autotune": None, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": round(wall_s, 2),
+        "flags": [],
     }
 
 
@@ -128,13 +130,17 @@ def markdown(results: dict[str, Any]) -> str:
                    *(pct(m["fast_p"][f"{p:g}"]) for p in P_VALUES),
                    speed(m["mean_speedup"]), speed(m["geomean_speedup"])]
             lines.append("| " + " | ".join(row) + " |")
-    per = ["", "| problem | suite | correct | best ms | vs eager | vs compile | attempts |", "|---|---|---|---|---|---|---|"]
+    per = ["", "| problem | suite | correct | eager ms | best ms | vs eager | vs compile | attempts | flags of the best |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in results["problems"]:
-        ms = "—" if r["runtime_ms"] is None else f"{r['runtime_ms']:.4g}"
-        per.append(f"| {r['name']} | {r['suite']} | {'yes' if r['success'] else 'no'} | {ms} | "
-                   f"{speed(r['speedup_vs_eager'])} | {speed(r['speedup_vs_compile'])} | {r['attempts']} |")
+        ms, eager = ("—" if v is None else f"{v:.4g}" for v in (r["runtime_ms"], r.get("eager_ms")))
+        flags = ", ".join(r.get("flags") or []) or ("none" if r["success"] else "—")
+        per.append(f"| {r['name']} | {r['suite']} | {'yes' if r['success'] else 'no'} | {eager} | {ms} | "
+                   f"{speed(r['speedup_vs_eager'])} | {speed(r['speedup_vs_compile'])} | {r['attempts']} | {flags} |")
     notes = ("\n\nSuccess: a correct attempt exists. Fast_1: best speed-up >= 1. fast_p: correct and speed-up > p "
-             "(KernelBench). mean/geomean: over problems with a correct attempt.\n")
+             "(KernelBench). mean/geomean: over problems with a correct attempt. Flags of the best: the harness's "
+             "integrity flags on the fastest correct attempt (`no_custom_kernel` for torch.compile/CUDA-graph "
+             "candidates; `isolation_reduced` where bubblewrap is not available).\n")
     return head + "\n".join(lines + per) + notes
 
 

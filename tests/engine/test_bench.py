@@ -19,7 +19,8 @@ def rec(name: str, suite: str, eager: float | None, compile_: float | None = Non
             "runtime_ms": 1.0 if eager is not None else None, "reference_ms": 1.0, "eager_ms": 1.0,
             "compile_ms": None, "speedup_vs_eager": eager, "speedup_vs_compile": compile_,
             "speedup_vs_compile_max_autotune": None,
-            "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": 1.0}
+            "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": 1.0,
+            "flags": ["no_custom_kernel"] if name == "a" else []}
 
 
 RECORDS = [rec("a", "level1", 3.0, 1.2), rec("b", "level1", 0.8, 0.5), rec("c", "level1", None),
@@ -50,7 +51,8 @@ def test_summary_is_per_suite_and_overall_against_both_baselines():
 def test_markdown_has_a_row_per_suite_and_baseline_and_one_per_problem():
     text = markdown({"team": "rules", "budget": 3, "device": "cpu", "problems": RECORDS, "summary": summarize(RECORDS)})
     assert "| level1 | eager | 3 | 66.7% | 33.3% |" in text
-    assert text.count("| all |") == 2 and "compile_max_autotune" not in text and "| e | level2 | yes |" in text and "| c | level1 | no |" in text
+    assert text.count("| all |") == 2 and "compile_max_autotune" not in text and "| e | level2 | yes | 1 | 1 |" in text and "| c | level1 | no |" in text
+    assert "| 3 | no_custom_kernel |" in text and "| 3 | none |" in text and text.rstrip().count("| 3 | — |") == 1
 
 
 def test_problems_are_collected_from_directories_and_files(tmp_path):
