@@ -8,6 +8,7 @@ protocol); device ceilings per (host, device).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -23,9 +24,13 @@ BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-auto
 
 
 def worker_env(root: Path, scratch: Path) -> dict[str, str]:
-    """Build caches only; the harness cache's own location is never handed to problem or candidate code."""
+    """Build caches only; the harness cache's own location is never handed to problem or candidate code.
+    torch.compile's compiler pool is capped at 4 processes: by default it starts one per core (16 on a GPU host),
+    each a Python with torch loaded, which costs seconds and gigabytes in every evaluation for no gain at the sizes
+    of one model."""
     return {"TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"), "TRITON_CACHE_DIR": str(scratch / "triton"),
-            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"), "XDG_CACHE_HOME": str(scratch / "xdg")}
+            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"), "XDG_CACHE_HOME": str(scratch / "xdg"),
+            "TORCHINDUCTOR_COMPILE_THREADS": str(min(4, os.cpu_count() or 1))}
 
 
 def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> ProblemError:

@@ -1,4 +1,5 @@
-"""Roofline: the device's measured ceilings (copy bandwidth, matmul rate) and where a timing sits against them.
+"""Roofline: the device's measured ceilings (copy bandwidth, matmul rate per dtype, and on CUDA the TF32 rate for
+float32 work) and where a timing sits against them.
 
 Ceilings are measured once per (host, device) by a reference worker and cached; `assess` is pure arithmetic.
 A time below the roofline bound by more than `margin` is physically implausible: a bug or an exploit.
@@ -18,6 +19,8 @@ PLAUSIBLE = {"cpu": {"copy_gbps": 4.0, "tflops": 0.02}, "cuda": {"copy_gbps": 20
 def ceilings_stale(ceilings: dict[str, Any] | None, now: float | None = None) -> bool:
     if not ceilings or "measured_at" not in ceilings:
         return True
+    if str(ceilings.get("device", "")).startswith("cuda") and "tfloat32" not in (ceilings.get("matmul_tflops") or {}):
+        return True  # measured before the TF32 rate was
     return (now if now is not None else time.time()) - float(ceilings["measured_at"]) > MAX_AGE_S
 
 
@@ -66,6 +69,14 @@ def measure_once(device: Any) -> dict[str, Any]:
         b = torch.randn(size, size, device=device, dtype=dtype)
         stats, _, _ = time_callable(lambda a=a, b=b: a @ b, device, runs=10 if cuda else 5, warmup=2, flush=False)
         rates[str(dtype).replace("torch.", "")] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
+        if cuda and dtype == torch.float32:  # float32 work on tensor cores: cuDNN's default for convolutions
+            before = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                stats, _, _ = time_callable(lambda a=a, b=b: a @ b, device, runs=10, warmup=2, flush=False)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = before
+            rates["tfloat32"] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
     return {"copy_gbps": round(copy_gbps, 2), "matmul_tflops": {k: round(v, 4) for k, v in rates.items()},
             "device": str(device)}
 
@@ -76,6 +87,8 @@ def assess(flops: float, moved_bytes: float, ms: float, ceilings: dict[str, Any]
     seconds = ms * 1e-3
     rates = ceilings.get("matmul_tflops", {})
     peak_tflops = float(rates.get(dtype) or rates.get("float32") or max(rates.values(), default=0.0) or 0.0)
+    if dtype == "float32":  # TF32 tensor cores are within reach of float32 work (cuDNN convolutions use them by
+        peak_tflops = max(peak_tflops, float(rates.get("tfloat32") or 0.0))  # default): only beyond that is impossible
     peak_gbps = float(ceilings.get("copy_gbps") or 0.0)
     compute_s = flops / (peak_tflops * 1e12) if peak_tflops else 0.0
     memory_s = moved_bytes / (peak_gbps * 1e9) if peak_gbps else 0.0

@@ -129,8 +129,22 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
+def _pss_kb(pid: int) -> int | None:
+    """Proportional set size: resident memory with pages shared between processes (the torch and CUDA libraries
+    that every compiler worker maps) divided among them, so a group of processes is not counted many times over."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def group_rss_mb(pgid: int) -> float:
-    """Resident memory of every process in the group (the worker plus compilers it started)."""
+    """Memory of every process in the group (the worker plus compilers it started, e.g. torch.compile's worker
+    pool): the sum of their proportional set sizes, or of their resident sizes where the kernel gives no PSS."""
     total_kb = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -141,7 +155,8 @@ def group_rss_mb(pgid: int) -> float:
             fields = stat[stat.rindex(")") + 2:].split()
             if int(fields[2]) != pgid:
                 continue
-            total_kb += int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+            pss = _pss_kb(int(entry))
+            total_kb += pss if pss is not None else int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
         except (OSError, ValueError, IndexError):
             continue
     return total_kb / 1024
@@ -183,6 +198,9 @@ def descendants(root: int) -> dict[int, str]:
 
 
 def _rss_mb(pid: int) -> float:
+    pss = _pss_kb(pid)
+    if pss is not None:
+        return pss / 1024
     try:
         with open(f"/proc/{pid}/stat") as handle:
             stat_line = handle.read()

@@ -9,7 +9,8 @@ Settings (all optional; defaults in brackets):
   10-60 s on CPU, once per problem, then cached).
 - build_timeout_s [300]: wall time for starting, importing and building the candidate.
 - run_timeout_s [120]: wall time for each later phase (correctness, timing).
-- memory_limit_mb [8192]: resident memory of the worker's process group (polled), plus RLIMIT_AS on CPU.
+- memory_limit_mb [8192]: memory of the worker's process group (polled; proportional set sizes, so libraries
+  shared by torch.compile's compiler workers count once), plus RLIMIT_AS on CPU.
 - seed [0]: base seed; trial seeds derive from it (`trial_seeds`), so a failure can be replayed.
 - reference_dtype ["native"]: "float64" compares against a float64 reference.
 - flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.

@@ -9,7 +9,7 @@ import torch
 
 from kernels import EvalSettings, evaluate
 from kernels.reference import ensure_reference
-from kernels.roofline import assess
+from kernels.roofline import assess, ceilings_stale
 from kernels.timing import summarize, time_callable
 from tests.kernels.conftest import fixture_source
 
@@ -68,3 +68,25 @@ def test_it_caches_baselines_per_problem_and_device(fast_settings: EvalSettings)
     assert time.monotonic() - started < 1.0  # no worker was started
     assert first.baselines["eager"]["ms"] == again.baselines["eager"]["ms"] > 0
     assert first.baselines["eager"]["timing"]["runs"] == 7
+
+
+def test_float32_work_may_reach_the_tf32_rate_but_not_beyond() -> None:
+    """cuDNN runs float32 convolutions on TF32 tensor cores by default: an H200 conv at 68 TFLOP/s beats the
+    measured FP32 matmul rate (~50) honestly, so float32 is held to the TF32 ceiling; half precision keeps its own."""
+    ceilings = {"copy_gbps": 4000.0, "matmul_tflops": {"float32": 50.0, "tfloat32": 400.0, "bfloat16": 700.0},
+                "device": "cuda"}
+    figures, beyond = assess(flops=37.5e9, moved_bytes=2e8, ms=0.55, ceilings=ceilings)
+    assert not beyond and figures["bound"] == "compute"
+    _, beyond = assess(flops=37.5e9, moved_bytes=2e8, ms=0.05, ceilings=ceilings)  # 750 TFLOP/s: past TF32 too
+    assert beyond
+    _, beyond = assess(flops=37.5e9, moved_bytes=2e8, ms=0.55, ceilings={**ceilings, "matmul_tflops": {"float32": 50.0}})
+    assert beyond  # without a TF32 figure the FP32 rate is the ceiling
+
+
+def test_cuda_ceilings_without_the_tf32_rate_are_measured_again() -> None:
+    import time
+
+    fresh = {"measured_at": time.time(), "device": "cuda", "matmul_tflops": {"float32": 50.0}}
+    assert ceilings_stale(fresh)
+    assert not ceilings_stale({**fresh, "matmul_tflops": {"float32": 50.0, "tfloat32": 400.0}})
+    assert not ceilings_stale({**fresh, "device": "cpu"})
