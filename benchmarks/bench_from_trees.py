@@ -11,8 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from search.bench import markdown, problem_record, summarize
-from search.engine.tree import Tree
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from search.bench import markdown, problem_record, summarize  # noqa: E402
+from search.engine.tree import Tree  # noqa: E402
 
 
 def main(out: str, tree_files: list[str]) -> None:

@@ -20,8 +20,9 @@ mkdir -p "$out"
 { nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   date -u +%FT%TZ; echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight"; } | tee "$out/device.txt"
 python3 benchmarks/problems_gpu.py "$problems" > /dev/null || exit 1
+limit=$((6 * per_problem + 60))  # a level's whole bench, so the call ends inside its lease even if a problem overruns
 for level in level1 level2 level3; do
-  python3 -m search bench "$problems/$level"/*.py --team rules --budget "$budget" --device cuda \
+  timeout "$limit" python3 -m search bench "$problems/$level"/*.py --team rules --budget "$budget" --device cuda \
     --parallel "$parallel" --time-limit "$per_problem" --out "$trees/bench-$level.json" --trees "$trees" \
     > "$out/bench-$level.log" 2>&1 &
 done

@@ -15,7 +15,7 @@ from search.engine.limits import DEFAULT_BUDGET
 from search.engine.loop import RunSummary
 from search.engine.policies import POLICY_NAMES
 from search.engine.tree import Tree
-from search.teams import TEAM_NAMES, TeamUnavailable, get_team
+from search.teams import TEAM_NAMES, TeamUnavailable, default_target, get_team
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
 TARGETS = ("cuda", "triton", "cpp", "torch")
@@ -40,7 +40,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of selection and evaluation (default 0)")
     p.add_argument("--parallel", type=int, default=1, help="attempts in flight at once, k (default 1)")
     p.add_argument("--target", choices=TARGETS, default=None,
-                   help="kernel language the agents write (default: cuda on a GPU, cpp on the CPU)")
+                   help="kernel language the agents write (default: cpp on the CPU; on a GPU triton for the rules team, cuda for the LLM teams)")
     p.add_argument("--timing-runs", type=int, default=None, help="timed runs per evaluation (default 100)")
     p.add_argument("--no-compile-baseline", action="store_true", help="time only eager, not torch.compile")
     p.add_argument("--max-autotune-baseline", action="store_true",
@@ -194,7 +194,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
                    tree_file: str | None = None, events_file: str | None = None) -> tuple[Tree, RunSummary]:
     """Search one problem inline with the team, budget and limits of args."""
     args.device = args.device or default_device()
-    args.target = args.target or ("cuda" if args.device.startswith("cuda") else "cpp")
+    args.target = args.target or default_target(args.team, args.device)
     source, summary = read_problem(path, args.device)
     options = team_options(args)
     try:

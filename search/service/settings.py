@@ -103,7 +103,7 @@ def _object(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 def parse_run_settings(data: dict[str, Any]) -> RunSettings:
     """RunSettings from flat request data; provider settings may come flat or inside team_options."""
-    from search.teams import TEAM_NAMES
+    from search.teams import TEAM_NAMES, default_target
 
     team = str(data.get("team") or "rules").strip()
     if team not in TEAM_NAMES:
@@ -111,7 +111,7 @@ def parse_run_settings(data: dict[str, Any]) -> RunSettings:
     device = str(data.get("device") or "cpu").strip()
     if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
         raise SettingError("device", f"{device!r} is not a device; use cpu, cuda or cuda:N")
-    target = str(data.get("target") or ("cpp" if device == "cpu" else "cuda")).strip()
+    target = str(data.get("target") or default_target(team, device)).strip()
     if target not in TARGETS:
         raise SettingError("target", f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if device == "cpu" and target in ("cuda", "triton"):

@@ -24,6 +24,15 @@ TEAM_MODULES = {
 TEAM_NAMES = tuple(TEAM_MODULES)
 
 
+def default_target(team: str, device: str) -> str:
+    """The kernel language a team writes when none is asked for: C++ on the CPU; on a GPU, Triton for the offline
+    rules team (its generated kernels build in seconds, CUDA C++ through load_inline in a minute or more) and CUDA
+    C++ for the LLM teams."""
+    if not device.startswith("cuda"):
+        return "cpp"
+    return "triton" if team == "rules" else "cuda"
+
+
 class TeamUnavailable(RuntimeError):
     """A known team whose module cannot be imported here (not installed or not written yet)."""
 
