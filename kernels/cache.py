@@ -42,9 +42,9 @@ def host_key(device: str) -> str:
     return f"{socket.gethostname()}-{device.replace(':', '')}-v{FORMAT}"
 
 
-def timing_lock(root: Path, device: str) -> Path:
-    """The lock file that serializes timed sections on one device of this machine (see EvalSettings.exclusive_timing)."""
-    return root / "locks" / f"timing-{device.replace(':', '')}.lock"
+def device_lock(root: Path, device: str) -> Path:
+    """The lock file through which evaluations on one device of this machine take turns (EvalSettings.exclusive_device)."""
+    return root / "locks" / f"device-{device.replace(':', '')}.lock"
 
 
 def read_json(path: Path) -> Any | None:

@@ -106,14 +106,23 @@ def build_summary(exc: BaseException) -> str:
 
 def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
-    cuda = device.type == "cuda"
     problem = load_problem(task, work_dir)
     send = type(channel).send  # captured before any candidate code runs; used for the result message
+    on_device, exclusive = judge_on_device, timing.exclusive  # likewise: candidate code may rebind module names
     guard = probes.HarnessSnapshot()
     channel.phase("build")
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
-    channel.phase("run")
+    channel.phase("queue")  # waiting for the device is not running: it has its own deadline
+    with exclusive(task["timing"].get("lock_fd")):
+        channel.phase("run")
+        on_device(task, problem, cls, device, channel, guard, send)
+
+
+def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch.device, channel: Channel,
+                    guard: probes.HarnessSnapshot, send: Any) -> None:
+    """Everything that runs on the device (trials, probes, timing, re-check), while holding the device lock."""
+    cuda = device.type == "cuda"
     try:
         model = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)
     except BaseException as exc:  # noqa: BLE001
@@ -157,7 +166,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     inputs = loading.make_inputs(problem, seeds[0], device)
     sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"])
     try:
-        with torch.no_grad(), timing.exclusive(task["timing"].get("lock_fd")):
+        with torch.no_grad():
             _, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
                                                       task["timing"]["warmup"], task["timing"]["flush"],
                                                       before_run=sampler.before, after_run=sampler.after)

@@ -49,7 +49,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],
                          env=worker_env(root, scratch),
-                         timing_lock=cache.timing_lock(root, settings.device) if settings.exclusive_timing else None)
+                         device_lock=cache.device_lock(root, settings.device) if settings.exclusive_device else None)
         result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed runs unchecked
         if result.verdict == "pass":  # only then is the extra reference worker for the timed runs' seeds worth it
             saved = judge.load_outputs(work_dir / "outputs.pt")

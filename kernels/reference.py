@@ -75,7 +75,7 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
         return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                           memory_limit_mb=settings.memory_limit_mb, writable=[scratch],
                           hidden=[root], env=worker_env(root, scratch),
-                         timing_lock=cache.timing_lock(root, settings.device) if settings.exclusive_timing else None)
+                         device_lock=cache.device_lock(root, settings.device) if settings.exclusive_device else None)
     finally:
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)

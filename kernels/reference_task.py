@@ -127,7 +127,15 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     want = task["want"]
     module = load_problem(task, work_dir)
-    channel.phase("run")
+    channel.phase("queue")
+    with timing.exclusive(task["timing"].get("lock_fd")):
+        channel.phase("run")
+        reference_on_device(module, task, device, want, channel)
+
+
+def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
+                        channel: Channel) -> None:
+    """The device work of `reference`, while holding the device lock."""
     if want.get("summary"):
         channel.send("summary", summary=summarize(module, task, device))
     if want.get("outputs"):
@@ -192,9 +200,8 @@ def time_baseline(module: Any, task: dict[str, Any], device: torch.device, kind:
             def run() -> Any:
                 return model(*inputs)
 
-            with timing.exclusive(task["timing"].get("lock_fd")):
-                stats, _, _ = timing.time_callable(run, device, task["timing"]["runs"], task["timing"]["warmup"],
-                                                   task["timing"]["flush"])
+            stats, _, _ = timing.time_callable(run, device, task["timing"]["runs"], task["timing"]["warmup"],
+                                               task["timing"]["flush"])
         return {"ms": stats["median_ms"], "timing": stats, "setup_s": round(compile_s, 3), "note": note}
     except Exception as exc:  # noqa: BLE001 - a failed compile leaves that baseline empty, with the reason
         return {"ms": None, "timing": None, "setup_s": None, "note": f"{kind} failed: {type(exc).__name__}: {exc}"[:500]}

@@ -71,12 +71,14 @@ def measure_once(device: Any) -> dict[str, Any]:
         rates[str(dtype).replace("torch.", "")] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
         if cuda and dtype == torch.float32:  # float32 work on tensor cores: cuDNN's default for convolutions
             before = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = True
             try:
+                torch.backends.cuda.matmul.allow_tf32 = True
                 stats, _, _ = time_callable(lambda a=a, b=b: a @ b, device, runs=10, warmup=2, flush=False)
+                rates["tfloat32"] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
+            except (RuntimeError, AttributeError):  # a torch without the switch: the FP32 rate stays the ceiling
+                rates["tfloat32"] = 0.0
             finally:
                 torch.backends.cuda.matmul.allow_tf32 = before
-            rates["tfloat32"] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
     return {"copy_gbps": round(copy_gbps, 2), "matmul_tflops": {k: round(v, 4) for k, v in rates.items()},
             "device": str(device)}
 

@@ -82,6 +82,9 @@ ALLOWED_ENV = re.compile(
 DENIED_ENV = re.compile(r"KEY|TOKEN|SECRET|PASS", re.IGNORECASE)
 
 
+QUEUE_WAIT_S = 3600.0  # the longest wait for the device lock (its holders are bounded by their own deadlines)
+
+
 def clean_env(extra: dict[str, str]) -> dict[str, str]:
     """An allow-list of the parent's environment (paths, locale, CUDA/torch/Triton/OpenMP knobs) minus any name
     that looks like a secret, plus the harness's own variables; everything else (DB_PASS, webhooks, DSNs) stays out."""
@@ -220,16 +223,18 @@ def _kill_tracked(tracked: dict[int, str]) -> None:
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
                cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
-               timing_lock: Path | None = None) -> WorkerRun:
+               device_lock: Path | None = None) -> WorkerRun:
     """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
 
-    `timing_lock`: a lock file shared by every evaluation on one device; the worker gets a read-only descriptor of
-    it (task["timing"]["lock_fd"]) and holds an flock on it while timing (kernels.timing.exclusive)."""
+    `device_lock`: a lock file shared by every evaluation on one device; the worker gets a read-only descriptor of
+    it (task["timing"]["lock_fd"]) and holds an flock on it while it uses the device (kernels.timing.exclusive);
+    its wait for the lock is the phase "queue", with QUEUE_WAIT_S unless `timeouts` names another."""
+    timeouts = {"queue": QUEUE_WAIT_S, **timeouts}
     work_dir.mkdir(parents=True, exist_ok=True)
     lock_fd = None
-    if timing_lock is not None and isinstance(task.get("timing"), dict):
-        timing_lock.parent.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(timing_lock, os.O_RDONLY | os.O_CREAT, 0o644)
+    if device_lock is not None and isinstance(task.get("timing"), dict):
+        device_lock.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(device_lock, os.O_RDONLY | os.O_CREAT, 0o644)
         task = {**task, "timing": {**task["timing"], "lock_fd": lock_fd}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)

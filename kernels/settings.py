@@ -24,9 +24,11 @@ Settings (all optional; defaults in brackets):
   var/cache/kernels under the working directory.
 - reuse_results [True]: return the stored result of an identical evaluation (same problem, candidate,
   settings, device, torch); only pass/incorrect/rejected/build_error results are stored. Turn it off to re-time.
-- exclusive_timing [True]: concurrent evaluations on the same device take turns for their timed sections
-  (warm-up and timed runs; an flock on `<cache_dir>/locks/timing-<device>.lock`), so parallel searches or several
-  workers on one GPU do not disturb each other's timings; building and correctness still run side by side.
+- exclusive_device [True]: concurrent evaluations on the same device take turns on it: everything that runs on
+  the device (correctness trials, probes, timing, the re-check; reference outputs and baselines) holds an flock on
+  `<cache_dir>/locks/device-<device>.lock`, so parallel searches or several workers on one GPU neither disturb
+  each other's timings nor share the device while timing; starting, importing and building still overlap. The
+  wait has its own deadline (an hour), not the run phase's.
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
@@ -64,7 +66,7 @@ class EvalSettings:
     precision_flag_fraction: float = 0.05
     cache_dir: str | None = None
     reuse_results: bool = True
-    exclusive_timing: bool = True
+    exclusive_device: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

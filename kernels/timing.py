@@ -2,8 +2,8 @@
 
 CUDA: one pair of CUDA events per run on the current stream, device-wide synchronize after each run,
 L2 flushed by zeroing a 256 MB buffer. CPU: time.perf_counter around each run, the last-level cache flushed by
-zeroing a buffer twice its size. Concurrent evaluations on one device take turns for the timed section
-(`exclusive`). The clocks are captured when this module loads, before any candidate
+zeroing a buffer twice its size. Concurrent evaluations on one device take turns on it
+(`exclusive`, held by the workers around all their device work). The clocks are captured when this module loads, before any candidate
 code runs, and the integrity check verifies they were not swapped afterwards.
 """
 
@@ -53,8 +53,8 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def exclusive(lock_fd: int | None) -> Iterator[None]:
-    """Hold the device's timing lock while timing: `lock_fd` is a read-only descriptor of the lock file, opened by
-    the harness for this worker (see kernels.sandbox.run_worker); None times without waiting for anyone."""
+    """Hold the device lock while using the device: `lock_fd` is a read-only descriptor of the lock file, opened by
+    the harness for this worker (see kernels.sandbox.run_worker); None runs without waiting for anyone."""
     if lock_fd is None:
         yield
         return

@@ -1,6 +1,6 @@
-"""Concurrent evaluations on one device take turns for their timed sections (EvalSettings.exclusive_timing):
-while another holder has the device's timing lock, an evaluation builds and checks correctness but does not
-time; with the setting off it does not wait."""
+"""Concurrent evaluations on one device take turns on it (EvalSettings.exclusive_device): while another holder
+has the device lock, an evaluation starts and builds but runs nothing on the device; the wait has its own deadline
+(not the run phase's); with the setting off it does not wait."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ HOLD_S = 12.0
 
 
 def evaluate_while_locked(settings: EvalSettings) -> tuple[EvalResult, float]:
-    """Hold the cpu timing lock for HOLD_S seconds while one evaluation runs; return it and when it ended
+    """Hold the cpu device lock for HOLD_S seconds while one evaluation runs; return it and when it ended
     (seconds after the lock was taken)."""
-    lock = cache.timing_lock(cache.cache_root(settings.cache_dir), settings.device)
+    lock = cache.device_lock(cache.cache_root(settings.cache_dir), settings.device)
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o644)
     done: dict[str, object] = {}
@@ -43,15 +43,16 @@ def evaluate_while_locked(settings: EvalSettings) -> tuple[EvalResult, float]:
     return done["result"], done["at"] - taken  # type: ignore[return-value,operator]
 
 
-def test_timing_waits_for_the_device_lock(fast_settings: EvalSettings, tmp_path: Path) -> None:
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+def test_device_work_waits_for_the_device_lock(fast_settings: EvalSettings, tmp_path: Path) -> None:
+    # run_timeout_s below the wait: queueing for the device must not count as a slow run
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
     result, ended = evaluate_while_locked(settings)
     assert result.verdict == "pass", result.reasons
     assert ended >= HOLD_S, f"the evaluation finished {ended:.1f} s after the lock was taken, while it was held"
 
 
-def test_without_exclusive_timing_nothing_waits(fast_settings: EvalSettings, tmp_path: Path) -> None:
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, exclusive_timing=False)
+def test_without_exclusive_device_nothing_waits(fast_settings: EvalSettings, tmp_path: Path) -> None:
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, exclusive_device=False)
     result, ended = evaluate_while_locked(settings)
     assert result.verdict == "pass", result.reasons
     assert ended < HOLD_S, f"the evaluation waited {ended:.1f} s for a lock it was told not to take"
