@@ -134,3 +134,87 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+def single_op(expr: str, shape: str, init: str = "", init_inputs: str = "[]") -> str:
+    """A problem whose forward(x) returns expr, built in the __init__ body init (e.g. a module)."""
+    ctor = f"    def __init__(self):\n        super().__init__()\n{init}\n" if init else ""
+    return HEADER + f'''class Model(nn.Module):
+{ctor}    def forward(self, x):
+        return {expr}
+
+
+def get_inputs():
+    return [torch.randn{shape}]
+
+
+def get_init_inputs():
+    return {init_inputs}
+'''
+
+
+# Level 1's single library ops, at test sizes: each must get a kernel of the team's own.
+SOFTMAX = single_op("torch.softmax(x, dim=1)", "(8, 300)")
+LAYERNORM = single_op("self.ln(x)", "(2, 5, 96)", "        self.ln = nn.LayerNorm(96)")
+SUM_MIDDLE = single_op("torch.sum(x, dim=1, keepdim=True)", "(4, 24, 40)")
+RELU = single_op("torch.relu(x)", "(16, 200)")
+
+# Every row-op spelling, with prologues and epilogues, and the bare reductions; outputs as a tuple so
+# no op is fused into another's prologue or epilogue.
+ROW_OPS = HEADER + '''class Model(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.ln = nn.LayerNorm(width, eps=1e-3)
+        self.plain = nn.LayerNorm(width, elementwise_affine=False)
+        self.rms = nn.RMSNorm(width)
+        self.sm = nn.Softmax(dim=-1)
+        self.w = nn.Parameter(torch.rand(width) + 0.5)
+        self.b = nn.Parameter(torch.randn(width))
+        with torch.no_grad():
+            self.ln.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-1.0, 1.0)
+            self.rms.weight.uniform_(0.5, 1.5)
+
+    def forward(self, x, residual):
+        a = torch.softmax(x * 0.125, dim=-1) * 2.0
+        b = F.log_softmax(x, dim=2)
+        c = F.gelu(self.ln(x + residual))
+        d = F.layer_norm(x, (40,), self.w, None, 1e-6)
+        e = self.plain(x * 3.0 + 100.0)  # a large row offset: the one-pass variance must not cancel
+        f = self.rms(torch.tanh(x))
+        g = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+        h = self.sm(residual)
+        i = torch.sum(x, dim=1, keepdim=True)
+        j = x.mean(-1)
+        k = torch.amax(x, dim=0)
+        m = torch.max(residual, 1).values
+        n = torch.relu(residual)
+        return a, b, c, d, e, f, g, h, i, j, k, m, n
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 40), torch.randn(3, 5, 40)]
+
+
+def get_init_inputs():
+    return [40]
+'''
+
+# Rows longer than one Triton block (the looped passes) and a prologue with a per-row constant.
+LONG_ROWS = HEADER + '''class Model(nn.Module):
+    def __init__(self, rows, width):
+        super().__init__()
+        self.row_bias = nn.Parameter(torch.randn(rows, 1))
+        self.ln = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return torch.softmax(x + self.row_bias, dim=-1), self.ln(x), torch.log_softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(3, 17000)]
+
+
+def get_init_inputs():
+    return [3, 17000]
+'''

@@ -14,6 +14,7 @@ from search.teams.rules import build_team
 from search.teams.rules.anchoring import tag_of
 from search.teams.rules.candidate import render
 from search.teams.rules.fusion import analyse
+from search.teams.rules.moves import WHY, candidate_moves
 from search.teams.rules.recipe import Recipe, recipe_of
 from tests.teams import rules_problems as P
 
@@ -161,3 +162,45 @@ def test_debug_blames_the_last_move_and_ends_the_branch_when_only_undoing_it_is_
     tree[node].anchored_source = wrap_all(parent_source, "wrap in torch.compile")
     with pytest.raises(AgentError, match="no untried fix"):
         team.debug.debug(build_window(tree, "debug", node, device={"device": "cpu"}))
+
+
+def test_on_a_bare_softmax_the_first_move_writes_a_row_kernel_of_its_own() -> None:
+    tree = new_tree(P.SOFTMAX)
+    plan, source = attempt(tree, build_team({}), 0)
+    assert recipe_of(source) == Recipe(fused=(0,), backend="cpp-omp")
+    assert len(parse_anchors(plan.anchored_source)) == len(plan.instructions) >= 2
+    first = plan.instructions[0]
+    assert first.startswith("Fuse the traced forward into C++/OpenMP kernels") and "softmax(dim=-1) on x (full)" in first
+    assert "row-wise op" in first and "one read of the input and one write of the output" in first
+    assert "torch::Tensor fused0_softmax(torch::Tensor x)" in source
+    assert "softmax = fused0_softmax(x)" in source and "torch.softmax(x" not in source.split("class ModelNew")[1]
+
+
+def test_every_kind_of_fusion_has_its_own_move_and_reason() -> None:
+    moves = {m.name: m for m in candidate_moves(Recipe(), analyse(P.ROW_OPS), "cpu")}
+    everything = moves["fuse-all"].instruction
+    for reason in WHY.values():
+        if reason != WHY["chain"]:  # ROW_OPS has no chain of two elementwise ops
+            assert reason in everything
+    assert moves["fuse-2"].instruction.startswith("Fuse one row-wise op into a C++/OpenMP kernel (add -> layer_norm")
+    assert moves["fuse-8"].instruction.startswith("Fuse one reduction into a C++/OpenMP kernel (sum(dim=1, keepdim)")
+    assert moves["fuse-11"].instruction.startswith("Fuse one elementwise op into a C++/OpenMP kernel (relu")
+    gpu = candidate_moves(Recipe(), analyse(P.ROW_OPS), "cuda")
+    assert gpu[0].recipe.backend == "triton" and "Triton kernels" in gpu[0].instruction
+
+
+def test_debug_drops_a_failing_row_kernel_and_pytorch_runs_the_op_again() -> None:
+    tree = new_tree(P.ROW_OPS)
+    regions = analyse(P.ROW_OPS).regions
+    everything = tuple(r.index for r in regions)
+    node = failed_child(tree, Recipe(fused=everything, backend="cpp-omp"),
+                        f"error: in function {regions[2].name}: bad thing")
+    fixed = debug(tree, node)
+    assert fixed == Recipe(fused=tuple(i for i in everything if i != 2), backend="cpp-omp")
+    fallback = render(P.ROW_OPS, fixed, analyse(P.ROW_OPS)).source.split("def _fused_forward")[1]
+    assert "ln = self.ln(add)" in fallback and "add = x + residual" in fallback
+    assert regions[2].name not in fallback and regions[0].name in fallback
+    # A lone row op named by the error: dropping it gives back the reference, so the safer variant comes first.
+    tree = new_tree(P.LAYERNORM)
+    node = failed_child(tree, Recipe(fused=(0,), backend="cpp-omp"), "error: fused0_layer_norm: bad thing")
+    assert debug(tree, node) == Recipe(fused=(0,), backend="cpp-serial")

@@ -1,6 +1,7 @@
-"""The offline rules team: real, deterministic optimizations (fused elementwise kernels generated from the
-traced forward, torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code
-protocol as the LLM agents, so it needs no API key and its trees look the same in the UI."""
+"""The offline rules team: real, deterministic optimizations (kernels generated from the traced forward for
+elementwise chains and lone ops, sum/mean/max reductions, and row-wise softmax, log_softmax, layer and RMS
+norm; torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code protocol as
+the LLM agents, so it needs no API key and its trees look the same in the UI."""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ class RulesPlan:
         if analysis.error:
             why.append(f"the forward could not be traced ({analysis.error}), so no kernel could be generated")
         elif not analysis.regions:
-            why.append("the traced forward has no chain of two or more elementwise ops to fuse")
+            why.append("the traced forward has no chain of elementwise ops, no row-wise op (softmax, layer or RMS "
+                       "norm) and no reduction to fuse")
         raise AgentError(f"rules team: nothing left to try from node {window.target.id} "
                          f"(recipe {current.to_text()}): {'; '.join(why)}", permanent=False,
                          usage=usage("plan", started))

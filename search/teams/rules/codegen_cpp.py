@@ -3,11 +3,12 @@ torch.utils.cpp_extension.load_inline; float32 on the CPU."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from search.teams.rules.fusion import Region, operand_names
 from search.teams.rules.loops import body_lines, row_plan
+from search.teams.rules.preamble import INNER_SIZE, cpu_inputs, load_inline_section, shape_check, signature
+from search.teams.rules.preamble import extension_name as _extension_name
 
 VARIANTS = ("omp", "serial")
 FLAGS = {
@@ -16,17 +17,7 @@ FLAGS = {
 }
 PARALLEL_MIN = 65536  # below this many elements a thread team costs more than it saves
 
-HEADER = """#include <torch/extension.h>
-#include <cmath>
-#include <vector>
-
-// Number of elements after dim d of a contiguous tensor: the stride of dim d.
-static int64_t inner_size(const torch::Tensor& t, int64_t d) {
-  int64_t s = 1;
-  for (int64_t k = d + 1; k < t.dim(); ++k) s *= t.size(k);
-  return s;
-}
-"""
+HEADER = "#include <torch/extension.h>\n#include <cmath>\n#include <vector>\n" + INNER_SIZE
 
 
 def cpp_function(region: Region, variant: str) -> str:
@@ -37,23 +28,10 @@ def cpp_function(region: Region, variant: str) -> str:
     names = operand_names(region)
     ref = region.reference
     x = [f"x{k}" for k in range(len(names))]
-    lines = [f"// {region.summary}   (traced nodes: {', '.join(region.nodes)})",
-             f"torch::Tensor {region.name}(" + ", ".join(f"torch::Tensor {n}" for n in names) + ") {"]
-    for k, n in enumerate(names):
-        lines.append(f'  TORCH_CHECK({n}.device().is_cpu(), "{region.name}: {n} must be a CPU tensor (this kernel is C++ '
-                     'for the CPU)");')
-        lines.append(f'  TORCH_CHECK({n}.scalar_type() == torch::kFloat32, "{region.name}: {n} must be '
-                     f'float32, got ", {n}.scalar_type());')
-        lines.append(f"  auto {x[k]} = {n}.contiguous();")
+    lines = [f"// {region.summary}   (traced nodes: {', '.join(region.nodes)})", signature(region)]
+    lines += cpu_inputs(region.name, names, x)
     for k, inp in enumerate(region.inputs):
-        if inp.kind == "full" and k != ref:
-            lines.append(f'  TORCH_CHECK({x[k]}.sizes() == {x[ref]}.sizes(), "{region.name}: {names[k]} must have '
-                         f'the shape of {names[ref]}");')
-        elif inp.kind == "scalar":
-            lines.append(f'  TORCH_CHECK({x[k]}.numel() == 1, "{region.name}: {names[k]} must have one element");')
-        elif inp.kind == "channel":
-            lines.append(f'  TORCH_CHECK({x[k]}.numel() == {x[ref]}.size({inp.dim}), "{region.name}: {names[k]} '
-                         f'must have one value per index of dim {inp.dim}");')
+        lines += shape_check(region.name, names, x, ref, k, inp)
     lines += [f"  auto out = torch::empty({x[ref]}.sizes(), {x[ref]}.options());",
               f"  const int64_t n = {x[ref]}.numel();",
               "  if (n == 0) return out;",
@@ -111,16 +89,29 @@ def cpp_function(region: Region, variant: str) -> str:
 
 def cpp_source(regions: list[Any], variant: str) -> str:
     from search.teams.rules.codegen_reduce import cpp_reduction
+    from search.teams.rules.codegen_rowwise import CPU_HELPERS, CPU_INCLUDES, cpp_row_function
     from search.teams.rules.reductions import Reduction
+    from search.teams.rules.rowwise import RowOp
 
-    return HEADER + "\n" + "\n".join(
-        cpp_reduction(r, variant) if isinstance(r, Reduction) else cpp_function(r, variant) for r in regions)
+    def one(r: Any) -> str:
+        if isinstance(r, RowOp):
+            return cpp_row_function(r, variant)
+        return cpp_reduction(r, variant) if isinstance(r, Reduction) else cpp_function(r, variant)
+
+    rows = any(isinstance(r, RowOp) for r in regions)
+    head = CPU_INCLUDES + HEADER + CPU_HELPERS if rows else HEADER
+    return head + "\n" + "\n".join(one(r) for r in regions)
 
 
 def extension_name(source: str, variant: str) -> str:
     """A name unique to the source and flags, so a changed kernel never reuses a stale build."""
-    flags = repr(FLAGS[variant])
-    return "stark_rules_" + hashlib.sha1((source + flags).encode()).hexdigest()[:16]
+    return _extension_name("stark_rules_", source, FLAGS[variant])
+
+
+def _pass_words(fusion: Any) -> str:
+    from search.teams.rules.rowwise import RowOp
+
+    return "kernel, one row per thread with the row in cache" if isinstance(fusion, RowOp) else "pass over the output"
 
 
 def kernel_section(regions: list[Any], variant: str) -> str:
@@ -129,23 +120,9 @@ def kernel_section(regions: list[Any], variant: str) -> str:
     src = cpp_source(regions, variant)
     cflags, ldflags = FLAGS[variant]
     how = "OpenMP threads + SIMD" if variant == "omp" else "a plain serial loop"
-    out = [
-        "from torch.utils.cpp_extension import load_inline",
-        "",
-        f"# Fused elementwise kernels (C++, {how}), one function per fused region of the traced forward.",
-        f'FUSED_CPP_SOURCE = r"""\n{src}"""',
-        "",
-        "_fused_cpp = load_inline(",
-        f'    name="{extension_name(src, variant)}",',
-        "    cpp_sources=[FUSED_CPP_SOURCE],",
-        f"    functions={[r.name for r in regions]!r},",
-        f"    extra_cflags={cflags!r},",
-        f"    extra_ldflags={ldflags!r},",
-        ")",
-    ]
-    for r in regions:
-        names = operand_names(r)
-        out += ["", "", f"def {r.name}({', '.join(names)}):",
-                f'    """{r.summary}, fused into one C++ pass over the output."""',
-                f"    return _fused_cpp.{r.name}({', '.join(names)})"]
-    return "\n".join(out) + "\n"
+    return load_inline_section(
+        f"Fused kernels (C++, {how}), one function per fused region of the traced forward.",
+        [("FUSED_CPP_SOURCE", src)], "_fused_cpp", extension_name(src, variant),
+        ["cpp_sources=[FUSED_CPP_SOURCE]", f"functions={[r.name for r in regions]!r}", f"extra_cflags={cflags!r}",
+         f"extra_ldflags={ldflags!r}"],
+        regions, lambda r: f"{r.summary}, fused into one C++ {_pass_words(r)}.")

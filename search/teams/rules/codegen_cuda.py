@@ -3,11 +3,18 @@ float/half/bfloat16), launched on the current stream and built with load_inline.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from search.teams.rules.fusion import Region, operand_names
 from search.teams.rules.loops import body_lines
+from search.teams.rules.preamble import (
+    INNER_SIZE,
+    cuda_inputs,
+    extension_name,
+    load_inline_section,
+    shape_check,
+    signature,
+)
 
 THREADS = 256
 CUDA_FLAGS = ["-O3", "--use_fast_math"]
@@ -43,22 +50,10 @@ def host_function(region: Region) -> str:
     names = operand_names(region)
     ref = region.reference
     x = [f"x{k}" for k in range(len(names))]
-    lines = [f"torch::Tensor {region.name}(" + ", ".join(f"torch::Tensor {n}" for n in names) + ") {",
-             f'  TORCH_CHECK({names[ref]}.is_cuda(), "{region.name}: inputs must be CUDA tensors");',
-             f"  const at::cuda::CUDAGuard guard({names[ref]}.device());"]
-    for k, n in enumerate(names):
-        lines.append(f"  auto {x[k]} = {n}.contiguous();")
-        lines.append(f'  TORCH_CHECK({x[k]}.scalar_type() == {names[ref]}.scalar_type() && {x[k]}.device() == '
-                     f'{names[ref]}.device(), "{region.name}: {n} must match {names[ref]} in dtype and device");')
+    lines = [signature(region), *cuda_inputs(region.name, names, x, ref)]
     for k, inp in enumerate(region.inputs):
-        if inp.kind == "full" and k != ref:
-            lines.append(f'  TORCH_CHECK({x[k]}.sizes() == {x[ref]}.sizes(), "{region.name}: {names[k]} must have '
-                         f'the shape of {names[ref]}");')
-        elif inp.kind == "scalar":
-            lines.append(f'  TORCH_CHECK({x[k]}.numel() == 1, "{region.name}: {names[k]} must have one element");')
-        elif inp.kind == "channel":
-            lines.append(f'  TORCH_CHECK({x[k]}.numel() == {x[ref]}.size({inp.dim}), "{region.name}: {names[k]} '
-                         f'must have one value per index of dim {inp.dim}");')
+        lines += shape_check(region.name, names, x, ref, k, inp)
+        if inp.kind == "channel":
             lines.append(f"  int64_t inner{k} = 1;")
             lines.append(f"  for (int64_t d = {inp.dim} + 1; d < {x[ref]}.dim(); ++d) inner{k} *= {x[ref]}.size(d);")
     lines += [f"  auto out = torch::empty({x[ref]}.sizes(), {x[ref]}.options());",
@@ -85,55 +80,41 @@ HEAD = """#include <torch/extension.h>
 #include <cmath>
 #include <cstdint>
 #include <vector>
-
-// Number of elements after dim d of a contiguous tensor: the stride of dim d.
-static int64_t inner_size(const torch::Tensor& t, int64_t d) {
-  int64_t s = 1;
-  for (int64_t k = d + 1; k < t.dim(); ++k) s *= t.size(k);
-  return s;
-}
-"""
+""" + INNER_SIZE
 
 
 def cuda_source(regions: list[Any]) -> str:
     from search.teams.rules.codegen_reduce import cuda_reduction_host, cuda_reduction_kernel
+    from search.teams.rules.codegen_rowwise_gpu import CUDA_HELPERS, cuda_row_host, cuda_row_kernel
     from search.teams.rules.reductions import Reduction
+    from search.teams.rules.rowwise import RowOp
 
-    head = HEAD
-    kernels = "\n".join(cuda_reduction_kernel(r) if isinstance(r, Reduction) else cuda_kernel(r) for r in regions)
-    hosts = "\n".join(cuda_reduction_host(r) if isinstance(r, Reduction) else host_function(r) for r in regions)
+    def kernel(r: Any) -> str:
+        if isinstance(r, RowOp):
+            return cuda_row_kernel(r)
+        return cuda_reduction_kernel(r) if isinstance(r, Reduction) else cuda_kernel(r)
+
+    def host(r: Any) -> str:
+        if isinstance(r, RowOp):
+            return cuda_row_host(r)
+        return cuda_reduction_host(r) if isinstance(r, Reduction) else host_function(r)
+
+    head = HEAD + CUDA_HELPERS if any(isinstance(r, RowOp) for r in regions) else HEAD
+    kernels = "\n".join(kernel(r) for r in regions)
+    hosts = "\n".join(host(r) for r in regions)
     return f"{head}\n{kernels}\n{hosts}"
 
 
 def declarations(regions: list[Any]) -> str:
-    return "\n".join(
-        f"torch::Tensor {r.name}(" + ", ".join(f"torch::Tensor {n}" for n in operand_names(r)) + ");"
-        for r in regions) + "\n"
+    return "\n".join(signature(r, ";") for r in regions) + "\n"
 
 
 def kernel_section(regions: list[Any]) -> str:
     src = cuda_source(regions)
-    name = "stark_rules_cuda_" + hashlib.sha1((src + repr(CUDA_FLAGS)).encode()).hexdigest()[:16]
-    out = [
-        "from torch.utils.cpp_extension import load_inline",
-        "",
-        "# Fused elementwise kernels (CUDA C++), one per fused region of the traced forward.",
-        f'FUSED_CUDA_SOURCE = r"""\n{src}"""',
-        "",
-        f'FUSED_DECLARATIONS = r"""\n{declarations(regions)}"""',
-        "",
-        "_fused_cuda = load_inline(",
-        f'    name="{name}",',
-        "    cpp_sources=[FUSED_DECLARATIONS],",
-        "    cuda_sources=[FUSED_CUDA_SOURCE],",
-        f"    functions={[r.name for r in regions]!r},",
-        '    extra_cflags=["-O3"],',
-        f"    extra_cuda_cflags={CUDA_FLAGS!r},",
-        ")",
-    ]
-    for r in regions:
-        names = operand_names(r)
-        out += ["", "", f"def {r.name}({', '.join(names)}):",
-                f'    """{r.summary}, fused into one CUDA kernel."""',
-                f"    return _fused_cuda.{r.name}({', '.join(names)})"]
-    return "\n".join(out) + "\n"
+    return load_inline_section(
+        "Fused kernels (CUDA C++), one per fused region of the traced forward.",
+        [("FUSED_CUDA_SOURCE", src), ("FUSED_DECLARATIONS", declarations(regions))], "_fused_cuda",
+        extension_name("stark_rules_cuda_", src, CUDA_FLAGS),
+        ["cpp_sources=[FUSED_DECLARATIONS]", "cuda_sources=[FUSED_CUDA_SOURCE]",
+         f"functions={[r.name for r in regions]!r}", 'extra_cflags=["-O3"]', f"extra_cuda_cflags={CUDA_FLAGS!r}"],
+        regions, lambda r: f"{r.summary}, fused into one CUDA kernel.")

@@ -1,12 +1,15 @@
-"""Write fused reductions (prologue -> sum/mean over one dim -> epilogue) for the three kernel writers.
+"""Write fused reductions (prologue -> sum/mean/max over one dim -> epilogue) for the three kernel writers.
 
 The reduced tensor is viewed as [outer, D, inner] (D the reduced dim): each output element (o, i) is
-post(reduce_k pre(x[o, k, i])). Accumulation is always in fp32."""
+post(reduce_k pre(x[o, k, i])). Accumulation is always in fp32. On the CPU a middle-dim reduction
+accumulates whole rows of length inner (a tile of them per task), so the inner loop is contiguous and
+vectorizes instead of striding over D."""
 
 from __future__ import annotations
 
 from search.teams.rules.fusion import operand_names
 from search.teams.rules.loops import body_lines
+from search.teams.rules.preamble import cpu_inputs, cuda_inputs, shape_check, signature
 from search.teams.rules.reductions import Reduction
 
 
@@ -46,14 +49,8 @@ def _checks_and_pointers(red: Reduction, names: list[str], x: list[str], ctype: 
     ref = red.reference
     lines = []
     for k, inp in enumerate(red.inputs):
-        if inp.kind == "full" and k != ref:
-            lines.append(f'  TORCH_CHECK({x[k]}.sizes() == {x[ref]}.sizes(), "{red.name}: {names[k]} must have the '
-                         f'shape of {names[ref]}");')
-        elif inp.kind == "scalar":
-            lines.append(f'  TORCH_CHECK({x[k]}.numel() == 1, "{red.name}: {names[k]} must have one element");')
-        elif inp.kind == "channel":
-            lines.append(f'  TORCH_CHECK({x[k]}.numel() == {x[ref]}.size({inp.dim}), "{red.name}: {names[k]} must '
-                         f'have one value per index of dim {inp.dim}");')
+        lines += shape_check(red.name, names, x, ref, k, inp)
+        if inp.kind == "channel":
             lines.append(f"  const int64_t inner{k} = inner_size({x[ref]}, {inp.dim}), size{k} = {x[ref]}.size({inp.dim});")
     lines += [f"  const int64_t D = {x[ref]}.size({red.dim});",
               f"  const int64_t inner = inner_size({x[ref]}, {red.dim});",
@@ -63,46 +60,53 @@ def _checks_and_pointers(red: Reduction, names: list[str], x: list[str], ctype: 
     return lines
 
 
+LOWEST = "-3.40282347e+38f"  # -FLT_MAX: -INFINITY is not safe under -ffinite-math-only
+TILE = 1024  # inner indices per CPU task: a 4 KiB accumulator row, enough tasks for every core
+
+
+def _accumulate(red: Reduction, target: str, value: str) -> str:
+    return f"{target} = fmaxf({target}, {value});" if red.is_max else f"{target} += {value};"
+
+
 def cpp_reduction(red: Reduction, variant: str) -> str:
     names = operand_names(red)
     x = [f"x{k}" for k in range(len(names))]
     omp = variant == "omp"
-    lines = [f"// {red.summary}   (traced nodes: {', '.join(red.nodes)})",
-             f"torch::Tensor {red.name}(" + ", ".join(f"torch::Tensor {n}" for n in names) + ") {"]
-    for k, n in enumerate(names):
-        lines.append(f'  TORCH_CHECK({n}.device().is_cpu(), "{red.name}: {n} must be a CPU tensor (this kernel is C++ '
-                     'for the CPU)");')
-        lines.append(f'  TORCH_CHECK({n}.scalar_type() == torch::kFloat32, "{red.name}: {n} must be float32, got ", '
-                     f"{n}.scalar_type());")
-        lines.append(f"  auto {x[k]} = {n}.contiguous();")
+    init = LOWEST if red.is_max else "0.0f"
+    lines = [f"// {red.summary}   (traced nodes: {', '.join(red.nodes)})", signature(red)]
+    lines += cpu_inputs(red.name, names, x)
     lines += _checks_and_pointers(red, names, x, "float")
     lines += ["  if (out.numel() == 0) return out;", "  float* __restrict__ po = out.data_ptr<float>();"]
     lines += [f"  const float* __restrict__ p{k} = {x[k]}.data_ptr<float>();" for k in range(len(names))]
     pre, pre_result = body_lines(red.pre, _pre_load(red, "idx", "c"), "c")  # type: ignore[arg-type]
     post, post_result = body_lines(red.post, lambda k: _finish(red, "c"), "c", prefix="e")
     par = "  #pragma omp parallel for if (outer * D * inner > 65536)" if omp else None
-    lines.append("  if (inner == 1) {")
+    lines.append("  if (inner == 1) {  // a last-dim reduction: one contiguous row per output element")
     if par:
         lines.append("  " + par)
-    lines += ["    for (int64_t o = 0; o < outer; ++o) {", "      float acc = 0.0f;"]
+    lines += ["    for (int64_t o = 0; o < outer; ++o) {", f"      float acc = {init};"]
     if omp:
-        lines.append("      #pragma omp simd reduction(+:acc)")
+        lines.append(f"      #pragma omp simd reduction({'max' if red.is_max else '+'}:acc)")
     lines += ["      for (int64_t k = 0; k < D; ++k) {", "        const int64_t idx = o * D + k;"]
-    lines += ["        " + b for b in pre] + [f"        acc += {pre_result};", "      }"]
-    lines += ["      " + b for b in post] + [f"      po[o] = {post_result};", "    }", "  } else {"]
+    lines += ["        " + b for b in pre] + ["        " + _accumulate(red, "acc", pre_result), "      }"]
+    lines += ["      " + b for b in post] + [f"      po[o] = {post_result};", "    }",
+                                            "  } else {  // accumulate rows of `inner` values, TILE at a time"]
+    lines.append(f"    const int64_t tiles = (inner + {TILE} - 1) / {TILE};")
     if par:
         lines.append("  " + par)
-    lines += ["    for (int64_t o = 0; o < outer; ++o) {",
-              "      std::vector<float> sums(inner, 0.0f);",
-              "      float* __restrict__ s = sums.data();",
+    lines += ["    for (int64_t t = 0; t < outer * tiles; ++t) {",
+              f"      const int64_t o = t / tiles, i0 = (t % tiles) * {TILE};",
+              f"      const int64_t width = std::min<int64_t>({TILE}, inner - i0);",
+              f"      float sums[{TILE}];",
+              "      for (int64_t i = 0; i < width; ++i) sums[i] = " + init + ";",
               "      for (int64_t k = 0; k < D; ++k) {",
-              "        const int64_t base = (o * D + k) * inner;"]
+              "        const int64_t base = (o * D + k) * inner + i0;"]
     if omp:
         lines.append("        #pragma omp simd")
-    lines += ["        for (int64_t i = 0; i < inner; ++i) {", "          const int64_t idx = base + i;"]
-    lines += ["          " + b for b in pre] + [f"          s[i] += {pre_result};", "        }", "      }"]
-    lines += ["      for (int64_t i = 0; i < inner; ++i) {", "        const float acc = s[i];"]
-    lines += ["        " + b for b in post] + [f"        po[o * inner + i] = {post_result};", "      }", "    }", "  }"]
+    lines += ["        for (int64_t i = 0; i < width; ++i) {", "          const int64_t idx = base + i;"]
+    lines += ["          " + b for b in pre] + ["          " + _accumulate(red, "sums[i]", pre_result), "        }", "      }"]
+    lines += ["      for (int64_t i = 0; i < width; ++i) {", "        const float acc = sums[i];"]
+    lines += ["        " + b for b in post] + [f"        po[o * inner + i0 + i] = {post_result};", "      }", "    }", "  }"]
     lines += ["  return out;", "}"]
     return "\n".join(lines) + "\n"
 
@@ -119,14 +123,19 @@ def triton_reduction(red: Reduction) -> str:
              "    o = tl.program_id(0).to(tl.int64)",
              "    cols = tl.program_id(1).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)",
              "    col_mask = cols < inner",
-             "    total = tl.zeros([BLOCK_K, BLOCK_I], dtype=tl.float32)",
+             ("    total = tl.full([BLOCK_K, BLOCK_I], float(\"-inf\"), tl.float32)" if red.is_max else
+              "    total = tl.zeros([BLOCK_K, BLOCK_I], dtype=tl.float32)"),
              "    for k0 in range(0, D, BLOCK_K):",
              "        ks = k0 + tl.arange(0, BLOCK_K)",
              "        mask = (ks[:, None] < D) & col_mask[None, :]",
              "        idx = (o * D + ks[:, None]) * inner + cols[None, :]"]
     lines += ["        " + b for b in pre]
-    lines += [f"        total += tl.where(mask, {pre_result}, 0.0)",
-              "    acc = tl.sum(total, axis=0)"]
+    if red.is_max:
+        lines += [f"        total = tl.maximum(total, tl.where(mask, {pre_result}, float(\"-inf\")))",
+                  "    acc = tl.max(total, axis=0)"]
+    else:
+        lines += [f"        total += tl.where(mask, {pre_result}, 0.0)",
+                  "    acc = tl.sum(total, axis=0)"]
     lines += ["    " + b for b in post]
     lines.append(f"    tl.store(out_ptr + o * inner + cols, {post_result}.to(out_ptr.dtype.element_ty), mask=col_mask)")
     return "\n".join(lines) + "\n"
@@ -175,13 +184,15 @@ def cuda_reduction_kernel(red: Reduction) -> str:
              f"  __shared__ float partial[{CUDA_THREADS}];",
              "  const int64_t out_index = blockIdx.x;",
              "  const int64_t o = out_index / inner, i = out_index % inner;",
-             "  float acc = 0.0f;",
+             f"  float acc = {'-INFINITY' if red.is_max else '0.0f'};",
              "  for (int64_t k = threadIdx.x; k < D; k += blockDim.x) {",
              "    const int64_t idx = (o * D + k) * inner + i;"]
-    lines += ["    " + b for b in pre] + [f"    acc += {pre_result};", "  }",
+    combine = ("partial[threadIdx.x] = fmaxf(partial[threadIdx.x], partial[threadIdx.x + s]);" if red.is_max
+               else "partial[threadIdx.x] += partial[threadIdx.x + s];")
+    lines += ["    " + b for b in pre] + ["    " + _accumulate(red, "acc", pre_result), "  }",
                                           "  partial[threadIdx.x] = acc;", "  __syncthreads();",
                                           "  for (int s = blockDim.x / 2; s > 0; s >>= 1) {",
-                                          "    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];",
+                                          f"    if (threadIdx.x < s) {combine}",
                                           "    __syncthreads();", "  }",
                                           "  if (threadIdx.x == 0) {", "    acc = partial[0];"]
     lines += ["    " + b for b in post] + [f"    po[out_index] = static_cast<scalar_t>({post_result});", "  }", "}"]
@@ -192,13 +203,7 @@ def cuda_reduction_host(red: Reduction) -> str:
     names = operand_names(red)
     ref = red.reference
     x = [f"x{k}" for k in range(len(names))]
-    lines = [f"torch::Tensor {red.name}(" + ", ".join(f"torch::Tensor {n}" for n in names) + ") {",
-             f'  TORCH_CHECK({names[ref]}.is_cuda(), "{red.name}: inputs must be CUDA tensors");',
-             f"  const at::cuda::CUDAGuard guard({names[ref]}.device());"]
-    for k, n in enumerate(names):
-        lines.append(f"  auto {x[k]} = {n}.contiguous();")
-        lines.append(f'  TORCH_CHECK({x[k]}.scalar_type() == {names[ref]}.scalar_type(), "{red.name}: {n} must have '
-                     f'the dtype of {names[ref]}");')
+    lines = [signature(red), *cuda_inputs(red.name, names, x, ref, same_device=False)]
     lines += _checks_and_pointers(red, names, x, "scalar_t")
     args = [f"{x[k]}.data_ptr<scalar_t>()" for k in range(len(names))] + ["out.data_ptr<scalar_t>()", "outer", "D",
                                                                            "inner"]

@@ -75,15 +75,19 @@ def launcher(region: Region) -> str:
 
 def kernel_section(regions: list[Any]) -> str:
     from search.teams.rules.codegen_reduce import triton_launcher, triton_reduction
+    from search.teams.rules.codegen_rowwise_gpu import triton_row_kernel, triton_row_launcher
     from search.teams.rules.reductions import Reduction
+    from search.teams.rules.rowwise import RowOp
 
     out = ["import math", "",
            "import triton",
            "import triton.language as tl",
            "",
-           "# Fused elementwise kernels (Triton), one per fused region of the traced forward."]
+           "# Fused kernels (Triton), one per fused region of the traced forward."]
     for r in regions:
-        if isinstance(r, Reduction):
+        if isinstance(r, RowOp):
+            out += ["", "", triton_row_kernel(r).rstrip("\n"), "", "", triton_row_launcher(r).rstrip("\n")]
+        elif isinstance(r, Reduction):
             out += ["", "", triton_reduction(r).rstrip("\n"), "", "", triton_launcher(r).rstrip("\n")]
         else:
             out += ["", "", triton_kernel(r).rstrip("\n"), "", "", launcher(r).rstrip("\n")]

@@ -25,11 +25,13 @@ KINDS = ("full", "scalar", "channel")
 @dataclass
 class RegionInput:
     """A tensor a region reads: `full` (same shape as the output), `scalar` (one element) or `channel`
-    (varies along one output dim `dim` only, e.g. a [C, 1, 1] bias on NCHW or a [C] bias on the last dim)."""
+    (varies along one output dim `dim` only, e.g. a [C, 1, 1] bias on NCHW or a [C] bias on the last dim).
+    attr: a module attribute path (e.g. "ln.weight") read as `self.<attr>` when no traced node holds it."""
 
     node: str
     kind: str
     dim: int | None = None
+    attr: str | None = None
 
 
 @dataclass
@@ -82,7 +84,9 @@ class Analysis:
 
 
 def _meta(node: Any) -> Any:
-    return node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
+    """The node's tensor metadata (shape, dtype), or None for a non-tensor (e.g. the tuple of torch.max)."""
+    meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None
+    return meta if hasattr(meta, "dtype") else None
 
 
 def classify(operand_shape: list[int], out_shape: list[int]) -> tuple[str, int | None] | None:
@@ -154,23 +158,26 @@ def grow(out: fx.Node, calls: dict[fx.Node, OpCall], assigned: set[fx.Node],
 
 def find_regions(gm: fx.GraphModule, allowed_dtypes: tuple[torch.dtype, ...],
                  with_reductions: bool = True) -> list[Any]:
-    """Fusions in graph order: sum/mean reductions with their elementwise prologue and epilogue, then
-    single-output groups of two or more elementwise ops (Region)."""
+    """Fusions in graph order: row-wise ops (softmax, log_softmax, layer/RMS norm over the last dim) and
+    sum/mean/amax reductions, each with its elementwise prologue and epilogue, then single-output groups of
+    elementwise ops (Region), a lone op included (it still becomes a kernel of the team's own)."""
     from search.teams.rules.reductions import find_reductions
+    from search.teams.rules.rowwise import find_row_ops
 
     nodes = list(gm.graph.nodes)
     calls = eligible_calls(gm, allowed_dtypes)
     assigned: set[fx.Node] = set()
     found: list[tuple[int, Any]] = []
     if with_reductions:
-        for red, members in find_reductions(gm, calls, assigned, allowed_dtypes):
-            assigned |= members
-            found.append((max(nodes.index(m) for m in members), red))
+        for finder in (find_row_ops, find_reductions):
+            for fusion, members in finder(gm, calls, assigned, allowed_dtypes):
+                assigned |= members
+                found.append((max(nodes.index(m) for m in members), fusion))
     for out in reversed(nodes):
         if out not in calls or out in assigned:
             continue
         group = grow(out, calls, assigned)
-        if len(group) >= 2:
+        if group:
             assigned |= group
             region = build_region(0, [n for n in nodes if n in group], calls)
             if region is not None:
@@ -278,7 +285,7 @@ def forward_source(gm: fx.GraphModule, regions: list[Region], method: str = "for
         if node.name in by_output:
             region = by_output[node.name]
             names = {n.name: n for n in gm.graph.nodes}
-            args = tuple(env[names[i.node]] for i in region.inputs)
+            args = tuple(env[names[i.node]] if i.attr is None else graph.get_attr(i.attr) for i in region.inputs)
             new = graph.call_function(kernels[region.name], args)
             new.name = node.name
             env[node] = new
@@ -306,6 +313,14 @@ def _named_function(name: str) -> Any:
     return kernel
 
 
-def operand_names(region: Region) -> list[str]:
-    """Readable parameter names for the fused kernel's inputs (the traced node names)."""
-    return [re.sub(r"\W", "_", i.node) for i in region.inputs]
+# Locals of the generated kernels and launchers (C++, CUDA and Python) that a parameter must not shadow.
+_RESERVED = re.compile(r"^(?:[pqcvsx]\d+|e[vs]\d+|i[01]|inner\d*|size\d*|row_\w+|block_\w+|n|N|D|r|j|k|o|i|t|s|row|rows|"
+                       r"out|po|qo|acc|mask|cols|offs|base|start|block|grid|math|torch|triton|tl|out_sizes|outer|"
+                       r"idx|threads|blocks|guard|mean|rstd|inv|lse|sums|tile|tiles|total|ks|col_mask|stark_\w+)$")
+
+
+def operand_names(region: Any) -> list[str]:
+    """Readable parameter names for the fused kernel's inputs (the traced node names), renamed where a
+    name would clash with a local of the generated code."""
+    names = [re.sub(r"\W", "_", i.node) for i in region.inputs]
+    return [f"{n}_in" if _RESERVED.match(n) else n for n in names]

@@ -26,6 +26,31 @@ def preferred_backend(device: str, target: str | None) -> str:
     return "cuda" if target == "cuda" else "triton"
 
 
+# Why each kind of fusion beats the PyTorch ops it replaces, for the move's instruction.
+WHY = {
+    "chain": "an elementwise chain becomes one pass over memory instead of one per op, with no intermediate tensors",
+    "single": "a lone elementwise op becomes a vectorized loop of our own (one read, one write, the op inlined)",
+    "reduction": "a reduction reads its input once along contiguous rows, accumulating in fp32, with its prologue "
+                 "and epilogue applied on the fly",
+    "row": "a row-wise op (softmax, log_softmax, layer/RMS norm over the last dim) runs one thread/program per row "
+           "with the row held in cache: fp32 statistics (max, sum, mean, variance) come from short passes over the "
+           "cached row, so memory sees one read of the input and one write of the output",
+}
+KIND_WORDS = {"chain": "elementwise chain", "single": "elementwise op", "reduction": "reduction", "row": "row-wise op"}
+
+
+def fusion_kind(fusion: object) -> str:
+    """"row", "reduction", "single" (one elementwise op) or "chain"."""
+    from search.teams.rules.reductions import Reduction
+    from search.teams.rules.rowwise import RowOp
+
+    if isinstance(fusion, RowOp):
+        return "row"
+    if isinstance(fusion, Reduction):
+        return "reduction"
+    return "single" if len(getattr(fusion, "ops", [])) == 1 else "chain"
+
+
 def _regions_text(analysis: Analysis, indices: list[int]) -> str:
     parts = []
     for r in analysis.regions:
@@ -33,6 +58,11 @@ def _regions_text(analysis: Analysis, indices: list[int]) -> str:
             operands = ", ".join(f"{i.node} ({i.kind}{'' if i.dim is None else f' dim {i.dim}'})" for i in r.inputs)
             parts.append(f"{r.summary} on {operands}")
     return "; ".join(parts)
+
+
+def _why(analysis: Analysis, indices: list[int]) -> str:
+    kinds = [fusion_kind(r) for r in analysis.regions if r.index in indices]
+    return "; ".join(WHY[k] for k in WHY if k in kinds)
 
 
 def candidate_moves(recipe: Recipe, analysis: Analysis, device: str, target: str | None = None) -> list[Move]:
@@ -44,8 +74,8 @@ def candidate_moves(recipe: Recipe, analysis: Analysis, device: str, target: str
     if unfused and target != "torch":
         moves.append(Move(
             "fuse-all", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend),
-            f"Fuse each elementwise chain of the traced forward into one {words} kernel "
-            f"({_regions_text(analysis, unfused)}): one pass over memory instead of one per op"))
+            f"Fuse the traced forward into {words} kernels of our own, one per fusion "
+            f"({_regions_text(analysis, unfused)}). Why it is faster: {_why(analysis, unfused)}"))
     compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
                                                                                        "max-autotune-no-cudagraphs"]
     if recipe.compile_mode is None:
@@ -55,10 +85,12 @@ def candidate_moves(recipe: Recipe, analysis: Analysis, device: str, target: str
                 f"compile-{mode}", recipe.with_(compile_mode=mode),
                 f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in PyTorch'))
     if len(unfused) > 1 and target != "torch":
+        kinds = {r.index: fusion_kind(r) for r in analysis.regions}
         for k in unfused:
             moves.append(Move(
                 f"fuse-{k}", recipe.with_(fused=(*recipe.fused, k), backend=backend),
-                f"Fuse one elementwise chain into a {words} kernel ({_regions_text(analysis, [k])})"))
+                f"Fuse one {KIND_WORDS[kinds[k]]} into a {words} kernel ({_regions_text(analysis, [k])}): "
+                f"{_why(analysis, [k])}"))
     if device == "cuda":
         if not recipe.cuda_graph:
             moves.append(Move("cuda-graph", recipe.with_(cuda_graph=True),
@@ -126,7 +158,8 @@ def fixes(recipe: Recipe, analysis: Analysis, verdict: str | None, log_text: str
     for k in recipe.fused:
         if k in regions and regions[k].name in errors:
             out.append(Fix(recipe.with_(fused=tuple(i for i in recipe.fused if i != k)),
-                           f"drop the fused kernel {regions[k].name}, which the error names; PyTorch runs those ops"))
+                           f"drop the fused kernel {regions[k].name}, which the error names; PyTorch runs those ops "
+                           f"({regions[k].summary}) again"))
     if recipe.fused and recipe.backend == "cpp-omp":
         out.append(Fix(recipe.with_(backend="cpp-serial"),
                        "rebuild the fused kernels as a plain serial C++ loop (no OpenMP, no fast-math, -O2)", "backend"))
@@ -151,7 +184,7 @@ def fixes(recipe: Recipe, analysis: Analysis, verdict: str | None, log_text: str
         out.append(Fix(recipe.with_(fused=recipe.fused[:-1]),
                        f"drop the fused kernel {regions[last].name if last in regions else last}"))
     if recipe.fused:
-        out.append(Fix(recipe.with_(fused=()), "drop every fused kernel; PyTorch runs the elementwise ops"))
+        out.append(Fix(recipe.with_(fused=()), "drop every fused kernel; PyTorch runs those ops again"))
     blamed = changed_aspects(parent, recipe) if parent is not None else set()
     if verdict == "rejected" and "patched" in log_text and recipe.compile_mode:
         blamed.add("compile")  # torch.compile re-binds torch internals, which the integrity check reports

@@ -1,12 +1,14 @@
-"""Reductions the rules team fuses: a sum or mean over one dim together with the elementwise ops that feed
-it (prologue) and the scalar-only elementwise ops applied to its result (epilogue), e.g.
-`sigmoid -> sum(dim=1)` or `div(2) -> sum(dim=1) -> mul(1.5)`: one pass over the input, no intermediates."""
+"""Reductions the rules team fuses: a sum, mean or max (amax, or max(dim).values) over one dim, alone or
+together with the elementwise ops that feed it (prologue) and the scalar-only elementwise ops applied to
+its result (epilogue), e.g. `sum(dim=1)`, `sigmoid -> sum(dim=1)` or `div(2) -> sum(dim=1) -> mul(1.5)`:
+one pass over the input, no intermediates, fp32 accumulation."""
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -14,8 +16,10 @@ import torch.fx as fx
 
 from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow
 from search.teams.rules.ops import OpCall
+from search.teams.rules.rowwise import epilogue
 
-REDUCE_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean"}
+REDUCE_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.amax: "amax"}
+REDUCE_METHODS = ("sum", "mean", "amax")
 
 
 @dataclass
@@ -31,6 +35,7 @@ class Reduction:
     post: Region
     reduce_node: str
     post_nodes: list[str]
+    hidden_nodes: list[str] = field(default_factory=list)  # e.g. torch.max(x, 1) before its `.values`
 
     @property
     def inputs(self) -> list[RegionInput]:
@@ -38,7 +43,11 @@ class Reduction:
 
     @property
     def nodes(self) -> list[str]:
-        return [*self.pre.nodes, self.reduce_node, *self.post_nodes]
+        return [*self.pre.nodes, *self.hidden_nodes, self.reduce_node, *self.post_nodes]
+
+    @property
+    def is_max(self) -> bool:
+        return self.op in ("amax", "max")
 
     @property
     def ops(self) -> list[str]:
@@ -68,13 +77,32 @@ class Reduction:
 
 
 def read_reduce(node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:
-    """(op, input, dim, keepdim) for sum/mean over exactly one dim with no dtype change, else None."""
+    """(op, input, dim, keepdim) for sum/mean/amax over exactly one dim with no dtype change, else None."""
     if node.op == "call_function" and node.target in REDUCE_FUNCTIONS:
         op = REDUCE_FUNCTIONS[node.target]
-    elif node.op == "call_method" and node.target in ("sum", "mean"):
+    elif node.op == "call_method" and node.target in REDUCE_METHODS:
         op = str(node.target)
     else:
         return None
+    return _bind_reduce(op, node)
+
+
+def read_max_values(node: fx.Node) -> tuple[str, fx.Node, int, bool, fx.Node] | None:
+    """("max", input, dim, keepdim, max node) for `torch.max(x, dim)[0]` / `x.max(dim).values` when the
+    indices are never read, else None."""
+    if node.op != "call_function" or len(node.args) != 2 or not isinstance(node.args[0], fx.Node):
+        return None
+    source, key = node.args
+    if not ((node.target is operator.getitem and key == 0) or (node.target is getattr and key == "values")):
+        return None
+    if len(source.users) != 1 or not ((source.op == "call_function" and source.target is torch.max)
+                                      or (source.op == "call_method" and source.target == "max")):
+        return None
+    found = _bind_reduce("max", source)
+    return None if found is None else (*found, source)
+
+
+def _bind_reduce(op: str, node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:
     args, kwargs = list(node.args), dict(node.kwargs)
     names = ["input", "dim", "keepdim"]
     if len(args) > 3:
@@ -89,7 +117,8 @@ def read_reduce(node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:
     x, dim, keepdim = bound.get("input"), bound.get("dim"), bound.get("keepdim", False)
     if isinstance(dim, (list, tuple)) and len(dim) == 1:
         dim = dim[0]
-    if not isinstance(x, fx.Node) or not isinstance(dim, int) or not isinstance(keepdim, bool):
+    if (not isinstance(x, fx.Node) or not isinstance(dim, int) or isinstance(dim, bool)
+            or not isinstance(keepdim, bool)):
         return None
     m = _meta(x)
     if m is None or not len(m.shape):
@@ -99,32 +128,25 @@ def read_reduce(node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:
 
 def find_reductions(gm: fx.GraphModule, calls: dict[fx.Node, OpCall], assigned: set[fx.Node],
                     allowed_dtypes: tuple[torch.dtype, ...]) -> Iterator[tuple[Reduction, set[fx.Node]]]:
-    """Each fusable reduction with at least one elementwise op before or after it, and its fx nodes."""
+    """Each fusable reduction (bare, or with elementwise ops before or after it) and its fx nodes."""
     taken = set(assigned)
     for node in gm.graph.nodes:
+        hidden: list[fx.Node] = []
         found = read_reduce(node)
-        if found is None or node in taken:
+        if found is None and (values := read_max_values(node)) is not None:
+            found, hidden = values[:4], [values[4]]
+        if found is None or node in taken or any(h in taken for h in hidden):
             continue
         op, x, dim, keepdim = found
         mx, mo = _meta(x), _meta(node)
         if mo is None or mx.dtype not in allowed_dtypes or mo.dtype != mx.dtype:
             continue
         pre_nodes: list[fx.Node] = []
-        if x in calls and x not in taken and set(x.users) == {node}:
-            group = grow(x, calls, taken, extra_users=frozenset({node}))
+        first = hidden[0] if hidden else node
+        if x in calls and x not in taken and set(x.users) == {first}:
+            group = grow(x, calls, taken, extra_users=frozenset({first}))
             pre_nodes = [n for n in gm.graph.nodes if n in group]
-        post_nodes: list[fx.Node] = []
-        last = node
-        while len(last.users) == 1:
-            (user,) = last.users
-            call = calls.get(user)
-            if (call is None or user in taken or list(_meta(user).shape) != list(mo.shape)
-                    or any(isinstance(a, fx.Node) and a is not last for a in call.operands)):
-                break
-            post_nodes.append(user)
-            last = user
-        if not pre_nodes and not post_nodes:
-            continue  # a bare reduction: PyTorch's own kernel is as good as ours
+        post_nodes = epilogue(node, calls, taken)
         shape = [int(s) for s in mx.shape]
         if pre_nodes:
             pre = build_region(0, pre_nodes, calls)
@@ -135,9 +157,10 @@ def find_reductions(gm: fx.GraphModule, calls: dict[fx.Node, OpCall], assigned: 
                 Region(0, [], [acc], [], [int(s) for s in mo.shape], pre.dtype if pre else "", []))
         if pre is None or post is None or len(post.inputs) != 1 or math.prod(shape) == 0:
             continue
-        members = {*pre_nodes, node, *post_nodes}
+        members = {*pre_nodes, *hidden, node, *post_nodes}
         taken |= members
-        yield Reduction(0, pre, op, dim, keepdim, post, node.name, [n.name for n in post_nodes]), members
+        yield Reduction(0, pre, op, dim, keepdim, post, node.name, [n.name for n in post_nodes],
+                        [h.name for h in hidden]), members
 
 
 def describe_inputs(fusion: Any) -> str:
