@@ -70,6 +70,19 @@ def test_moves_compose_and_siblings_differ() -> None:
     assert sum(len(a.body.splitlines()) for a in parse_anchors(plan.anchored_source)) < len(source.splitlines()) / 2
 
 
+def test_siblings_planned_while_others_are_in_flight_differ() -> None:
+    """Parallel attempts: the plan of the second child comes before the first is evaluated (so before it enters
+    any window); it must still choose another move."""
+    tree = new_tree(P.MANY_OPS)
+    team = build_team({"seed": 0})
+    tags = []
+    for _ in range(3):
+        child = tree.add_child(0, "plan+code", status="planning")  # in flight: not in the window
+        plan = team.plan.plan(build_window(tree, "plan", 0, attempt=child.attempt, device={"device": "cpu"}))
+        tags.append(tag_of(plan.instructions[0]))
+    assert len(set(tags)) == 3, tags
+
+
 def test_it_is_deterministic_under_a_seed() -> None:
     def run(seed: int) -> list[str]:
         tree = new_tree(P.MANY_OPS)

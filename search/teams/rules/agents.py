@@ -36,6 +36,18 @@ class RulesContext:
     seed: int = 0
     _cache: dict[tuple[str, bool], Analysis] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _planned: dict[tuple[str, int], set[Recipe]] = field(default_factory=dict)
+
+    def claim(self, window: ContextWindow, tried: set[Recipe], pick: Any) -> Any:
+        """Choose a move with `pick(tried)` and remember its recipe for this target, so attempts planned while a
+        sibling is still in flight (parallel attempts; windows hold finished nodes only) choose different moves."""
+        key = (hashlib.sha1(window.problem_source.encode()).hexdigest(), window.target.id)
+        with self._lock:
+            planned = self._planned.setdefault(key, set())
+            move = pick(tried | planned)
+            if move is not None:
+                planned.add(move.recipe)
+            return move
 
     def device(self, window: ContextWindow) -> str:
         raw = window.device.get("device") or window.settings.get("device") or "cpu"
@@ -82,7 +94,7 @@ class RulesPlan:
         moves = candidate_moves(current, analysis, device, self.ctx.target(window))
         tried = _known_recipes(window)  # the target, its children and the leaders: never redo one
         rng = random.Random(f"{self.ctx.seed}:{window.target.id}:{window.attempt}")
-        move = choose(moves, tried, rng, first=not window.related("child"))
+        move = self.ctx.claim(window, tried, lambda known: choose(moves, known, rng, first=not window.related("child")))
         if move is None:
             return self._nothing_left(window, analysis, current, len(moves), started)
         new = self.ctx.render(window, move.recipe)
