@@ -43,8 +43,14 @@ def host_key(device: str) -> str:
 
 
 def device_lock(root: Path, device: str) -> Path:
-    """The lock file through which evaluations on one device of this machine take turns (EvalSettings.exclusive_device)."""
-    return root / "locks" / f"device-{device.replace(':', '')}.lock"
+    """The lock file through which evaluations on one device of this machine take turns (EvalSettings.exclusive_device).
+    On CUDA the key includes CUDA_VISIBLE_DEVICES: workers pinned to different GPUs (each seeing its GPU as `cuda`)
+    must not queue for each other."""
+    key = device.replace(":", "")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if device.startswith("cuda") and visible:
+        key += "-visible-" + hashlib.sha256(visible.encode()).hexdigest()[:12]
+    return root / "locks" / f"device-{key}.lock"
 
 
 def read_json(path: Path) -> Any | None:

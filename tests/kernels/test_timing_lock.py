@@ -61,3 +61,12 @@ def test_without_exclusive_device_nothing_waits(fast_settings: EvalSettings, tmp
 def test_exclusive_without_a_lock_is_a_no_op() -> None:
     with exclusive(None):
         pass
+
+
+def test_workers_pinned_to_different_gpus_use_different_locks(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    gpu0 = cache.device_lock(tmp_path, "cuda")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    gpu1 = cache.device_lock(tmp_path, "cuda")
+    assert gpu0 != gpu1 and gpu1 == cache.device_lock(tmp_path, "cuda")
+    assert cache.device_lock(tmp_path, "cpu") == tmp_path / "locks" / "device-cpu.lock"
