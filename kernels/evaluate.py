@@ -9,7 +9,13 @@ from typing import Any
 
 from kernels import cache, judge
 from kernels.loading import check_problem_source
-from kernels.reference import BASELINE_KEYS, ensure_reference, reference_outputs_for_seeds, worker_env
+from kernels.reference import (
+    BASELINE_KEYS,
+    device_lock,
+    ensure_reference,
+    reference_outputs_for_seeds,
+    worker_env,
+)
 from kernels.result import EvalResult
 from kernels.sandbox import run_worker
 from kernels.settings import EvalSettings
@@ -48,8 +54,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     try:
         run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],
-                         env=worker_env(root, scratch),
-                         device_lock=cache.device_lock(root, settings.device) if settings.exclusive_device else None)
+                         env=worker_env(root, scratch), device_lock=device_lock(root, settings))
         result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed runs unchecked
         if result.verdict == "pass":  # only then is the extra reference worker for the timed runs' seeds worth it
             saved = judge.load_outputs(work_dir / "outputs.pt")

@@ -33,6 +33,11 @@ def worker_env(root: Path, scratch: Path) -> dict[str, str]:
             "TORCHINDUCTOR_COMPILE_THREADS": str(min(4, os.cpu_count() or 1))}
 
 
+def device_lock(root: Path, settings: EvalSettings) -> Path | None:
+    """The lock through which workers take turns on the device (None when `exclusive_device` is off)."""
+    return cache.device_lock(root, settings.device) if settings.exclusive_device else None
+
+
 def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> ProblemError:
     log = run.log[-4000:]
     if run.timed_out_phase:
@@ -74,8 +79,7 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
     try:
         return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                           memory_limit_mb=settings.memory_limit_mb, writable=[scratch],
-                          hidden=[root], env=worker_env(root, scratch),
-                         device_lock=cache.device_lock(root, settings.device) if settings.exclusive_device else None)
+                          hidden=[root], env=worker_env(root, scratch), device_lock=device_lock(root, settings))
     finally:
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
