@@ -22,6 +22,12 @@ from search.teams.rules.problem import load_problem
 KINDS = ("full", "scalar", "channel")
 
 
+def kernel_name(index: int, ops: list[str]) -> str:
+    """A fused kernel's name: fused<index>_<ops>, short enough to read (regions, reductions and row ops alike)."""
+    shown = ops if len(ops) <= 5 else [*ops[:4], f"{len(ops) - 4}more"]
+    return f"fused{index}_" + "_".join(shown)
+
+
 @dataclass
 class RegionInput:
     """A tensor a region reads: `full` (same shape as the output), `scalar` (one element) or `channel`
@@ -57,9 +63,7 @@ class Region:
 
     @property
     def name(self) -> str:
-        """The kernel's name: fused_<ops>, short enough to read."""
-        ops = self.ops if len(self.ops) <= 5 else [*self.ops[:4], f"{len(self.ops) - 4}more"]
-        return f"fused{self.index}_" + "_".join(ops)
+        return kernel_name(self.index, self.ops)
 
     @property
     def summary(self) -> str:

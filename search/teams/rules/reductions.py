@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow
+from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow, kernel_name
 from search.teams.rules.ops import OpCall
 from search.teams.rules.rowwise import epilogue
 
@@ -55,8 +55,7 @@ class Reduction:
 
     @property
     def name(self) -> str:
-        ops = self.ops if len(self.ops) <= 5 else [*self.ops[:4], f"{len(self.ops) - 4}more"]
-        return f"fused{self.index}_" + "_".join(ops)
+        return kernel_name(self.index, self.ops)
 
     @property
     def summary(self) -> str:

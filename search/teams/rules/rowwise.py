@@ -24,7 +24,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow
+from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow, kernel_name
 from search.teams.rules.ops import OpCall, read_op
 
 KINDS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
@@ -64,8 +64,7 @@ class RowOp:
 
     @property
     def name(self) -> str:
-        ops = self.ops if len(self.ops) <= 5 else [*self.ops[:4], f"{len(self.ops) - 4}more"]
-        return f"fused{self.index}_" + "_".join(ops)
+        return kernel_name(self.index, self.ops)
 
     @property
     def core_summary(self) -> str:
