@@ -101,8 +101,13 @@ def test_the_cuda_kernels_compile_with_nvcc(tmp_path: Path) -> None:
         n_ptr = len(r.inputs)
         n_shape = 2 * sum(1 for i in r.inputs if i.kind == "channel") + (3 if isinstance(r, Reduction) else 1)
         for t in ("float", "__half", "__nv_bfloat16"):
-            args = ", ".join([f"const {t}*"] * n_ptr + [f"{t}*"] + ["int64_t"] * n_shape)
-            inst.append(f"template __global__ void {r.name}_kernel<{t}>({args});")
+            if isinstance(r, Reduction):
+                args = ", ".join([f"const {t}*"] * n_ptr + [f"{t}*"] + ["int64_t"] * n_shape)
+                inst.append(f"template __global__ void {r.name}_kernel<{t}>({args});")
+                continue
+            for index in ("int32_t", "int64_t"):  # 32-bit indices for tensors below 2^30 elements
+                args = ", ".join([f"const {t}*"] * n_ptr + [f"{t}*"] + [index] * n_shape)
+                inst.append(f"template __global__ void {r.name}_kernel<{t}, {index}>({args});")
     cu = tmp_path / "kernels.cu"
     cu.write_text("#include <cstdint>\n#include <cmath>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
                   + kernels + "\n" + "\n".join(inst) + "\n")

@@ -128,9 +128,12 @@ def test_the_cuda_row_kernels_compile_with_nvcc(tmp_path: Path) -> None:
             n_int = 1 + 2 * sum(1 for i in r.inputs if i.kind == "channel")
         name = f"{r.name}_kernel"
         kernels.append(text.replace(name, f"{name}_{k}"))  # two problems: indices repeat
+        elementwise = not isinstance(r, (RowOp, Reduction))
         for t in ("float", "__half", "__nv_bfloat16"):
-            args = ", ".join([f"const {t}*"] * len(r.inputs) + [f"{t}*"] + ["int64_t"] * n_int)
-            inst.append(f"template __global__ void {name}_{k}<{t}>({args});")
+            for index in ("int32_t", "int64_t") if elementwise else ("int64_t",):
+                args = ", ".join([f"const {t}*"] * len(r.inputs) + [f"{t}*"] + [index] * n_int)
+                targs = f"{t}, {index}" if elementwise else t
+                inst.append(f"template __global__ void {name}_{k}<{targs}>({args});")
     cu = tmp_path / "rows.cu"
     cu.write_text("#include <cstdint>\n#include <cmath>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
                   + CUDA_HELPERS + "\n".join(kernels) + "\n" + "\n".join(inst) + "\n")

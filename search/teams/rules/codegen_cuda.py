@@ -1,5 +1,6 @@
 """Write fused elementwise regions as CUDA C++ kernels (grid-stride loop, fp32 math, dispatched over
-float/half/bfloat16), launched on the current stream and built with load_inline."""
+float/half/bfloat16), launched on the current stream and built with load_inline. Indices are 32-bit when the
+tensor is small enough (64-bit integer division, for per-channel operands, costs tens of instructions)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def cuda_kernel(region: Region) -> str:
     """The __global__ template alone (needs only <cstdint> and <cmath>), so it compiles without torch."""
     names = operand_names(region)
     params = [f"const scalar_t* __restrict__ p{k}" for k in range(len(names))]
-    params += ["scalar_t* __restrict__ po", "int64_t n"]
-    params += [f"int64_t inner{k}, int64_t size{k}" for k, i in enumerate(region.inputs) if i.kind == "channel"]
+    params += ["scalar_t* __restrict__ po", "index_t n"]
+    params += [f"index_t inner{k}, index_t size{k}" for k, i in enumerate(region.inputs) if i.kind == "channel"]
 
     def load(k: int) -> str:
         kind = region.inputs[k].kind
@@ -37,10 +38,10 @@ def cuda_kernel(region: Region) -> str:
 
     body, result = body_lines(region, load, "c")
     lines = [f"// {region.summary}   (traced nodes: {', '.join(region.nodes)})",
-             "template <typename scalar_t>",
+             "template <typename scalar_t, typename index_t>",
              f"__global__ void {region.name}_kernel({', '.join(params)}) {{",
-             "  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;",
-             "  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {"]
+             "  const index_t stride = static_cast<index_t>(blockDim.x) * gridDim.x;",
+             "  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {"]
     lines += ["    " + b for b in body]
     lines += [f"    po[i] = static_cast<scalar_t>({result});", "  }", "}"]
     return "\n".join(lines) + "\n"
@@ -61,12 +62,19 @@ def host_function(region: Region) -> str:
               "  if (n == 0) return out;",
               f"  const int threads = {THREADS};",
               "  const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 1 << 20);"]
-    args = [f"{x[k]}.data_ptr<scalar_t>()" for k in range(len(names))] + ["out.data_ptr<scalar_t>()", "n"]
-    args += [f"inner{k}, {x[ref]}.size({i.dim})" for k, i in enumerate(region.inputs) if i.kind == "channel"]
+    args = [f"{x[k]}.data_ptr<scalar_t>()" for k in range(len(names))] + ["out.data_ptr<scalar_t>()"]
+    args += ["static_cast<index_t>(n)"]
+    args += [f"static_cast<index_t>(inner{k}), static_cast<index_t>({x[ref]}.size({i.dim}))"
+             for k, i in enumerate(region.inputs) if i.kind == "channel"]
     lines += ["  AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, "
               f'{x[ref]}.scalar_type(), "{region.name}", [&] {{',
-              f"    {region.name}_kernel<scalar_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(",
-              "        " + ", ".join(args) + ");",
+              "    auto launch = [&](auto index_zero) {",
+              "      using index_t = decltype(index_zero);",
+              f"      {region.name}_kernel<scalar_t, index_t><<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(",
+              "          " + ", ".join(args) + ");",
+              "    };",
+              "    // 32-bit indices while i + stride (<= n + 2^28) cannot overflow",
+              "    if (n < (int64_t{1} << 30)) launch(int32_t{0}); else launch(int64_t{0});",
               "  });",
               "  C10_CUDA_KERNEL_LAUNCH_CHECK();",
               "  return out;", "}"]

@@ -1,5 +1,6 @@
 """Write fused elementwise regions as Triton kernels (one program per block of outputs, math in fp32, so
-fp16/bf16/fp32 inputs all work) with a small Python launcher each."""
+fp16/bf16/fp32 inputs all work) with a small Python launcher each. Offsets are 32-bit unless the tensor needs
+more (64-bit integer division, for per-channel operands, costs tens of instructions per element)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ def triton_kernel(region: Region) -> str:
     shape = _shape_args(region)
     params = [f"{n}_ptr" for n in names] + ["out_ptr", "n"] + [a for _, i, s in shape for a in (i, s)]
     lines = ["@triton.jit",
-             f"def _{region.name}_kernel({', '.join(params)}, BLOCK: tl.constexpr):",
-             f'    """{region.summary}: one program per BLOCK outputs, computed in fp32."""',
-             "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+             f"def _{region.name}_kernel({', '.join(params)}, BLOCK: tl.constexpr, WIDE: tl.constexpr):",
+             f'    """{region.summary}: one program per BLOCK outputs, computed in fp32. WIDE: 64-bit offsets."""',
+             "    if WIDE:",
+             "        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+             "    else:",
+             "        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
              "    mask = offs < n"]
     inner = {k: (i, s) for k, i, s in shape}
 
@@ -68,7 +72,7 @@ def launcher(region: Region) -> str:
             extra += [f"inner{k}", f"size{k}"]
     args = ", ".join([*names, "out", "n", *extra])
     lines += [f"    grid = (triton.cdiv(n, {BLOCK}),)",
-              f"    _{region.name}_kernel[grid]({args}, BLOCK={BLOCK})",
+              f"    _{region.name}_kernel[grid]({args}, BLOCK={BLOCK}, WIDE=n >= 2**31 - {BLOCK})",
               "    return out"]
     return "\n".join(lines) + "\n"
 
