@@ -108,20 +108,26 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     problem = load_problem(task, work_dir)
     send = type(channel).send  # captured before any candidate code runs; used for the result message
-    on_device, exclusive = judge_on_device, timing.exclusive  # likewise: candidate code may rebind module names
+    # likewise: candidate code may rebind module names
+    on_device, timed, shared, exclusive = judge_on_device, time_on_device, timing.shared, timing.exclusive
+    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
     guard = probes.HarnessSnapshot()
     channel.phase("build")
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
-    with exclusive(task["timing"].get("lock_fd")):
+    with shared(*lock):  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
-        on_device(task, problem, cls, device, channel, guard, send)
+        model, facts, trials = on_device(task, problem, cls, device, channel, guard)
+    channel.phase("queue")
+    with exclusive(*lock):  # nobody else uses the device while this times
+        channel.phase("timing")
+        timed(task, problem, model, facts, trials, device, guard, channel, send)
 
 
 def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch.device, channel: Channel,
-                    guard: probes.HarnessSnapshot, send: Any) -> None:
-    """Everything that runs on the device (trials, probes, timing, re-check), while holding the device lock."""
+                    guard: probes.HarnessSnapshot) -> tuple[torch.nn.Module, dict[str, Any], list[list[torch.Tensor]]]:
+    """The untimed device work (building the model, correctness trials, probes), under the shared device lock."""
     cuda = device.type == "cuda"
     try:
         model = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)
@@ -162,7 +168,15 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
     channel.send("progress", step="correctness", trials=len(trials))
     facts.update(op_probe(model, problem, seeds[0], device, task))
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
-    channel.phase("timing")
+    return model, facts, trials
+
+
+def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, facts: dict[str, Any],
+                   trials: list[list[torch.Tensor]], device: torch.device, guard: probes.HarnessSnapshot,
+                   channel: Channel, send: Any) -> None:
+    """Timing and the post-timing re-check, holding the device alone; then the outputs are saved and sent."""
+    cuda = device.type == "cuda"
+    seeds = task["seeds"]
     inputs = loading.make_inputs(problem, seeds[0], device)
     sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"])
     try:

@@ -6,6 +6,7 @@ The candidate never runs in this process, so it can neither read these outputs f
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -123,19 +124,35 @@ def inspect(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
 
 
 def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
-    """Everything the parent asked for that was not cached: outputs per seed, op set, summary, baselines."""
+    """Everything the parent asked for that was not cached: outputs per seed, op set, summary, baselines. Timed
+    work (ceilings, baseline timing loops) holds the device lock alone, the rest shares it (kernels.timing)."""
     device = torch.device(task["device"])
     want = task["want"]
     module = load_problem(task, work_dir)
+    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
     channel.phase("queue")
-    with timing.exclusive(task["timing"].get("lock_fd")):
+    with timing.shared(*lock):
         channel.phase("run")
         reference_on_device(module, task, device, want, channel)
+    if want.get("ceilings"):
+        channel.phase("queue")
+        with timing.exclusive(*lock):
+            channel.phase("ceilings")
+            channel.send("ceilings", ceilings=roofline.measure_ceilings(device))
+    for kind in want.get("baselines", []):
+        channel.phase("queue")
+        with timing.shared(*lock):
+            channel.phase("baseline")
+            prepared = prepare_baseline(module, task, device, kind)
+        channel.phase("queue")
+        with timing.exclusive(*lock):
+            channel.phase("baseline")
+            channel.send("baseline", kind=kind, **time_baseline(prepared, task, device))
 
 
 def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
                         channel: Channel) -> None:
-    """The device work of `reference`, while holding the device lock."""
+    """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock."""
     if want.get("summary"):
         channel.send("summary", summary=summarize(module, task, device))
     if want.get("outputs"):
@@ -148,12 +165,6 @@ def reference_on_device(module: Any, task: dict[str, Any], device: torch.device,
         with recorder, torch.no_grad():
             model(*inputs)
         channel.send("ops", ops=sorted(recorder.ops), dtypes=sorted(recorder.dtypes))
-    if want.get("ceilings"):
-        channel.phase("ceilings")
-        channel.send("ceilings", ceilings=roofline.measure_ceilings(device))
-    for kind in want.get("baselines", []):
-        channel.phase("baseline")
-        channel.send("baseline", kind=kind, **time_baseline(module, task, device, kind))
 
 
 def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device) -> None:
@@ -180,11 +191,20 @@ def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.devi
     tmp.replace(path)
 
 
-def time_baseline(module: Any, task: dict[str, Any], device: torch.device, kind: str) -> dict[str, Any]:
-    """The reference timed with the same protocol as candidates: eager, torch.compile, or max-autotune."""
+@dataclass
+class Baseline:
+    """A reference model ready to be timed: compiled (and run once) for the torch.compile kinds."""
+
+    model: Any
+    inputs: list[Any]
+    setup_s: float | None
+    note: str = ""
+
+
+def prepare_baseline(module: Any, task: dict[str, Any], device: torch.device, kind: str) -> Baseline:
+    """The untimed part of a baseline: build the model and make its first call (where torch.compile compiles)."""
     model = problem_model(module, task, device)
     inputs = problem_inputs(module, task["seeds"][0], device)
-    note = ""
     try:
         if kind == "compile":
             model = torch.compile(model)
@@ -193,15 +213,23 @@ def time_baseline(module: Any, task: dict[str, Any], device: torch.device, kind:
         t0 = time.perf_counter()
         with torch.no_grad():
             model(*inputs)  # compiles
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            compile_s = time.perf_counter() - t0
-
-            def run() -> Any:
-                return model(*inputs)
-
-            stats, _, _ = timing.time_callable(run, device, task["timing"]["runs"], task["timing"]["warmup"],
-                                               task["timing"]["flush"])
-        return {"ms": stats["median_ms"], "timing": stats, "setup_s": round(compile_s, 3), "note": note}
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return Baseline(model, inputs, round(time.perf_counter() - t0, 3))
     except Exception as exc:  # noqa: BLE001 - a failed compile leaves that baseline empty, with the reason
-        return {"ms": None, "timing": None, "setup_s": None, "note": f"{kind} failed: {type(exc).__name__}: {exc}"[:500]}
+        return Baseline(None, inputs, None, f"{kind} failed: {type(exc).__name__}: {exc}"[:500])
+
+
+def time_baseline(prepared: Baseline, task: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """The reference timed with the same protocol as candidates: eager, torch.compile, or max-autotune."""
+    if prepared.model is None:
+        return {"ms": None, "timing": None, "setup_s": None, "note": prepared.note}
+    model, inputs = prepared.model, prepared.inputs
+    try:
+        with torch.no_grad():
+            stats, _, _ = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
+                                               task["timing"]["warmup"], task["timing"]["flush"])
+        return {"ms": stats["median_ms"], "timing": stats, "setup_s": prepared.setup_s, "note": prepared.note}
+    except Exception as exc:  # noqa: BLE001 - a baseline that fails while timed is left empty, with the reason
+        return {"ms": None, "timing": None, "setup_s": None,
+                "note": f"timing failed: {type(exc).__name__}: {exc}"[:500]}

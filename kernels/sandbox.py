@@ -226,16 +226,18 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                device_lock: Path | None = None) -> WorkerRun:
     """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
 
-    `device_lock`: a lock file shared by every evaluation on one device; the worker gets a read-only descriptor of
-    it (task["timing"]["lock_fd"]) and holds an flock on it while it uses the device (kernels.timing.exclusive);
-    its wait for the lock is the phase "queue", with QUEUE_WAIT_S unless `timeouts` names another."""
+    `device_lock`: a lock file shared by every evaluation on one device; the worker gets read-only descriptors of
+    it and of its gate (task["timing"]["lock_fd"], ["gate_fd"]) and holds an flock on it while it uses the device,
+    exclusive while timing (kernels.timing.exclusive / shared); its waits for the lock are the phase "queue", with
+    QUEUE_WAIT_S unless `timeouts` names another."""
     timeouts = {"queue": QUEUE_WAIT_S, **timeouts}
     work_dir.mkdir(parents=True, exist_ok=True)
-    lock_fd = None
+    lock_fds: tuple[int, ...] = ()
     if device_lock is not None and isinstance(task.get("timing"), dict):
         device_lock.parent.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(device_lock, os.O_RDONLY | os.O_CREAT, 0o644)
-        task = {**task, "timing": {**task["timing"], "lock_fd": lock_fd}}
+        lock_fds = tuple(os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+                         for path in (device_lock, device_lock.with_name(device_lock.name + ".gate")))
+        task = {**task, "timing": {**task["timing"], "lock_fd": lock_fds[0], "gate_fd": lock_fds[1]}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
@@ -253,11 +255,11 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir,
                                     env=clean_env(env or {}), start_new_session=True,
-                                    pass_fds=(write_fd,) if lock_fd is None else (write_fd, lock_fd))
+                                    pass_fds=(write_fd, *lock_fds))
     finally:
         os.close(write_fd)
-        if lock_fd is not None:
-            os.close(lock_fd)
+        for fd in lock_fds:
+            os.close(fd)
     try:
         assert proc.stdin is not None
         proc.stdin.write(nonce.encode() + b"\n")

@@ -24,11 +24,11 @@ Settings (all optional; defaults in brackets):
   var/cache/kernels under the working directory.
 - reuse_results [True]: return the stored result of an identical evaluation (same problem, candidate,
   settings, device, torch); only pass/incorrect/rejected/build_error results are stored. Turn it off to re-time.
-- exclusive_device [True]: concurrent evaluations on the same device take turns on it: everything that runs on
-  the device (correctness trials, probes, timing, the re-check; reference outputs and baselines) holds an flock on
-  `<cache_dir>/locks/device-<device>.lock`, so parallel searches or several workers on one GPU neither disturb
-  each other's timings nor share the device while timing; starting, importing and building still overlap. The
-  wait has its own deadline (an hour), not the run phase's.
+- exclusive_device [True]: concurrent evaluations on the same device never time while another uses it: timed work
+  (timing loops, the re-check, baseline timing, ceilings) holds an flock on `<cache_dir>/locks/device-<device>.lock`
+  alone, untimed device work (first calls with their JIT compiles, trials, probes, reference outputs) shares it,
+  and a waiting timer keeps new sharers out. So parallel searches or several workers on one GPU do not disturb each
+  other's timings, while their compiles still overlap. The waits have their own deadline (an hour).
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 

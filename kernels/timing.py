@@ -2,9 +2,10 @@
 
 CUDA: one pair of CUDA events per run on the current stream, device-wide synchronize after each run,
 L2 flushed by zeroing a 256 MB buffer. CPU: time.perf_counter around each run, the last-level cache flushed by
-zeroing a buffer twice its size. Concurrent evaluations on one device take turns on it
-(`exclusive`, held by the workers around all their device work). The clocks are captured when this module loads, before any candidate
-code runs, and the integrity check verifies they were not swapped afterwards.
+zeroing a buffer twice its size. Concurrent evaluations on one device never time while another uses it: timed
+work holds the device lock `exclusive`, other device work (compiles, trials, probes) holds it `shared`. The
+clocks are captured when this module loads, before any candidate code runs, and the integrity check verifies
+they were not swapped afterwards.
 """
 
 from __future__ import annotations
@@ -52,17 +53,34 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
 
 
 @contextlib.contextmanager
-def exclusive(lock_fd: int | None) -> Iterator[None]:
-    """Hold the device lock while using the device: `lock_fd` is a read-only descriptor of the lock file, opened by
-    the harness for this worker (see kernels.sandbox.run_worker); None runs without waiting for anyone."""
+def _locked(lock_fd: int | None, gate_fd: int | None, mode: int) -> Iterator[None]:
     if lock_fd is None:
         yield
         return
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    if gate_fd is not None:  # writer preference: a waiting exclusive holder keeps new shared holders at the gate
+        fcntl.flock(gate_fd, fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH)
+    try:
+        fcntl.flock(lock_fd, mode)
+    finally:
+        if gate_fd is not None:
+            fcntl.flock(gate_fd, fcntl.LOCK_UN)
     try:
         yield
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+
+def exclusive(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.AbstractContextManager[None]:
+    """Hold the device alone, for timed work (timing loops, ceilings): `lock_fd` is a read-only descriptor of the
+    device lock file and `gate_fd` of its gate, opened by the harness for this worker (kernels.sandbox.run_worker);
+    None runs without waiting for anyone. While this waits, new shared holders wait too, so timers are not starved."""
+    return _locked(lock_fd, gate_fd, fcntl.LOCK_EX)
+
+
+def shared(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.AbstractContextManager[None]:
+    """Use the device beside other untimed work (builds' first calls, JIT compiles, correctness trials, probes):
+    any number of shared holders overlap, but never with an exclusive (timed) holder."""
+    return _locked(lock_fd, gate_fd, fcntl.LOCK_SH)
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup: int,
