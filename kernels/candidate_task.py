@@ -129,6 +129,7 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
                     guard: probes.HarnessSnapshot) -> tuple[torch.nn.Module, dict[str, Any], list[list[torch.Tensor]]]:
     """The untimed device work (building the model, correctness trials, probes), under the shared device lock."""
     cuda = device.type == "cuda"
+    channel.phase("first_call")  # the constructor and the first forward() may JIT-compile: the build deadline
     try:
         model = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)
     except BaseException as exc:  # noqa: BLE001
@@ -164,6 +165,8 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
                                              "(it returns one reused buffer)")
         previous = (outputs, settled)
         trials.append(first)
+        if index == 0:
+            channel.phase("run")
     del previous
     channel.send("progress", step="correctness", trials=len(trials))
     facts.update(op_probe(model, problem, seeds[0], device, task))

@@ -49,8 +49,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(scratch),
             "memory_limit_mb": settings.memory_limit_mb,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
-    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s, "run": settings.run_timeout_s,
-                "timing": settings.run_timeout_s}
+    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
+                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s}
     try:
         run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],

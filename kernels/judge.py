@@ -37,6 +37,13 @@ def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[s
         if run.timed_out_phase in ("start", "build"):
             return "timeout", [f"building/importing the candidate took longer than build_timeout_s="
                                f"{settings.build_timeout_s:g} s; the process group was killed"]
+        if run.timed_out_phase == "first_call":
+            return "timeout", ["constructing ModelNew and its first forward() (where JIT compilers such as "
+                               "torch.compile and Triton build) took longer than build_timeout_s="
+                               f"{settings.build_timeout_s:g} s; the process group was killed"]
+        if run.timed_out_phase == "queue":
+            return "timeout", ["the evaluation waited too long for the device (other evaluations held its lock); "
+                               "the process group was killed; retry when the device is less busy"]
         return "timeout", [f"the candidate's {run.timed_out_phase} phase took longer than run_timeout_s="
                            f"{settings.run_timeout_s:g} s (hang or far too slow); the process group was killed"]
     if run.memory_exceeded_mb:

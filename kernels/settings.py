@@ -7,8 +7,9 @@ Settings (all optional; defaults in brackets):
 - atol, rtol [1e-2]: tolerances (KernelBench's), recorded with the result.
 - baselines [eager, compile, compile-max-autotune]: reference timings; () skips them (torch.compile costs
   10-60 s on CPU, once per problem, then cached).
-- build_timeout_s [300]: wall time for starting, importing and building the candidate.
-- run_timeout_s [120]: wall time for each later phase (correctness, timing).
+- build_timeout_s [300]: wall time for starting, importing and building the candidate, and again for
+  constructing ModelNew with its first forward() (where torch.compile, Triton and other JIT compilers build).
+- run_timeout_s [120]: wall time for each later phase (the other correctness trials and probes, timing).
 - memory_limit_mb [8192]: memory of the worker's process group (polled; proportional set sizes, so libraries
   shared by torch.compile's compiler workers count once), plus RLIMIT_AS on CPU.
 - seed [0]: base seed; trial seeds derive from it (`trial_seeds`), so a failure can be replayed.

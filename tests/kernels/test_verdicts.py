@@ -80,10 +80,20 @@ def test_it_does_not_take_a_silent_exit_for_success(judged: Callable[..., EvalRe
     assert "exited with code 0" in result.reasons[0] and "before reporting results" in result.reasons[0]
 
 
-def test_it_kills_a_hanging_forward_in_bounded_time(fast_settings: EvalSettings) -> None:
-    result = evaluate(fixture_source("problem_scale_add"), fixture_source("hang"), fast_settings.replace(run_timeout_s=4))
+def test_it_kills_a_hanging_first_forward_in_bounded_time(fast_settings: EvalSettings) -> None:
+    """The first forward() has the build deadline (JIT compilers such as torch.compile build there)."""
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("hang"),
+                      fast_settings.replace(build_timeout_s=4, run_timeout_s=60))
     assert result.verdict == "timeout"
-    assert "run_timeout_s=4" in result.reasons[0]
+    assert "first forward()" in result.reasons[0] and "build_timeout_s=4" in result.reasons[0]
+    assert result.wall_s < 60
+
+
+def test_it_kills_a_forward_that_hangs_after_the_first_call_in_bounded_time(fast_settings: EvalSettings) -> None:
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("hang_after_first_call"),
+                      fast_settings.replace(run_timeout_s=4))
+    assert result.verdict == "timeout"
+    assert "run phase" in result.reasons[0] and "run_timeout_s=4" in result.reasons[0]
     assert result.wall_s < 60
 
 
