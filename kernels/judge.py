@@ -263,7 +263,25 @@ def flag_checks_for(facts: dict[str, Any], ref: Reference, comparisons: list[cor
         out.append(check("precision_lowered", "flag", "; ".join(lowered)))
     else:
         out.append(check("precision_lowered", "pass", f"worst error used {used:.2%} of the tolerance"))
+    out += timing_stability(timing, settings, flags)
     return flags, out
+
+
+UNSTABLE_MIN_RUNS = 20  # below this the interquartile range says little
+
+
+def timing_stability(timing: dict[str, Any] | None, settings: EvalSettings, flags: list[str]) -> list[Check]:
+    """Flag timed runs that spread widely (another process used the device or starved the host)."""
+    if not timing or not timing.get("median_ms") or timing.get("runs", 0) < UNSTABLE_MIN_RUNS:
+        return [check("timing_unstable", "skipped", f"fewer than {UNSTABLE_MIN_RUNS} timed runs")]
+    share = timing["iqr_ms"] / timing["median_ms"]
+    if share <= settings.unstable_timing_fraction:
+        return [check("timing_unstable", "pass", f"the timed runs' IQR is {share:.0%} of their median")]
+    flags.append("timing_unstable")
+    return [check("timing_unstable", "flag", f"the timed runs spread widely: their IQR is {share:.0%} of the median "
+                  f"(median {timing['median_ms']:.4g} ms, min {timing['min_ms']:.4g} ms), more than "
+                  f"unstable_timing_fraction={settings.unstable_timing_fraction:g}; the device or host was busy "
+                  "while timing, so re-time it alone before trusting this time and its speed-ups")]
 
 
 def roofline_figures(ref: Reference, ms: float, settings: EvalSettings) -> tuple[dict[str, Any] | None, bool]:

@@ -21,6 +21,9 @@ Settings (all optional; defaults in brackets):
   means 1.25 on CUDA and 3.0 on CPU (CPU ceilings are noisy, and write-only work can beat the copy rate).
 - precision_flag_fraction [0.05]: flag "precision_lowered" when float32 outputs use more than this share of
   the tolerance.
+- unstable_timing_fraction [0.25]: flag "timing_unstable" when the timed runs' interquartile range is more than
+  this share of their median (with at least 20 runs): the device or host was busy while timing, so the time and
+  its speed-ups are not to be trusted until re-timed alone.
 - cache_dir [None]: caches (reference outputs, baselines, ceilings, builds); None means $STARK_CACHE_DIR or
   var/cache/kernels under the working directory.
 - reuse_results [True]: return the stored result of an identical evaluation (same problem, candidate,
@@ -65,6 +68,7 @@ class EvalSettings:
     roofline: bool = True
     roofline_margin: float | None = None
     precision_flag_fraction: float = 0.05
+    unstable_timing_fraction: float = 0.25
     cache_dir: str | None = None
     reuse_results: bool = True
     exclusive_device: bool = True
