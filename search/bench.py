@@ -151,7 +151,22 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     trees_dir = Path(args.trees) if args.trees else None
     if trees_dir:
         trees_dir.mkdir(parents=True, exist_ok=True)
-    records = []
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any]] = []
+
+    def write() -> str:  # after every problem, so a bench cut short keeps what it finished
+        results = {
+            "team": args.team, "budget": args.budget, "device": args.device, "seed": args.seed,
+            "settings": {"parallel": args.parallel, "target": args.target, "timing_runs": args.timing_runs,
+                         "compile_baseline": not args.no_compile_baseline},
+            "problems": records, "summary": summarize(records), "finished": len(records) == len(problems),
+        }
+        out_path.write_text(json.dumps(results, indent=1) + "\n")
+        md = markdown(results)
+        out_path.with_suffix(".md").write_text(md)
+        return md
+
     for k, path in enumerate(problems, start=1):
         print(f"== [{k}/{len(problems)}] {path.parent.name}/{path.name}", file=out, flush=True)
         started = time.monotonic()
@@ -161,19 +176,12 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         except UsageError as exc:  # a bad problem fails itself, not the whole suite
             print(f"skipped: {exc}", file=out, flush=True)
             records.append(failed_record(path, str(exc), time.monotonic() - started))
+            write()
             continue
         records.append(problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started))
         print(summary.text(), file=out, flush=True)
-    results = {
-        "team": args.team, "budget": args.budget, "device": args.device, "seed": args.seed,
-        "settings": {"parallel": args.parallel, "target": args.target, "timing_runs": args.timing_runs,
-                     "compile_baseline": not args.no_compile_baseline},
-        "problems": records, "summary": summarize(records),
-    }
-    out_path = Path(args.out)
-    out_path.write_text(json.dumps(results, indent=1) + "\n")
-    md = markdown(results)
-    out_path.with_suffix(".md").write_text(md)
+        write()
+    md = write()
     print(md, file=out)
     print(f"results written to {out_path} and {out_path.with_suffix('.md')}", file=out)
     return 0

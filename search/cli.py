@@ -213,6 +213,8 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
     else:
         tree = Tree(source, settings, meta={"problem_summary": summary})
     sinks: list[Callable[[Event], None]] = [] if args.quiet else [printer(out, args.budget)]
+    if events_file:
+        Path(events_file).parent.mkdir(parents=True, exist_ok=True)
     handle = open(events_file, "w") if events_file else None  # noqa: SIM115
     if handle is not None:
         sinks.append(lambda e: handle.write(json.dumps(e.to_dict(), default=str) + "\n"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,7 +162,12 @@ class Tree:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json() + "\n")
+        """Write the tree as JSON (through a temporary file, so a reader never sees half a tree)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(self.to_json() + "\n")
+        tmp.replace(path)
 
     @classmethod
     def load(cls, path: str | Path) -> Tree:

@@ -81,13 +81,13 @@ def test_bench_runs_a_suite_and_writes_json_and_markdown(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cli, "kernels_evaluate", script_evaluate)
     monkeypatch.setattr(cli, "read_problem", read_problem)
-    out = tmp_path / "results.json"
+    out = tmp_path / "not-yet" / "results.json"  # the bench makes the directory
     buf = io.StringIO()
     assert main(["bench", str(tmp_path / "level1"), str(tmp_path / "level2"), "--team", "scripted",
                  "--budget", "3", "--script", "ok:0.5", "--device", "cpu", "--out", str(out),
                  "--trees", str(tmp_path / "trees")], out=buf) == 0
     data = json.loads(out.read_text())
-    assert [p["name"] for p in data["problems"]] == ["p", "broken", "p"]
+    assert [p["name"] for p in data["problems"]] == ["p", "broken", "p"] and data["finished"] is True
     assert data["summary"]["level1"]["eager"]["success"] == 1.0
     assert data["summary"]["level2"]["eager"]["success"] == 0.5
     assert data["problems"][1]["stop_reason"].endswith("defines no class Model")
