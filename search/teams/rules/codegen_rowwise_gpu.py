@@ -11,7 +11,7 @@ from __future__ import annotations
 from search.teams.rules.codegen_rowwise import input_checks, is_column, row_load, row_setup, shift_lines
 from search.teams.rules.fusion import operand_names
 from search.teams.rules.loops import body_lines
-from search.teams.rules.preamble import cuda_inputs, signature
+from search.teams.rules.preamble import cuda_inputs, python_shape_check, signature
 from search.teams.rules.rowmath import Lang, row_plan, why
 from search.teams.rules.rowwise import RowOp
 
@@ -134,16 +134,11 @@ def triton_row_launcher(op: RowOp) -> str:
         n = names[k]
         if k in (op.weight, op.bias):
             lines.append(f"    assert {n}.numel() == {ref}.shape[-1], '{op.name}: {n} must have one value per column'")
-        elif inp.kind == "full" and n != ref:
-            lines.append(f"    assert {n}.shape == {ref}.shape, '{op.name}: {n} must have the shape of {ref}'")
-        elif inp.kind == "scalar":
-            lines.append(f"    assert {n}.numel() == 1, '{op.name}: {n} must have one element'")
-        elif inp.kind == "channel":
-            lines.append(f"    assert {n}.numel() == {ref}.shape[{inp.dim}], "
-                         f"'{op.name}: {n} must have one value per index of dim {inp.dim}'")
-            if not is_column(op, k):
-                lines.append(f"    inner{k}, size{k} = math.prod({ref}.shape[{inp.dim} + 1:]), {ref}.shape[{inp.dim}]")
-                extra += [f"inner{k}", f"size{k}"]
+            continue
+        lines += python_shape_check(op.name, names, op.reference, k, inp)
+        if inp.kind == "channel" and not is_column(op, k):
+            lines.append(f"    inner{k}, size{k} = math.prod({ref}.shape[{inp.dim} + 1:]), {ref}.shape[{inp.dim}]")
+            extra += [f"inner{k}", f"size{k}"]
     lines += [f"    out = torch.empty({ref}.shape, dtype={ref}.dtype, device={ref}.device)",
               "    if out.numel() == 0:",
               "        return out",

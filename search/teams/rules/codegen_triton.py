@@ -8,6 +8,7 @@ from typing import Any
 
 from search.teams.rules.fusion import Region, operand_names
 from search.teams.rules.loops import body_lines
+from search.teams.rules.preamble import python_shape_check
 
 BLOCK = 1024
 
@@ -53,14 +54,7 @@ def launcher(region: Region) -> str:
              f'    """{region.summary}, fused into one Triton kernel."""']
     lines += [f"    {n} = {n}.contiguous()" for n in names]
     for k, inp in enumerate(region.inputs):
-        n = names[k]
-        if inp.kind == "full" and n != ref:
-            lines.append(f"    assert {n}.shape == {ref}.shape, '{region.name}: {n} must have the shape of {ref}'")
-        elif inp.kind == "scalar":
-            lines.append(f"    assert {n}.numel() == 1, '{region.name}: {n} must have one element'")
-        elif inp.kind == "channel":
-            lines.append(f"    assert {n}.numel() == {ref}.shape[{inp.dim}], "
-                         f"'{region.name}: {n} must have one value per index of dim {inp.dim}'")
+        lines += python_shape_check(region.name, names, region.reference, k, inp)
     lines += [f"    out = torch.empty({ref}.shape, dtype={ref}.dtype, device={ref}.device)",
               "    n = out.numel()",
               "    if n == 0:",

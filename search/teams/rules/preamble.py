@@ -67,6 +67,19 @@ def shape_check(fn: str, names: list[str], x: list[str], ref: int, k: int, inp: 
     return []
 
 
+def python_shape_check(fn: str, names: list[str], ref: int, k: int, inp: RegionInput) -> list[str]:
+    """The same check as `shape_check`, as an assert in a Python (Triton) launcher."""
+    n, r = names[k], names[ref]
+    if inp.kind == "full" and k != ref:
+        return [f"    assert {n}.shape == {r}.shape, '{fn}: {n} must have the shape of {r}'"]
+    if inp.kind == "scalar":
+        return [f"    assert {n}.numel() == 1, '{fn}: {n} must have one element'"]
+    if inp.kind == "channel":
+        return [f"    assert {n}.numel() == {r}.shape[{inp.dim}], "
+                f"'{fn}: {n} must have one value per index of dim {inp.dim}'"]
+    return []
+
+
 def extension_name(prefix: str, source: str, flags: object) -> str:
     """A name unique to the source and flags, so a changed kernel never reuses a stale build."""
     return prefix + hashlib.sha1((source + repr(flags)).encode()).hexdigest()[:16]
