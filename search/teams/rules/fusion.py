@@ -75,6 +75,30 @@ class Region:
         return next(k for k, i in enumerate(self.inputs) if i.kind == "full")
 
 
+class AroundPrologue:
+    """For kernels built around a prologue region `pre` (row ops, reductions): the reference input, the shape and
+    the dtype are the prologue's, and the kernel is named after its ops like a region."""
+
+    index: int
+    pre: Region
+
+    @property
+    def name(self) -> str:
+        return kernel_name(self.index, self.ops)  # type: ignore[attr-defined]
+
+    @property
+    def reference(self) -> int:
+        return self.pre.reference
+
+    @property
+    def shape(self) -> list[int]:
+        return self.pre.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.pre.dtype
+
+
 @dataclass
 class Analysis:
     """What tracing found: the graph (regions refer to its node names), the regions, or why it failed."""

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow, kernel_name
+from search.teams.rules.fusion import AroundPrologue, Region, RegionInput, _meta, build_region, grow
 from search.teams.rules.ops import OpCall
 from search.teams.rules.rowwise import epilogue
 
@@ -23,7 +23,7 @@ REDUCE_METHODS = ("sum", "mean", "amax")
 
 
 @dataclass
-class Reduction:
+class Reduction(AroundPrologue):
     """pre: the prologue over the reduced tensor's elements (no steps: the tensor itself, input 0);
     post: the epilogue over the reduced value (input 0 is the accumulator, other operands constants)."""
 
@@ -54,25 +54,9 @@ class Reduction:
         return [*self.pre.ops, self.op, *self.post.ops]
 
     @property
-    def name(self) -> str:
-        return kernel_name(self.index, self.ops)
-
-    @property
     def summary(self) -> str:
         return " -> ".join([*self.pre.ops, f"{self.op}(dim={self.dim}{', keepdim' if self.keepdim else ''})",
                             *self.post.ops])
-
-    @property
-    def reference(self) -> int:
-        return self.pre.reference
-
-    @property
-    def shape(self) -> list[int]:
-        return self.pre.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.pre.dtype
 
 
 def read_reduce(node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:

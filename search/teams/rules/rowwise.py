@@ -24,7 +24,7 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from search.teams.rules.fusion import Region, RegionInput, _meta, build_region, grow, kernel_name
+from search.teams.rules.fusion import AroundPrologue, Region, RegionInput, _meta, build_region, grow
 from search.teams.rules.ops import OpCall, read_op
 
 KINDS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
@@ -34,7 +34,7 @@ SOFTMAX_MODULES: dict[type[nn.Module], str] = {nn.Softmax: "softmax", nn.LogSoft
 
 
 @dataclass
-class RowOp:
+class RowOp(AroundPrologue):
     """pre: the prologue producing the rows (no steps: the input itself, input 0); weight / bias: indices
     into inputs of the per-column affine parameters (norms only); post: the epilogue over the op's result
     (input 0 is the result, other operands constants); core_nodes: the traced nodes of the op itself."""
@@ -63,10 +63,6 @@ class RowOp:
         return [*self.pre.ops, self.kind, *self.post.ops]
 
     @property
-    def name(self) -> str:
-        return kernel_name(self.index, self.ops)
-
-    @property
     def core_summary(self) -> str:
         if self.kind in ("softmax", "log_softmax"):
             return f"{self.kind}(dim=-1)"
@@ -76,18 +72,6 @@ class RowOp:
     @property
     def summary(self) -> str:
         return " -> ".join([*self.pre.ops, self.core_summary, *self.post.ops])
-
-    @property
-    def reference(self) -> int:
-        return self.pre.reference
-
-    @property
-    def shape(self) -> list[int]:
-        return self.pre.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.pre.dtype
 
 
 @dataclass
