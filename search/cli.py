@@ -22,7 +22,7 @@ TARGETS = ("cuda", "triton", "cpp", "torch")
 ROLES = ("plan", "code", "debug")
 # CLI flags handed to the team factory as options (dest names); the LLM teams read the provider ones.
 TEAM_OPTION_KEYS = (
-    "provider", "model", "base_url", "max_tokens", "target", "device", "seed", "script", "policy",
+    "provider", "model", "base_url", "api_key_env", "max_tokens", "target", "device", "seed", "script", "policy",
     "eps", "n_root", "n_child", "max_reasks", "top_r", "context_tokens",
     *(f"{role}_{what}" for role in ROLES for what in ("model", "temperature", "provider")),
 )
@@ -50,7 +50,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("LLM providers (LLM teams)")
     g.add_argument("--provider", choices=PROVIDERS, default=None, help="LLM provider of every role")
     g.add_argument("--model", default=None, help="model of every role")
-    g.add_argument("--base-url", default=None, help="for openai-compatible servers (vLLM, SGLang, Ollama...)")
+    g.add_argument("--base-url", default=None,
+                   help="server URL: an openai-compatible server (vLLM, SGLang, Ollama...; the default provider "
+                        "when --base-url is given) or a proxy of --provider; a vendor's key never goes there")
+    g.add_argument("--api-key-env", default=None, metavar="NAME",
+                   help="environment variable holding the key for --base-url (default: STARK_LLM_API_KEY for "
+                        "openai-compatible, else none; see docs/llm.md, Keys)")
     g.add_argument("--max-tokens", type=int, default=None, help="answer token limit per call")
     defaults = {"plan": 0.8, "code": 0.1, "debug": 0.1}
     for role in ROLES:

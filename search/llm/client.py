@@ -149,8 +149,8 @@ class LLMClient:
         if status in RETRYABLE_STATUS or status >= 500:
             return False, f"{where} answered {status}: {detail}"
         if status == 401:
-            return True, (f"{where} rejected the API key (401: {detail}); set {KEY_ENV[s.provider]} "
-                          "to a valid key")
+            source = s.key_source if s.key_source.isupper() else KEY_ENV[s.provider]  # a variable's name
+            return True, (f"{where} rejected the API key (401: {detail}); set {source} to a valid key")
         if status == 403:
             return True, f"{where} refused access (403: {detail}); check the key's permissions for {s.model}"
         if status == 404:

@@ -13,17 +13,13 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from search.llm.errors import ConfigError
+from search.llm.keys import BASE_URL_ENV, NO_KEY, resolve_key
+from search.llm.keys import KEY_ENV as KEY_ENV  # re-exported: client, pages and docs tests read it here
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
 ROLES = ("plan", "code", "debug", "single")
 DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
 DEFAULT_MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5"}
-KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
-           "openai-compatible": "STARK_LLM_API_KEY"}
-BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
-                "openai-compatible": "STARK_LLM_BASE_URL"}
-# An OpenAI-compatible server without auth (a local vLLM/Ollama) still needs some key for the SDK.
-NO_KEY = "no-key"
 
 
 @dataclass(frozen=True)
@@ -37,6 +33,7 @@ class RoleSettings:
     max_tokens: int = 8192
     base_url: str | None = None
     api_key: str = field(default="", repr=False)
+    key_source: str = ""  # the variable the key came from ("placeholder", "api_key option")
     timeout_s: float = 600.0
     max_retries: int = 4
     retry_base_s: float = 2.0
@@ -47,7 +44,7 @@ class RoleSettings:
         """JSON-safe description for logs and the run record: everything except the key."""
         return {"role": self.role, "provider": self.provider, "model": self.model,
                 "temperature": self.temperature, "max_tokens": self.max_tokens,
-                "base_url": self.base_url, "api_key": redact(self.api_key),
+                "base_url": self.base_url, "api_key": redact(self.api_key), "key_source": self.key_source,
                 "timeout_s": self.timeout_s, "max_retries": self.max_retries,
                 "stream": self.stream}
 
@@ -103,7 +100,11 @@ def normalize_base_url(provider: str, url: str | None) -> str | None:
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def default_provider(env: dict[str, str]) -> str:
+def default_provider(env: dict[str, str], base_url: str | None = None) -> str:
+    """The provider when none is named: a base URL given without one means a local OpenAI-compatible server
+    (never a vendor whose key happens to be set); otherwise the first vendor with a key."""
+    if base_url:
+        return "openai-compatible"
     if env.get("ANTHROPIC_API_KEY"):
         return "anthropic"
     if env.get("OPENAI_API_KEY"):
@@ -120,7 +121,7 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
     if role not in ROLES:
         raise ConfigError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     env = dict(os.environ) if env is None else env
-    provider = _pick(options, role, "provider") or default_provider(env)
+    provider = _pick(options, role, "provider") or default_provider(env, _pick(options, role, "base_url"))
     if provider not in PROVIDERS:
         raise ConfigError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     model = _pick(options, role, "model") or DEFAULT_MODEL.get(provider)
@@ -129,23 +130,22 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
                           "vLLM/Ollama server serves, such as qwen2.5-coder:32b)")
     # A run-wide base URL belongs to the run-wide provider: a role switched to another provider uses
     # its own `{role}_base_url` or that provider's environment variable instead.
-    base_url = _pick(options, role, "base_url")
-    if base_url and base_url == options.get("base_url") and options.get("provider") not in (None, provider):
-        base_url = None
+    # So does a run-wide key (`api_key`, `api_key_env`): it was given for that provider's URL only.
+    switched = options.get("provider") not in (None, provider)
+    base_url, api_key, api_key_env = (_pick(options, role, name) for name in ("base_url", "api_key", "api_key_env"))
+    if switched:
+        base_url, api_key, api_key_env = (None if value and value == options.get(name) else value for name, value
+                                          in (("base_url", base_url), ("api_key", api_key),
+                                              ("api_key_env", api_key_env)))
     base_url = normalize_base_url(provider, base_url or env.get(BASE_URL_ENV[provider]))
     if provider == "openai-compatible" and not base_url:
         raise ConfigError("provider openai-compatible needs a server URL: pass --base-url "
                           "http://HOST:PORT/v1 (vLLM, SGLang, Ollama, llama.cpp) or set STARK_LLM_BASE_URL")
-    api_key = _pick(options, role, "api_key") or env.get(KEY_ENV[provider])
-    if not api_key and provider == "openai-compatible":
-        api_key = env.get("OPENAI_API_KEY") or NO_KEY
-    if not api_key:
-        raise ConfigError(f"no API key for provider {provider}: set {KEY_ENV[provider]} in the environment "
-                          "(or in your user settings)")
+    api_key, key_source = resolve_key(provider, base_url, env, api_key, api_key_env)
     temperature = _pick(options, role, "temperature")
     temperature = DEFAULT_TEMPERATURE[role] if temperature is None else _number(temperature, f"{role} temperature", float)
     settings = RoleSettings(role=role, provider=provider, model=str(model), temperature=temperature,
-                            base_url=base_url, api_key=str(api_key))
+                            base_url=base_url, api_key=api_key, key_source=key_source)
     overrides: dict[str, Any] = {}
     for name, kind in (("max_tokens", int), ("timeout_s", float), ("max_retries", int), ("retry_base_s", float)):
         value = _pick(options, role, name)
@@ -166,7 +166,7 @@ def public_options(options: dict[str, Any]) -> dict[str, Any]:
     for name, value in options.items():
         if isinstance(value, dict):
             out[name] = public_options(value)
-        elif "api_key" in str(name).lower():
+        elif "api_key" in str(name).lower() and not str(name).lower().endswith("api_key_env"):
             out[name] = redact(str(value) if value else None)
         else:
             out[name] = value

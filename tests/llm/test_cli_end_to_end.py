@@ -23,18 +23,21 @@ KEY = "sk-e2e-key-should-stay-secret-31337"
 @pytest.mark.slow
 @pytest.mark.parametrize("provider,model,key_env", [
     ("openai-compatible", "qwen2.5-coder-test", "STARK_LLM_API_KEY"),
-    ("anthropic", "claude-sonnet-4-6", "ANTHROPIC_API_KEY"),
+    # A proxy of a vendor gets only the key named for it; the vendor's own key (set too) never goes there.
+    ("anthropic", "claude-sonnet-4-6", "PROXY_KEY"),
 ])
 def test_a_stark_run_completes_against_the_provider(stub: StubLLMServer, tmp_path: Path, provider: str,
                                                     model: str, key_env: str) -> None:
     out = tmp_path / "tree.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
     env.update({key_env: KEY, "STARK_PRICES_JSON": json.dumps({"qwen2.5-coder": {"input": 0.5, "output": 1.5}}),
-                "PYTHONUNBUFFERED": "1"})
+                "PYTHONUNBUFFERED": "1", "ANTHROPIC_API_KEY": "sk-ant-vendor-key-never-to-a-proxy",
+                "OPENAI_API_KEY": "sk-openai-vendor-key-never-to-a-proxy"})
+    key_flags = ["--api-key-env", key_env] if key_env != "STARK_LLM_API_KEY" else []
     proc = subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", provider,
          "--base-url", stub.url, "--model", model, "--budget", "3", "--device", "cpu", "--timing-runs", "3",
-         "--no-compile-baseline", "--out", str(out)],
+         "--no-compile-baseline", "--out", str(out), *key_flags],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -69,10 +72,11 @@ def test_a_rejected_key_stops_the_run_with_the_fix_and_keeps_the_tree(stub: Stub
     stub.required_key = "sk-the-right-key-000000"
     out = tmp_path / "tree.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
-    env["ANTHROPIC_API_KEY"] = KEY
+    # The operator pairs the vendor key with a gateway through ANTHROPIC_BASE_URL: the key goes there.
+    env.update({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.url})
     proc = subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
-         "--base-url", stub.url, "--model", "claude-sonnet-4-6", "--budget", "3", "--device", "cpu",
+         "--model", "claude-sonnet-4-6", "--budget", "3", "--device", "cpu",
          "--timing-runs", "3", "--no-compile-baseline", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
