@@ -39,12 +39,26 @@ Settings (all optional; defaults in brackets):
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_DEVICE_INDEX = 63  # no host has more GPUs; a bigger index is a typo (or an attack on int parsing)
+_DEVICE = re.compile(r"cpu|cuda(?::(\d{1,3}))?", re.ASCII)
 BASELINE_KINDS = ("eager", "compile", "compile-max-autotune")
 SANDBOX_MODES = ("auto", "bwrap", "none")
 REFERENCE_DTYPES = ("native", "float64")
+
+
+def device_problem(device: str) -> str | None:
+    """None for "cpu", "cuda" or "cuda:N" (0 <= N <= MAX_DEVICE_INDEX); otherwise what is wrong, with the fix.
+    The one check of device names (EvalSettings, the CLIs and the web service use it)."""
+    match = _DEVICE.fullmatch(str(device))
+    if match is None:
+        return f"{str(device)[:40]!r} is not a device; use 'cpu', 'cuda' or 'cuda:N'"
+    if match.group(1) is not None and int(match.group(1)) > MAX_DEVICE_INDEX:
+        return f"{device!r}: the GPU index must be 0 to {MAX_DEVICE_INDEX}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -77,9 +91,9 @@ class EvalSettings:
     def __post_init__(self) -> None:
         if isinstance(self.baselines, list):
             object.__setattr__(self, "baselines", tuple(self.baselines))
-        dev = self.device
-        if not (dev == "cpu" or dev == "cuda" or (dev.startswith("cuda:") and dev[5:].isdigit())):
-            raise ValueError(f"device {dev!r} is not supported; use 'cpu', 'cuda' or 'cuda:N'")
+        problem = device_problem(self.device)
+        if problem:
+            raise ValueError(f"device {problem}")
         for name in ("correctness_trials", "timing_runs"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

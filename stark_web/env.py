@@ -6,6 +6,7 @@ what would be accepted, so a typo stops start-up instead of running with a surpr
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from pathlib import Path
@@ -34,13 +35,20 @@ def envbool(name: str, default: bool) -> bool:
 
 
 def envint(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    return _envnumber(name, default, int, minimum, maximum)
+
+
+def _envnumber(name: str, default, kind: type, minimum, maximum):
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer; set it to a whole number like {default}.") from None
+        what = "an integer; set it to a whole number" if kind is int else "a number; set it to a number"
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {what} like {default}.") from None
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number; set it to a number like {default}.")
     if minimum is not None and value < minimum or maximum is not None and value > maximum:
         raise ImproperlyConfigured(f"{name}={value} is out of range; allowed: {minimum} to {maximum}.")
     return value
@@ -118,8 +126,9 @@ def secret_key(name: str, production: bool, var_dir: Path) -> str:
     """SECRET_KEY from the environment; locally generated once and kept under var/."""
     raw = os.environ.get(name)
     if raw:
-        if production and len(raw) < 32:
-            raise ImproperlyConfigured(f"{name} is too short for production; use at least 32 random characters.")
+        if production and (len(raw) < 50 or len(set(raw)) < 5 or raw.startswith("django-insecure")):
+            raise ImproperlyConfigured(f"{name} is too weak for production; use at least 50 random characters "
+                                       "(`python -c 'import secrets; print(secrets.token_urlsafe(50))'`).")
         return raw
     if production:
         raise ImproperlyConfigured(
@@ -132,3 +141,56 @@ def secret_key(name: str, production: bool, var_dir: Path) -> str:
         path.write_text(secrets.token_urlsafe(50))
         path.chmod(0o600)
     return path.read_text().strip()
+
+
+# --- Policy: operator-owned limits of users' runs, production hardening (issue 13; README settings table) ---
+
+
+def envfloat(name: str, default: float, minimum: float | None = None, maximum: float | None = None) -> float:
+    return _envnumber(name, default, float, minimum, maximum)
+
+
+def eval_ceilings() -> dict[str, tuple[float, str]]:
+    """Ceilings of the evaluation settings a web/API run may ask for: name -> (ceiling, variable).
+    A run above one gets a 400 naming the field and the variable (search/service/settings.py)."""
+    return {
+        "correctness_trials": (envint("STARK_EVAL_MAX_TRIALS", 100, minimum=1), "STARK_EVAL_MAX_TRIALS"),
+        "timing_runs": (envint("STARK_EVAL_MAX_TIMING_RUNS", 10000, minimum=1), "STARK_EVAL_MAX_TIMING_RUNS"),
+        "warmup_runs": (envint("STARK_EVAL_MAX_WARMUP_RUNS", 1000, minimum=0), "STARK_EVAL_MAX_WARMUP_RUNS"),
+        "build_timeout_s": (envfloat("STARK_EVAL_MAX_BUILD_TIMEOUT_S", 900.0, minimum=1),
+                            "STARK_EVAL_MAX_BUILD_TIMEOUT_S"),
+        "run_timeout_s": (envfloat("STARK_EVAL_MAX_RUN_TIMEOUT_S", 600.0, minimum=1), "STARK_EVAL_MAX_RUN_TIMEOUT_S"),
+        "memory_limit_mb": (envint("STARK_EVAL_MAX_MEMORY_MB", 16384, minimum=256), "STARK_EVAL_MAX_MEMORY_MB"),
+    }
+
+
+def llm_base_urls(name: str) -> str:
+    """The operator's allow-list of LLM base URLs, checked at start-up (search/llm/keys.py reads it)."""
+    from search.llm.errors import ConfigError
+    from search.llm.keys import allowed_base_urls
+
+    raw = os.environ.get(name, "")
+    try:
+        allowed_base_urls({name: raw})
+    except ConfigError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    return raw
+
+
+def production_debug(production: bool, debug: bool) -> bool:
+    if production and debug:
+        raise ImproperlyConfigured("DEBUG=1 is refused with STARK_PRODUCTION=1: debug pages show settings and "
+                                   "code to anyone; unset DEBUG (or STARK_PRODUCTION on a development machine).")
+    return debug
+
+
+def proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto=https` -> ("HTTP_X_FORWARDED_PROTO", "https") for SECURE_PROXY_SSL_HEADER."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, sep, value = (part.strip() for part in raw.partition("="))
+    if not sep or not header or not value or not all(c.isalnum() or c in "-_" for c in header):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not HEADER=VALUE; use e.g. X-Forwarded-Proto=https "
+                                   "(the header your TLS-terminating proxy sets).")
+    return "HTTP_" + header.upper().replace("-", "_"), value

@@ -10,6 +10,10 @@ from stark_web.env import (
     envint,
     envlist,
     envstr,
+    eval_ceilings,
+    llm_base_urls,
+    production_debug,
+    proxy_ssl_header,
     redis_url,
     secret_key,
 )
@@ -18,7 +22,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("STARK_VAR_DIR", str(BASE_DIR / "var")))
 
 PRODUCTION = envbool("STARK_PRODUCTION", False)
-DEBUG = envbool("DEBUG", False)
+DEBUG = production_debug(PRODUCTION, envbool("DEBUG", False))
 SECRET_KEY = secret_key("SECRET_KEY", PRODUCTION, VAR_DIR)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
@@ -40,6 +44,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "stark_web.security.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -107,9 +112,30 @@ STARK_MAX_UPLOAD_BYTES = envint("STARK_MAX_UPLOAD_BYTES", 256 * 1024, minimum=10
 DATA_UPLOAD_MAX_MEMORY_SIZE = STARK_MAX_UPLOAD_BYTES * 4
 FILE_UPLOAD_MAX_MEMORY_SIZE = STARK_MAX_UPLOAD_BYTES * 4
 
+# --- Policy: production hardening, users' limits, login throttling (issue 13; README settings table) ---
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+# HTTPS: redirect plain HTTP (except /healthz, probed from inside the host) and tell browsers to stay on HTTPS.
+SECURE_SSL_REDIRECT = envbool("STARK_SSL_REDIRECT", PRODUCTION)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = envint("STARK_HSTS_SECONDS", 31536000 if PRODUCTION else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("STARK_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = envbool("STARK_HSTS_PRELOAD", False)
+# Behind a TLS-terminating proxy: STARK_PROXY_SSL_HEADER=X-Forwarded-Proto=https (only if the proxy sets it).
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header("STARK_PROXY_SSL_HEADER")
+# Content-Security-Policy of every page (stark_web/security.py): scripts only from this site, no inline script.
+STARK_CSP = envstr("STARK_CSP", "") or (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
+# Preloading is a commitment the operator makes at hstspreload.org; without it the check's advice is moot.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+
+STARK_EVAL_CEILINGS = eval_ceilings()
+STARK_LLM_BASE_URLS = llm_base_urls("STARK_LLM_BASE_URLS")
+STARK_LOGIN_MAX_FAILURES = envint("STARK_LOGIN_MAX_FAILURES", 5, minimum=1)
+STARK_LOGIN_WINDOW_S = envint("STARK_LOGIN_WINDOW_S", 300, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -15,6 +15,7 @@ from search.api.bundle import build_bundle, standalone_kernel
 from search.events import events_after
 from search.models import Node, Run
 from search.service import control
+from search.service.inputs import check_values, loads, plain_text
 from search.service.settings import SettingError, parse_run_settings
 
 
@@ -47,6 +48,19 @@ def handles_errors(view):
     inner.__name__ = view.__name__
     inner.__doc__ = view.__doc__
     return inner
+
+
+def request_data(request: HttpRequest) -> dict[str, Any]:
+    """The request's fields (JSON object or form), with every value checked: nesting depth (a deeply nested
+    body is a 400, not a RecursionError), finite numbers (no Infinity/NaN/1e400), no NUL characters."""
+    if request.content_type == "application/json" and request.body:
+        data = loads(request.body, "")
+        if not isinstance(data, dict):
+            raise BadRequest(None, "the JSON body must be an object")
+        return data
+    data = json_body(request)
+    check_values(data)
+    return data
 
 
 def run_url(run: Run) -> str:
@@ -98,11 +112,13 @@ def read_problem(request: HttpRequest, data: dict[str, Any]) -> tuple[str, str]:
         source = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("problem", "the file is not UTF-8 text; upload the Python source file") from None
-    return source, name.rsplit("/", 1)[-1].removesuffix(".py")
+    if "\x00" in source:
+        raise BadRequest("problem", "the file contains NUL bytes; upload the Python source file")
+    return source, plain_text(name.rsplit("/", 1)[-1].removesuffix(".py"), "problem_name")
 
 
 def create_run(request: HttpRequest) -> HttpResponse:
-    data = json_body(request)
+    data = request_data(request)
     settings_ = parse_run_settings(data)  # cheap checks first, the problem's child process last
     source, name = read_problem(request, data)
     problem = control.problem_for(request.user, source, name)
@@ -140,7 +156,7 @@ def run_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
     run = find_run(request, run_id)
     if run.owner_id != request.user.pk:
         raise BadRequest("id", f"only the owner of run {run_id} can {action} it", status=403)
-    data = json_body(request)
+    data = request_data(request)
     if action == "cancel":
         control.cancel(run_id)
     elif action == "pause":

@@ -46,7 +46,8 @@ class NewRunForm(forms.Form):
                                                           ("openai", "openai"),
                                                           ("openai-compatible", "openai-compatible")])
     model = forms.CharField(required=False, max_length=200)
-    base_url = forms.CharField(required=False, max_length=500, label="Server URL (openai-compatible)")
+    base_url = forms.CharField(required=False, max_length=500, label="Server URL (openai-compatible)",
+                               help_text="one of the LLM endpoints this server allows (STARK_LLM_BASE_URLS)")
 
     eval_correctness_trials = forms.IntegerField(required=False, min_value=1, max_value=100, initial=5, label="Correctness trials")
     eval_timing_runs = forms.IntegerField(required=False, min_value=1, max_value=10000, initial=100, label="Timed runs")

@@ -48,4 +48,7 @@ def locked_run(run_id: int) -> Iterator[Run]:
 
 
 def eval_settings(run: Run) -> dict[str, Any]:
-    return dict(run.settings.get("eval") or {})
+    """The run's evaluation settings, less the operator's (sandbox, caches, device lock), even from an old run."""
+    from search.service.settings import OPERATOR_EVAL_KEYS
+
+    return {k: v for k, v in (run.settings.get("eval") or {}).items() if k not in OPERATOR_EVAL_KEYS}

@@ -5,8 +5,15 @@ Every bad value raises SettingError naming the field and what would be accepted 
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from search.service.errors import SettingError
+from search.service.inputs import check_values, loads, plain_text
+
+__all__ = ["RunSettings", "SettingError", "parse_run_settings"]
 
 TARGETS = ("cpp", "cuda", "triton", "torch")
 DEFAULT_BASELINES = ["eager", "compile"]  # as `python -m search run`; max-autotune only when asked
@@ -23,15 +30,18 @@ TEAM_OPTIONS = (
 # Run settings documented in docs/api.md (a test keeps the two in step).
 RUN_FIELDS = ("team", "budget", "parallel", "device", "target", "seed", "time_limit_s", "cost_limit_usd", "eval",
               "name", "team_options")
-
-
-class SettingError(ValueError):
-    """A user-fixable problem with one field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+# Evaluation settings that belong to the server's operator, never to a run (issue 13 V4): where the evaluator
+# isolates candidates, where it caches, and the device lock that keeps timings honest.
+OPERATOR_EVAL_KEYS = {"sandbox": "the workers' sandbox (bubblewrap where it works)",
+                      "cache_dir": "STARK_CACHE_DIR on the workers",
+                      "exclusive_device": "always on: timings never overlap"}
+# Evaluation settings with an operator's ceiling (settings.STARK_EVAL_CEILINGS: name -> (ceiling, variable)).
+CEILING_TYPES = {"correctness_trials": (int, 1), "timing_runs": (int, 1), "warmup_runs": (int, 0),
+                 "build_timeout_s": (float, 1), "run_timeout_s": (float, 1), "memory_limit_mb": (int, 256)}
+BASE_URL_OPTIONS = ("base_url", "plan_base_url", "code_base_url", "debug_base_url")
+# Bounds of numeric team options, run-wide or per role (a huge max_retries would spin a search worker forever).
+OPTION_BOUNDS = {"max_retries": (0, 20), "timeout_s": (1, 3600), "max_tokens": (1, 1_000_000),
+                 "temperature": (0, 2), "max_reasks": (0, 10), "max_agent_retries": (0, 10)}
 
 
 @dataclass
@@ -80,37 +90,37 @@ def _positive(data: dict[str, Any], name: str) -> float | None:
         value = float(str(raw).strip())
     except ValueError:
         raise SettingError(name, f"{raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise SettingError(name, f"{raw!r} is not a finite number; leave it out for no limit")
     if not value > 0:
         raise SettingError(name, f"must be positive (got {value:g}); leave it out for no limit")
     return value
 
 
 def _object(data: dict[str, Any], name: str) -> dict[str, Any]:
-    import json
-
     raw = data.get(name)
     if raw is None or raw == "":
         return {}
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise SettingError(name, f"is not valid JSON ({exc}); send a JSON object") from None
+        raw = loads(raw, name)
     if not isinstance(raw, dict):
         raise SettingError(name, "must be a JSON object")
-    return raw
+    return dict(raw)
 
 
 def parse_run_settings(data: dict[str, Any]) -> RunSettings:
     """RunSettings from flat request data; provider settings may come flat or inside team_options."""
+    from kernels.settings import device_problem
     from search.teams import TEAM_NAMES, default_target
 
+    check_values(data)
     team = str(data.get("team") or "rules").strip()
     if team not in TEAM_NAMES:
         raise SettingError("team", f"unknown team {team!r}; choose one of {', '.join(TEAM_NAMES)}")
     device = str(data.get("device") or "cpu").strip()
-    if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
-        raise SettingError("device", f"{device!r} is not a device; use cpu, cuda or cuda:N")
+    problem = device_problem(device)
+    if problem:
+        raise SettingError("device", problem)
     target = str(data.get("target") or default_target(team, device)).strip()
     if target not in TARGETS:
         raise SettingError("target", f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
@@ -122,11 +132,13 @@ def parse_run_settings(data: dict[str, Any]) -> RunSettings:
             options[key] = data[key]
     secret = sorted(k for k in [*options, *data] if "api_key" in k or "secret" in k)
     if secret:
-        raise SettingError(secret[0], "API keys are never stored with a run; set the provider's key in the "
-                                      "server's environment (e.g. ANTHROPIC_API_KEY) instead")
+        raise SettingError(secret[0], "API keys are never stored with a run, nor chosen by one; the operator sets "
+                                      "them in the server's environment (ANTHROPIC_API_KEY, ..., or a key per "
+                                      "endpoint in STARK_LLM_BASE_URLS)")
     unknown = sorted(set(options) - set(TEAM_OPTIONS))
     if unknown:
         raise SettingError("team_options", f"unknown option(s) {unknown}; known: {', '.join(TEAM_OPTIONS)}")
+    _check_options(options)
     settings = RunSettings(
         team=team,
         budget=_int(data, "budget", 30, 1, MAX_BUDGET),
@@ -137,7 +149,7 @@ def parse_run_settings(data: dict[str, Any]) -> RunSettings:
         time_limit_s=_positive(data, "time_limit_s"),
         cost_limit_usd=_positive(data, "cost_limit_usd"),
         eval=_eval_settings(data, device),
-        name=str(data.get("name") or "")[:200],
+        name=plain_text(data.get("name"), "name"),
         team_options=options,
     )
     _check_team(settings)
@@ -148,14 +160,80 @@ def _eval_settings(data: dict[str, Any], device: str) -> dict[str, Any]:
     from kernels import EvalSettings
 
     raw = _object(data, "eval")
+    defaults = EvalSettings().to_dict()
+    for key, owner in OPERATOR_EVAL_KEYS.items():
+        if key in raw and raw.pop(key) != defaults[key]:
+            raise SettingError(f"eval.{key}", f"is set by the server's operator, not per run ({owner}); leave it out")
+    _check_ceilings(raw, defaults)
     raw["device"] = device
     raw.setdefault("baselines", DEFAULT_BASELINES)
     if "seed" in data and "seed" not in raw:
         raw["seed"] = _int(data, "seed", 0, 0, 2**31 - 1)
     try:
-        return EvalSettings.from_dict(raw).to_dict()
+        out = EvalSettings.from_dict(raw).to_dict()
     except (TypeError, ValueError) as exc:
         raise SettingError("eval", str(exc)) from None
+    # Not stored with the run: the workers' own values apply (search/service/runs.py drops them too).
+    return {k: v for k, v in out.items() if k not in OPERATOR_EVAL_KEYS}
+
+
+def _check_ceilings(raw: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Trials, runs, timeouts and memory within the operator's ceilings: a value above one is a 400 (never
+    silently lowered, so a run measures what it says); a default above one is lowered to it."""
+    from django.conf import settings
+
+    for key, (ceiling, variable) in settings.STARK_EVAL_CEILINGS.items():
+        kind, low = CEILING_TYPES[key]
+        if raw.get(key) is None:
+            if defaults[key] > ceiling:
+                raw[key] = kind(ceiling)
+            continue
+        value = raw[key]
+        try:
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ValueError
+            number = float(value)
+            if kind is int and not number.is_integer():
+                raise ValueError
+        except ValueError:
+            raise SettingError(f"eval.{key}", f"{value!r} is not a {'whole ' if kind is int else ''}number") from None
+        if not math.isfinite(number):
+            raise SettingError(f"eval.{key}", f"{value!r} is not a finite number")
+        if not low <= number <= ceiling:
+            raise SettingError(f"eval.{key}", f"{number:g} is out of range; use {low} to {ceiling:g} (this server's "
+                                              f"ceiling, {variable})")
+        raw[key] = kind(number)
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Numeric team options within bounds; base URLs only from the operator's list (issue 13 V3)."""
+    from search.llm.errors import ConfigError
+    from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
+
+    for key, value in options.items():
+        base = key.split("_", 1)[1] if key.startswith(("plan_", "code_", "debug_")) else key
+        if base in OPTION_BOUNDS and value is not None:
+            low, high = OPTION_BOUNDS[base]
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                raise SettingError(key, f"{value!r} is not a number") from None
+            if not low <= number <= high:
+                raise SettingError(key, f"{value!r} is out of range; use {low} to {high}")
+    env = dict(os.environ)
+    for key in BASE_URL_OPTIONS:
+        url = options.get(key)
+        if url in (None, ""):
+            continue
+        try:
+            allowed = isinstance(url, str) and is_operator_base_url(url, env)
+            listed = operator_base_urls(env)
+        except ConfigError as exc:
+            raise SettingError(key, f"the server's LLM endpoints are misconfigured: {exc}") from None
+        if not allowed:
+            hint = f"use one of {', '.join(listed)}" if listed else "this server allows none"
+            raise SettingError(key, f"{url!r} is not one of this server's LLM endpoints; {hint} (the operator "
+                                    f"lists them in {ALLOWLIST_ENV})")
 
 
 def _check_team(settings: RunSettings) -> None:
