@@ -136,6 +136,8 @@ STARK_EVAL_CEILINGS = eval_ceilings()
 STARK_LLM_BASE_URLS = llm_base_urls("STARK_LLM_BASE_URLS")
 STARK_LOGIN_MAX_FAILURES = envint("STARK_LOGIN_MAX_FAILURES", 5, minimum=1)
 STARK_LOGIN_WINDOW_S = envint("STARK_LOGIN_WINDOW_S", 300, minimum=1)
+# Behind a proxy: the header whose last address is the client's (e.g. X-Forwarded-For), for the login throttle.
+STARK_CLIENT_IP_HEADER = envstr("STARK_CLIENT_IP_HEADER", "")
 
 LOGGING = {
     "version": 1,

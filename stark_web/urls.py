@@ -7,11 +7,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from stark_web import health, views
+from stark_web.throttle import AdminLoginForm, LoginForm
+
+admin.site.login_form = AdminLoginForm  # throttled like the site's login (stark_web/throttle.py)
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("diagnostics/ping", views.diagnostics_ping, name="diagnostics-ping"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),

@@ -64,6 +64,8 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # A Content-Security-Policy violation (a blocked script, style or socket) is only a console message.
+    page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
 
     page.goto(f"{base}/accounts/login/")
     screenshot(page, "01-login")
