@@ -38,6 +38,11 @@ OPERATOR_EVAL_KEYS = {"sandbox": "the workers' sandbox (bubblewrap where it work
 # Evaluation settings with an operator's ceiling (settings.STARK_EVAL_CEILINGS: name -> (ceiling, variable)).
 CEILING_TYPES = {"correctness_trials": (int, 1), "timing_runs": (int, 1), "warmup_runs": (int, 0),
                  "build_timeout_s": (float, 1), "run_timeout_s": (float, 1), "memory_limit_mb": (int, 256)}
+# The other numbers and switches of EvalSettings a run may set: (type, low, high).
+EVAL_NUMBERS = {"seed": (int, 0, 2**31 - 1), "atol": (float, 0, 1e6), "rtol": (float, 0, 1e6),
+                "roofline_margin": (float, 1, 1e6), "precision_flag_fraction": (float, 0, 1),
+                "unstable_timing_fraction": (float, 0, 1e6)}
+EVAL_SWITCHES = ("flush_cache", "roofline", "reuse_results")
 BASE_URL_OPTIONS = ("base_url", "plan_base_url", "code_base_url", "debug_base_url")
 # Bounds of numeric team options, run-wide or per role (a huge max_retries would spin a search worker forever).
 OPTION_BOUNDS = {"max_retries": (0, 20), "timeout_s": (1, 3600), "max_tokens": (1, 1_000_000),
@@ -179,7 +184,8 @@ def _eval_settings(data: dict[str, Any], device: str) -> dict[str, Any]:
 
 def _check_ceilings(raw: dict[str, Any], defaults: dict[str, Any]) -> None:
     """Trials, runs, timeouts and memory within the operator's ceilings: a value above one is a 400 (never
-    silently lowered, so a run measures what it says); a default above one is lowered to it."""
+    silently lowered, so a run measures what it says); a default above one is lowered to it. The other numbers
+    and switches must have their type (a string "false" would be a true switch; a string seed breaks a worker)."""
     from django.conf import settings
 
     for key, (ceiling, variable) in settings.STARK_EVAL_CEILINGS.items():
@@ -188,21 +194,29 @@ def _check_ceilings(raw: dict[str, Any], defaults: dict[str, Any]) -> None:
             if defaults[key] > ceiling:
                 raw[key] = kind(ceiling)
             continue
-        value = raw[key]
-        try:
-            if isinstance(value, bool) or not isinstance(value, int | float | str):
-                raise ValueError
-            number = float(value)
-            if kind is int and not number.is_integer():
-                raise ValueError
-        except ValueError:
-            raise SettingError(f"eval.{key}", f"{value!r} is not a {'whole ' if kind is int else ''}number") from None
-        if not math.isfinite(number):
-            raise SettingError(f"eval.{key}", f"{value!r} is not a finite number")
-        if not low <= number <= ceiling:
-            raise SettingError(f"eval.{key}", f"{number:g} is out of range; use {low} to {ceiling:g} (this server's "
-                                              f"ceiling, {variable})")
-        raw[key] = kind(number)
+        raw[key] = _eval_number(key, raw[key], kind, low, ceiling, f" (this server's ceiling, {variable})")
+    for key, (kind, low, high) in EVAL_NUMBERS.items():
+        if raw.get(key) is not None:
+            raw[key] = _eval_number(key, raw[key], kind, low, high, "")
+    for key in EVAL_SWITCHES:
+        if key in raw and not isinstance(raw[key], bool):
+            raise SettingError(f"eval.{key}", f"{raw[key]!r} is not true or false")
+
+
+def _eval_number(key: str, value: Any, kind: type, low: float, high: float, why: str) -> int | float:
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value)
+        if kind is int and math.isfinite(number) and not number.is_integer():
+            raise ValueError
+    except ValueError:
+        raise SettingError(f"eval.{key}", f"{value!r} is not a {'whole ' if kind is int else ''}number") from None
+    if not math.isfinite(number):
+        raise SettingError(f"eval.{key}", f"{value!r} is not a finite number")
+    if not low <= number <= high:
+        raise SettingError(f"eval.{key}", f"{number:g} is out of range; use {low:g} to {high:g}{why}")
+    return kind(number)
 
 
 def _check_options(options: dict[str, Any]) -> None:

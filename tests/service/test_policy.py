@@ -74,8 +74,11 @@ def test_the_operators_values_are_accepted_and_not_stored_with_the_run(client, r
     ("memory_limit_mb", 10**7, "STARK_EVAL_MAX_MEMORY_MB"),
     ("timing_runs", 0, "STARK_EVAL_MAX_TIMING_RUNS"),
     ("timing_runs", 2.5, "whole number"),
+    ("seed", "abc", "number"),
+    ("atol", -1, "0 to"),
+    ("roofline", "false", "true or false"),
 ])
-def test_numbers_above_the_operators_ceilings_are_refused(client, redis_client, key, value, variable):
+def test_eval_numbers_beyond_the_ceilings_or_of_the_wrong_type_are_refused(client, redis_client, key, value, variable):
     response = post_json(client, run_body(eval={**CHEAP_EVAL, key: value}))
     assert_refused(response, f"eval.{key}", variable)
 
