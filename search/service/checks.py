@@ -135,10 +135,9 @@ async def run_check(source: str, user_id: int) -> dict[str, Any]:
     Cancelling the awaiting task kills the check and its harness child before the CancelledError goes on."""
     limit = timeout_s()
     async with check_slot(user_id):
-        proc = await asyncio.create_subprocess_exec(
+        proc = await asyncio.create_subprocess_exec(  # `-m` from ROOT: this checkout's modules come first
             sys.executable, "-m", "search.service.check_child", cwd=ROOT, start_new_session=True,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(
                 proc.communicate(json.dumps({"source": source, "timeout_s": limit}).encode()), limit + SLACK_S)

@@ -4,10 +4,11 @@ user's hanging check never blocks another user's."""
 
 from __future__ import annotations
 
-import os
+import json
 import socket
 import threading
 import time
+import urllib.request
 import uuid
 from urllib.parse import urlencode, urlparse
 
@@ -119,31 +120,19 @@ class Browser:
 
 def check_processes(root: int) -> dict[str, list[int]]:
     """The problem-check processes below daphne: the check process and the harness child it started."""
+    from kernels.sandbox import descendants
+
     found: dict[str, list[int]] = {"check": [], "harness": []}
-    stack = [root]
-    while stack:
-        pid = stack.pop()
+    for pid in descendants(root):
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as handle:
-                    children = [int(c) for c in handle.read().split()]
-            except OSError:
-                continue
-            for child in children:
-                stack.append(child)
-                try:
-                    with open(f"/proc/{child}/cmdline", "rb") as handle:
-                        cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    continue
-                if "search.service.check_child" in cmdline:
-                    found["check"].append(child)
-                elif "kernels.worker" in cmdline:
-                    found["harness"].append(child)
+        if "search.service.check_child" in cmdline:
+            found["check"].append(pid)
+        elif "kernels.worker" in cmdline:
+            found["harness"].append(pid)
     return found
 
 
@@ -191,6 +180,13 @@ def test_a_users_sleeping_check_blocks_neither_them_long_nor_another_user(check_
     assert elapsed < CHECK_TIMEOUT_S + 20, elapsed
     wait_for(lambda: not any(check_processes(daphne_pid).values()), 15, "the check processes to be gone")
     assert slots(redis_client) == 0
+
+    # The JSON API's (synchronous) view checks through the same path inside daphne.
+    request = urllib.request.Request(server + "/api/runs", method="POST", headers={
+        "Authorization": f"Bearer {create_token(stranger)}", "Content-Type": "application/json"},
+        data=json.dumps({"team": "scripted", "budget": 1, "problem_source": good_problem()}).encode())
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert response.status == 201
 
 
 @pytest.mark.django_db(transaction=True)
