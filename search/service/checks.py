@@ -25,6 +25,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from search.service import queues
 from search.service.settings import SettingError
@@ -67,7 +68,7 @@ def _acquire(user_id: int, token: str) -> int:
         lifetime = timeout_s() + 2 * SLACK_S
         return int(conn.eval(ACQUIRE, 2, TOTAL_KEY, USER_KEY.format(user_id), time.time(), time.time() + lifetime,
                              token, settings.STARK_CHECKS_TOTAL, settings.STARK_CHECKS_PER_USER, int(lifetime) + 1))
-    except OSError as exc:  # redis.ConnectionError is an OSError subclass in redis-py >= 5
+    except (RedisError, OSError) as exc:
         raise LimitError("problem", f"the server's Redis does not answer ({exc}); problems cannot be checked now, "
                                     "retry in a moment", status=503) from None
 

@@ -67,6 +67,25 @@ def test_active_runs_per_user_are_limited_through_the_api(redis_client, owner, s
     assert Run.objects.filter(owner=owner).exclude(status="cancelled").count() == 3
 
 
+@pytest.mark.django_db
+def test_a_check_without_redis_answers_503_naming_the_problem(owner, monkeypatch):
+    import redis
+
+    from search.service import queues
+    from search.tokens import create_token
+
+    closed_port = socket.socket()
+    closed_port.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    url = f"redis://127.0.0.1:{closed_port.getsockname()[1]}/0"
+    monkeypatch.setattr(queues, "connection", lambda: redis.Redis.from_url(url))
+    try:
+        response = api_post(create_token(owner), team="scripted", budget=1, problem_source=good_problem())
+    finally:
+        closed_port.close()
+    assert response.status_code == 503, response.content
+    assert response.json()["field"] == "problem" and "Redis does not answer" in response.json()["message"]
+
+
 # ---- problem checks through a real daphne -------------------------------------------------------------------
 
 
