@@ -66,7 +66,7 @@ class RunConsumer(GuardedJsonConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not await can_view(user, self.run_id):
+        if self.run_id > MAX_SEQ or not await can_view(user, self.run_id):  # PostgreSQL: no bigint overflow
             await self.close(code=CLOSE_FORBIDDEN)
             return
         # Join before the snapshot: every event after the snapshot's seq then reaches this socket.

@@ -193,3 +193,21 @@ def test_bad_frames_get_an_error_naming_the_field_and_the_socket_stays(daphne_se
         assert answer["type"] == "error", (frame[:40], answer)
         assert answer["field"] == field and words in answer["message"], (frame[:40], answer)
     assert answers[-1]["seq"] == 1  # still open and serving
+
+
+@pytest.mark.django_db(transaction=True)
+def test_odd_urls_and_tokens_are_refused_with_4xxx(daphne_server, redis_client, owner):
+    base = daphne_server.replace("http", "ws")
+
+    async def close_code(path: str, **headers: str) -> int:
+        async with websockets.connect(base + path, additional_headers={"Origin": daphne_server, **headers}) as s:
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                await asyncio.wait_for(s.recv(), timeout=30)
+        return closed.value.rcvd.code
+
+    from search.tokens import create_token
+
+    token = create_token(owner)
+    assert asyncio.run(close_code(f"/ws/runs/{10**30}/?token={token}")) == 4403
+    assert asyncio.run(close_code("/ws/runs/1/?token=" + "stk_" + "x" * 5000)) == 4401
+    assert asyncio.run(close_code("/ws/runs/1/?token=%ff%fe")) == 4401
