@@ -33,13 +33,12 @@ def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = 
     owner; `summary` is a check's result the caller already has."""
     if not source.strip():
         raise SettingError("problem", "the problem file is empty; upload a KernelBench-format .py file")
-    digest = source_hash(source)
-    existing = Problem.objects.filter(owner=owner, hash=digest).first()
+    existing = known_problem(owner, source)
     if existing is not None:
         return existing
     if summary is None:
         summary = checks.check_problem(source, owner.pk)
-    problem, _ = Problem.objects.get_or_create(owner=owner, hash=digest,
+    problem, _ = Problem.objects.get_or_create(owner=owner, hash=source_hash(source),
                                                defaults={"source": source, "name": name[:200] or "problem",
                                                          "summary": summary})
     return problem
