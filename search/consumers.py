@@ -4,6 +4,9 @@ The channel layer may drop or reorder messages, so the consumer never trusts it 
 last seq it sent, drops what it already sent, and fills any gap from the stored events before sending.
 Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}. A slow poll of the run's
 last seq also sends what the channel layer lost when nothing follows it (e.g. the final run.status).
+Before each batch it sends, and every STARK_SOCKET_AUTH_S, it re-checks that the user may still watch the
+run (token not revoked, session not ended, run still theirs or shared with them); if not, it closes with
+4401/4403 and the reason.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ import os
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from search.events import events_after, group_name, snapshot
 from search.models import Run
+from stark_web.socket_auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from stark_web.sockets import GuardedJsonConsumer
 
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN = 4403  # foreign or unknown run: the same answer, so ids reveal nothing
 POLL_S = float(os.environ.get("STARK_SOCKET_POLL_S", "5"))
+MAX_SEQ = 2**63 - 1
 
 
 @database_sync_to_async
@@ -29,13 +32,24 @@ def last_seq(run_id: int) -> int:
     return Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).first() or 0
 
 
-@database_sync_to_async
-def can_view(user, run_id: int) -> bool:
+def run_visible(user, run_id: int) -> bool:
     run = Run.objects.filter(pk=run_id).first()
     return run is not None and run.visible_to(user)
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
+can_view = database_sync_to_async(run_visible)
+
+
+def parse_after(raw: Any) -> int | None:
+    """A seq number: an integer (or its decimal string) from 0 to 2**63-1; None for anything else."""
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_SEQ:
+        return None
+    return raw
+
+
+class RunConsumer(GuardedJsonConsumer):
     run_id: int
     sent: int = 0
     joined: bool = False
@@ -52,7 +66,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        if not await can_view(user, self.run_id):
+        if self.run_id > MAX_SEQ or not await can_view(user, self.run_id):  # PostgreSQL: no bigint overflow
             await self.close(code=CLOSE_FORBIDDEN)
             return
         # Join before the snapshot: every event after the snapshot's seq then reaches this socket.
@@ -60,9 +74,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.joined = True
         async with self.sending:
             await self.send_snapshot()
+        await self.start_guard()
         self.poller = asyncio.create_task(self.poll())
 
     async def disconnect(self, code: int) -> None:
+        await self.stop_guard()
         if self.poller is not None:
             self.poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -70,19 +86,29 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if self.joined:
             await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
 
+    def access_problem(self) -> tuple[int, str] | None:
+        problem = super().access_problem()
+        if problem is None and not run_visible(self.scope["user"], self.run_id):
+            problem = (CLOSE_FORBIDDEN, f"run {self.run_id} is no longer shared with you")
+        return problem
+
     async def poll(self) -> None:
-        while True:
+        while not self.closing:
             await asyncio.sleep(POLL_S)
             if await last_seq(self.run_id) > self.sent:
                 async with self.sending:
                     await self.send_from_store(self.sent)
 
     async def send_snapshot(self) -> None:
+        if not await self.allowed():
+            return
         snap = await database_sync_to_async(snapshot)(self.run_id)
         self.sent = snap["seq"]
         await self.send_json(snap)
 
     async def send_from_store(self, after: int) -> None:
+        if not await self.allowed():
+            return
         events = await database_sync_to_async(events_after)(self.run_id, after)
         for event in events:
             await self.send_json(event)
@@ -90,23 +116,22 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             self.sent = max(self.sent, events[-1]["seq"])
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if not self.joined or not isinstance(content, dict):
+        if not self.joined:
             return
         kind = content.get("type")
         if kind == "snapshot":
             async with self.sending:
                 await self.send_snapshot()
         elif kind == "resync":
-            try:
-                after = int(content.get("after", 0))
-            except (TypeError, ValueError):
-                await self.send_json({"type": "error", "field": "after", "message": "after must be a seq number"})
+            after = parse_after(content.get("after", 0))
+            if after is None:
+                await self.send_error("after", f"after must be a seq number, a whole number from 0 to {MAX_SEQ} "
+                                               f"(got {str(content.get('after'))[:40]})")
                 return
             async with self.sending:
                 await self.send_from_store(after)
         else:
-            await self.send_json({"type": "error", "field": "type",
-                                  "message": f"unknown message type {kind!r}; send resync or snapshot"})
+            await self.send_error("type", f"unknown message type {str(kind)[:40]!r}; send resync or snapshot")
 
     async def run_event(self, message: dict[str, Any]) -> None:
         async with self.sending:
@@ -116,6 +141,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         seq = int(event["seq"])
         if seq <= self.sent:
             return  # already sent (from a snapshot or a gap fill)
+        if not await self.allowed():
+            return
         if seq == self.sent + 1:
             await self.send_json(event)
             self.sent = seq

@@ -27,8 +27,24 @@ def user_for_api_token(token: str):
     """The active user a token belongs to, or None."""
     if not token or not token.startswith(PREFIX) or len(token) > 200:
         return None
-    found = ApiToken.objects.select_related("user").filter(digest=digest(token)).first()
+    user = user_for_digest(digest(token))
+    if user is not None:
+        ApiToken.objects.filter(digest=digest(token)).update(last_used_at=timezone.now())
+    return user
+
+
+def user_for_digest(token_digest: str):
+    """The active user whose token has this digest, or None (deleted token, inactive user). Websockets call it
+    again while they stream, so a revoked token stops them within seconds."""
+    found = ApiToken.objects.select_related("user").filter(digest=token_digest).first()
     if found is None or not found.user.is_active:
         return None
-    ApiToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
     return found.user
+
+
+def revoke(user, prefix: str | None = None) -> int:
+    """Delete the user's tokens (those starting with `prefix` when given); returns how many."""
+    tokens = ApiToken.objects.filter(user=user)
+    if prefix:
+        tokens = tokens.filter(prefix__startswith=prefix[:10])
+    return tokens.delete()[0]

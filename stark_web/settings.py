@@ -145,3 +145,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
 }
+
+# Per-user limits (README's settings table): active runs, problem checks (each runs the problem in a harness
+# child, so they are few and short), and how often a websocket re-checks that its user may still watch.
+STARK_MAX_ACTIVE_RUNS = envint("STARK_MAX_ACTIVE_RUNS", 3, minimum=0)  # queued+running+paused; 0: no limit
+STARK_CHECKS_PER_USER = envint("STARK_CHECKS_PER_USER", 2, minimum=1, maximum=100)
+STARK_CHECKS_TOTAL = envint("STARK_CHECKS_TOTAL", 4, minimum=1, maximum=1000)
+STARK_CHECK_TIMEOUT_S = envint("STARK_CHECK_TIMEOUT_S", 30, minimum=5, maximum=3600)
+STARK_SOCKET_AUTH_S = envint("STARK_SOCKET_AUTH_S", 2, minimum=1, maximum=60)

@@ -16,5 +16,5 @@ from stark_web.jobs import ping
 @require_POST
 def diagnostics_ping(request):
     token = secrets.token_hex(8)
-    job = django_rq.get_queue("search").enqueue(ping, token, job_timeout=60, result_ttl=300)
+    job = django_rq.get_queue("search").enqueue(ping, token, request.user.pk, job_timeout=60, result_ttl=300)
     return JsonResponse({"token": token, "job": job.id}, status=202)

@@ -15,6 +15,7 @@ from search.api.bundle import build_bundle, standalone_kernel
 from search.events import events_after
 from search.models import Node, Run
 from search.service import control
+from search.service.checks import LimitError
 from search.service.inputs import check_values, loads, plain_text
 from search.service.settings import SettingError, parse_run_settings
 
@@ -37,6 +38,8 @@ def handles_errors(view):
         try:
             return view(request, *args, **kwargs)
         except BadRequest as exc:
+            return error(exc.status, exc.field, exc.message)
+        except LimitError as exc:  # a per-user limit (429) or Redis down (503)
             return error(exc.status, exc.field, exc.message)
         except SettingError as exc:
             return error(400, exc.field, exc.message)

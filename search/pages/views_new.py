@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -14,8 +15,9 @@ from django.views.decorators.http import require_GET, require_POST
 from search.pages import gallery
 from search.pages.forms import TEAM_HELP, NewRunForm
 from search.pages.providers import LLM_TEAMS, any_ready, providers
-from search.service import control
-from search.service.settings import SettingError, parse_run_settings
+from search.service import checks, control
+from search.service.checks import LimitError
+from search.service.settings import RunSettings, SettingError, parse_run_settings
 
 
 def problem_from(request: HttpRequest) -> tuple[str, str]:
@@ -46,47 +48,64 @@ def page_context(form: NewRunForm, **extra: Any) -> dict[str, Any]:
 
 
 @login_required
-def new_run(request: HttpRequest) -> HttpResponse:
+async def new_run(request: HttpRequest) -> HttpResponse:
+    """Async, so that the problem check is cancelled (its harness child killed) when the browser goes away."""
     if request.method != "POST":
-        form = NewRunForm()
-        chosen = gallery.example_source(request.GET.get("example", "")) if request.GET.get("example") else None
-        if chosen:
-            form.initial.update(problem_source=chosen[1], problem_name=chosen[0]["path"].rsplit("/", 1)[-1])
-        return render(request, "pages/new_run.html", page_context(form))
+        return await sync_to_async(blank_page)(request)
     form = NewRunForm(request.POST, request.FILES)
+    status = 400
     if form.is_valid():
         try:
             run_settings = parse_run_settings(form.run_data())
             source, name = problem_from(request)
-            problem = control.problem_for(request.user, source, name)
-            run = control.create_run(request.user, problem, run_settings)
+            user = await request.auser()
+            summary = None
+            if not await sync_to_async(control.known_problem)(user, source):
+                summary = await checks.run_check(source, user.pk)
+            run = await sync_to_async(start_run)(user, source, name, run_settings, summary)
         except SettingError as exc:
+            status = getattr(exc, "status", 400)
             field = {"problem": "problem_source", "team_options": None, "eval": None}.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)
         else:
             return redirect("pages:run", run_id=run.pk)
-    return render(request, "pages/new_run.html", page_context(form), status=400)
+    return await sync_to_async(render)(request, "pages/new_run.html", page_context(form), status=status)
+
+
+def blank_page(request: HttpRequest) -> HttpResponse:
+    form = NewRunForm()
+    chosen = gallery.example_source(request.GET.get("example", "")) if request.GET.get("example") else None
+    if chosen:
+        form.initial.update(problem_source=chosen[1], problem_name=chosen[0]["path"].rsplit("/", 1)[-1])
+    return render(request, "pages/new_run.html", page_context(form))
+
+
+def start_run(user, source: str, name: str, run_settings: RunSettings, summary: dict[str, Any] | None):
+    problem = control.problem_for(user, source, name, summary=summary)
+    return control.create_run(user, problem, run_settings)
 
 
 @login_required
 @require_POST
-def validate(request: HttpRequest) -> HttpResponse:
-    """htmx partial: the problem's summary (shapes, dtypes, FLOPs, bytes, memory) and warnings, or its error."""
-    from kernels import ProblemError, inspect_problem
-
+async def validate(request: HttpRequest) -> HttpResponse:
+    """htmx partial: the problem's summary (shapes, dtypes, FLOPs, bytes, memory) and warnings, or its error.
+    Each keystroke pause sends one; htmx aborts the previous request, which cancels its check here."""
     try:
         source, _ = problem_from(request)
     except SettingError as exc:
-        return render(request, "pages/_validation.html", {"empty": True, "error": exc.message})
+        return await sync_to_async(render)(request, "pages/_validation.html", {"empty": True, "error": exc.message})
+    user = await request.auser()
     try:
-        summary = inspect_problem(source, device="cpu").to_dict()
-    except ProblemError as exc:
-        return render(request, "pages/_validation.html", {"error": exc.message})
+        summary = await checks.run_check(source, user.pk)
+    except LimitError as exc:
+        return await sync_to_async(render)(request, "pages/_validation.html", {"busy": True, "error": exc.message})
+    except SettingError as exc:
+        return await sync_to_async(render)(request, "pages/_validation.html", {"error": exc.message})
     device = request.POST.get("device", "cpu")
     human = {"parameters": si(summary.get("parameters")), "flops": si(summary.get("flops")),
              "bytes": si(summary.get("bytes"), "B")}
-    return render(request, "pages/_validation.html",
-                  {"summary": summary, "human": human, "warnings": warnings(summary, device)})
+    return await sync_to_async(render)(request, "pages/_validation.html",
+                                       {"summary": summary, "human": human, "warnings": warnings(summary, device)})
 
 
 def si(value: Any, unit: str = "") -> str:

@@ -15,7 +15,7 @@ from search.engine.node import FINISHED
 from search.engine.tree import Tree
 from search.events import Recorder, store_event
 from search.models import Node, Problem, Run, source_hash
-from search.service import queues, steps
+from search.service import checks, fairness, queues, steps
 from search.service.runs import load_tree, locked_run, make_engine
 from search.service.settings import MAX_BUDGET, RunSettings, SettingError
 
@@ -24,21 +24,21 @@ class RunStateError(Exception):
     """The action does not apply to the run in its current state."""
 
 
-def problem_for(owner, source: str, name: str) -> Problem:
-    """Validate a problem (kernels.inspect_problem in a child process) and store it once per owner."""
-    from kernels import ProblemError, inspect_problem
+def known_problem(owner, source: str) -> Problem | None:
+    return Problem.objects.filter(owner=owner, hash=source_hash(source)).first()
 
+
+def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = None) -> Problem:
+    """Validate a problem (search.service.checks: a bounded check in a child process) and store it once per
+    owner; `summary` is a check's result the caller already has."""
     if not source.strip():
         raise SettingError("problem", "the problem file is empty; upload a KernelBench-format .py file")
-    digest = source_hash(source)
-    existing = Problem.objects.filter(owner=owner, hash=digest).first()
+    existing = known_problem(owner, source)
     if existing is not None:
         return existing
-    try:
-        summary = inspect_problem(source, device="cpu").to_dict()
-    except ProblemError as exc:
-        raise SettingError("problem", exc.message) from None
-    problem, _ = Problem.objects.get_or_create(owner=owner, hash=digest,
+    if summary is None:
+        summary = checks.check_problem(source, owner.pk)
+    problem, _ = Problem.objects.get_or_create(owner=owner, hash=source_hash(source),
                                                defaults={"source": source, "name": name[:200] or "problem",
                                                          "summary": summary})
     return problem
@@ -50,6 +50,7 @@ def create_run(owner, problem: Problem, settings: RunSettings, root_source: str 
     tree = Tree(problem.source, settings.tree_settings(), root_source=root_source,
                 meta={"problem_summary": problem.summary, "device_info": {"device": settings.device}})
     with transaction.atomic():
+        fairness.check_active_runs(owner)
         run = Run.objects.create(
             owner=owner, problem=problem, name=settings.name or problem.name, team=settings.team,
             team_options=settings.team_options, settings=settings.tree_settings(), device=settings.device,
@@ -117,6 +118,8 @@ def extend(run_id: int, more: int) -> Run:
             raise RunStateError(f"run {run_id} is {run.status}; fork it from a node to go on")
         if run.budget + more > MAX_BUDGET:
             raise SettingError("budget", f"a run may have at most {MAX_BUDGET} attempts")
+        if run.status == Run.Status.FINISHED:
+            fairness.check_active_runs(run.owner)  # it starts again
         run.budget += more
         run.settings = {**run.settings, "budget": run.budget}
         run.save(update_fields=["budget", "settings", "updated_at"])

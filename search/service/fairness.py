@@ -1,13 +1,35 @@
 """Fair sharing of the gpu workers between runs: when several runs are running, each may keep at most
 its max-min fair share of the gpu workers' slots in flight (never less than one attempt, never more
-than its own k). A lone run keeps its whole k, so its agents can work while a candidate is evaluated."""
+than its own k). A lone run keeps its whole k, so its agents can work while a candidate is evaluated.
+Between users: at most STARK_MAX_ACTIVE_RUNS queued, running or paused runs per user (staff exempt)."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from rq import Worker
 
 from search.models import Run
 from search.service import queues
+from search.service.checks import LimitError
+
+ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
+
+
+def check_active_runs(owner) -> None:
+    """Raise LimitError (429) when `owner` already has STARK_MAX_ACTIVE_RUNS active runs. Call it inside the
+    transaction that creates or restarts the run: it locks the user's row (PostgreSQL; SQLite's IMMEDIATE
+    transactions already serialize writers), so two requests at once cannot both take the last slot."""
+    limit = settings.STARK_MAX_ACTIVE_RUNS
+    if not limit or owner.is_staff:
+        return
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    active = list(Run.objects.filter(owner=owner, status__in=ACTIVE).order_by("pk").values_list("pk", flat=True))
+    if len(active) >= limit:
+        shown = ", ".join(str(pk) for pk in active[:10])
+        raise LimitError("runs", f"you already have {len(active)} active runs (queued, running or paused: {shown}); "
+                                 f"the limit is {limit} per user (STARK_MAX_ACTIVE_RUNS). Cancel one or wait for "
+                                 "one to finish, then try again")
 
 
 def max_min_shares(capacity: int, demands: dict[int, int]) -> dict[int, int]:

@@ -88,6 +88,17 @@ def test_it_starts_a_run_and_opens_its_page(client, owner, relu_source):
     assert f"#{run.pk}" in client.get(reverse("pages:runs")).content.decode()
 
 
+def test_the_active_run_limit_is_named_on_the_page(client, owner, relu_source, settings):
+    settings.STARK_MAX_ACTIVE_RUNS = 1
+    client.force_login(owner)
+    form = {"problem_source": relu_source, "team": "rules", "device": "cpu", "budget": 2, "parallel": 1}
+    assert client.post(reverse("pages:new"), form).status_code == 302
+    refused = client.post(reverse("pages:new"), form)
+    page = refused.content.decode()
+    assert refused.status_code == 429 and "STARK_MAX_ACTIVE_RUNS" in page and "Cancel one" in page
+    assert Run.objects.count() == 1
+
+
 def test_it_names_a_bad_setting_next_to_its_field(client, owner, relu_source):
     client.force_login(owner)
     response = client.post(reverse("pages:new"), {"problem_source": relu_source, "team": "rules", "device": "cpu",
