@@ -13,6 +13,7 @@ from kernels.reference import (
     BASELINE_KEYS,
     device_lock,
     ensure_reference,
+    reference_digests,
     reference_outputs_for_seeds,
     worker_env,
 )
@@ -47,7 +48,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(scratch),
-            "memory_limit_mb": settings.memory_limit_mb,
+            "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
                 "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s}
@@ -55,9 +56,14 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],
                          env=worker_env(root, scratch), device_lock=device_lock(root, settings))
-        result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed runs unchecked
-        if result.verdict == "pass":  # only then is the extra reference worker for the timed runs' seeds worth it
-            saved = judge.load_outputs(work_dir / "outputs.pt")
+        saved = judge.load_outputs(work_dir / "outputs.pt") if reference.digest and run.last("result") else None
+        if isinstance(saved, dict):  # digest mode: one reference worker for every seed, at the candidate's positions
+            reference_outputs, timed_reference = reference_digests(problem_source, settings, saved)
+            result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference, reference_outputs)
+        else:
+            result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed unchecked
+        if result.verdict == "pass" and not reference.digest:  # only then is a reference worker for the timed seeds
+            saved = judge.load_outputs(work_dir / "outputs.pt")  # worth it
             if isinstance(saved, dict):
                 timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(saved))
                 result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference)
