@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
 
 def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict[str, Any],
                          outputs_path: Path | None, seeds: list[int] | None = None,
-                         work_dir: Path | None = None) -> WorkerRun:
+                         work_dir: Path | None = None, on_phase: Callable[[str], None] | None = None) -> WorkerRun:
     """One reference worker; it removes its work dir afterwards unless the caller passed `work_dir`."""
     root = cache.cache_root(settings.cache_dir)
     keep = work_dir is not None
@@ -79,7 +80,8 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
     try:
         return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                           memory_limit_mb=settings.memory_limit_mb, writable=[scratch],
-                          hidden=[root], env=worker_env(root, scratch), device_lock=device_lock(root, settings))
+                          hidden=[root], env=worker_env(root, scratch), device_lock=device_lock(root, settings),
+                          zygote_root=root if settings.warm_start else None, on_phase=on_phase)
     finally:
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
@@ -184,7 +186,7 @@ def adopt_outputs(produced: Path, path: Path) -> str:
 
 def ensure_reference(problem_source: str, settings: EvalSettings,
                      baselines: tuple[str, ...] | None = None, outputs: bool = True,
-                     ) -> tuple[Reference, dict[str, Any]]:
+                     on_phase: Callable[[str], None] | None = None) -> tuple[Reference, dict[str, Any]]:
     """Reference outputs, summary, op set, baselines and ceilings: from cache, computing only what is missing."""
     root = cache.cache_root(settings.cache_dir)
     phash, tv = cache.source_hash(problem_source), cache.torch_version()
@@ -208,7 +210,8 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
     if any(want.values()):
         work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
         try:
-            run = run_reference_worker(problem_source, settings, want, work_dir / "outputs.pt", work_dir=work_dir)
+            run = run_reference_worker(problem_source, settings, want, work_dir / "outputs.pt", work_dir=work_dir,
+                                       on_phase=on_phase)
             if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
                 raise problem_failure(run, settings, "computing its reference outputs")
             if want["outputs"] and run.last("outputs_saved"):

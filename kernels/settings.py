@@ -37,6 +37,10 @@ Settings (all optional; defaults in brackets):
   larger ones (KernelBench's 6.4 GB elementwise problems) are judged by digests taken on the device
   (kernels/digest.py: a secret random sample of elements checked elementwise plus float64 sums of every block of
   1024 elements), so nothing the size of the outputs passes through host memory or disk.
+- warm_start [True]: where a child runs without bubblewrap (GPU hosts in containers, sandbox "none"), fork it
+  from a warm zygote that has already imported torch and the harness (kernels/zygote.py) instead of starting a new
+  interpreter: the same isolation otherwise (own process and session, clean environment, the zygote never touches
+  the device), seconds less per child.
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
@@ -77,6 +81,7 @@ class EvalSettings:
     reuse_results: bool = True
     exclusive_device: bool = True
     full_output_limit_mb: float = 16.0
+    warm_start: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
