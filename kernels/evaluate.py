@@ -82,7 +82,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
                        "run": "\n".join(t for t in (run.logs["run"], run.logs["worker"]) if t.strip())}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
-                              "sandbox": run.sandbox}
+                              "sandbox": run.sandbox, "warm_start": run.warm}
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     if run.sandbox == "none" and result.verdict not in ("build_error",):

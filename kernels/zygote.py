@@ -200,6 +200,7 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         from kernels import worker
 
+        sys.modules["__main__"] = worker  # as in `python -m kernels.worker`
         worker.main(request["argv"])
     finally:
         os._exit(70)
