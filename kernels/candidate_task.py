@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from kernels import loading, probes, timing
+from kernels import digest, loading, probes, timing
 from kernels.reference_task import HarnessFailure, load_problem
 from kernels.worker import Channel, redirect_output
 
@@ -33,12 +33,33 @@ def secret_seed() -> int:
     return int.from_bytes(_urandom(6), "little")
 
 
+class Keeper:
+    """What is kept of one call's outputs: host copies, or (for problems with large outputs, `task["digest"]`)
+    digests taken on the device at positions drawn from fresh secret seeds after the call returned."""
+
+    def __init__(self, use_digests: bool) -> None:
+        self.use_digests = use_digests
+
+    def seeds(self, outputs: list[torch.Tensor]) -> list[int] | None:
+        return [secret_seed() for _ in outputs] if self.use_digests else None
+
+    def keep(self, outputs: list[torch.Tensor], seeds: list[int] | None = None) -> list[Any]:
+        """Keep `outputs` (under `seeds`, to re-take a digest at the same positions; fresh ones otherwise)."""
+        if not self.use_digests:
+            return snapshot(outputs)
+        return digest.keep(outputs, seeds if seeds is not None else self.seeds(outputs), full_limit=-1)
+
+    @staticmethod
+    def seeds_of(kept: list[Any]) -> list[int] | None:
+        return [k["position_seed"] for k in kept] if kept and digest.is_digest(kept[0]) else None
+
+
 class TimingSampler:
     """Fresh inputs for every timed run (new secret seed, written into the same tensors, outside the timed window)
     and a reservoir sample of SAMPLED_RUNS timed outputs, each kept or not only after its run has returned."""
 
-    def __init__(self, problem: Any, inputs: list[Any], device: torch.device, runs: int) -> None:
-        self.problem, self.inputs, self.device = problem, inputs, device
+    def __init__(self, problem: Any, inputs: list[Any], device: torch.device, runs: int, keeper: Keeper) -> None:
+        self.problem, self.inputs, self.device, self.keeper = problem, inputs, device, keeper
         self.seeds = [0] * runs
         self.kept: list[tuple[int, list[torch.Tensor]]] = []
         self.seen = 0
@@ -53,11 +74,11 @@ class TimingSampler:
     def after(self, i: int, out: Any) -> None:
         self.seen += 1
         if len(self.kept) < SAMPLED_RUNS:
-            self.kept.append((self.seeds[i], snapshot(loading.flatten_outputs(out))))
+            self.kept.append((self.seeds[i], self.keeper.keep(loading.flatten_outputs(out))))
             return
         slot = int.from_bytes(_urandom(4), "little") % self.seen
         if slot < SAMPLED_RUNS:
-            self.kept[slot] = (self.seeds[i], snapshot(loading.flatten_outputs(out)))
+            self.kept[slot] = (self.seeds[i], self.keeper.keep(loading.flatten_outputs(out)))
 
 
 def snapshot(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -65,10 +86,14 @@ def snapshot(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
     return [o.detach().to("cpu", copy=True) for o in outputs]
 
 
-def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+def same(a: list[Any], b: list[Any]) -> bool:
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
+        if digest.is_digest(x) and digest.is_digest(y):
+            if not all(same([x[k]], [y[k]]) for k in ("samples", "sums", "abs_sums")):
+                return False
+            continue
         if x.shape != y.shape or x.dtype != y.dtype:
             return False
         if x.is_floating_point() or x.is_complex():
@@ -137,21 +162,22 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
     facts: dict[str, Any] = {"aliasing": [], "mutations": [], "late_changes": [], "buffer_reuse": [],
                              "threads": [], "patched": guard.changes()}
     seeds = task["seeds"]
-    trials: list[list[torch.Tensor]] = []
-    previous: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+    keeper = Keeper(bool(task.get("digest")))
+    trials: list[list[Any]] = []
+    previous: tuple[list[torch.Tensor], list[Any]] | None = None
     for index, seed in enumerate(seeds[:-1]):
         inputs = loading.make_inputs(problem, seed, device)
         copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         threads_before = {t.ident for t in threading.enumerate()}
         outputs = call(model, inputs, f"trial {index} (seed {seed})")
-        first = snapshot(outputs)
+        first = keeper.keep(outputs)
         started = probes.new_threads(threads_before)
         for thread in started:
             thread.join(timeout=2.0)
         if cuda:
             torch.cuda.synchronize(device)
         _sleep(0.02 if started else 0.0)
-        settled = snapshot(outputs)
+        settled = keeper.keep(outputs, keeper.seeds_of(first))
         if not same(first, settled):
             facts["late_changes"].append(f"trial {index}: outputs changed after forward() returned")
         if started:
@@ -160,7 +186,7 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
         facts["mutations"] += [f"trial {index}: {m}" for m in probes.mutations(inputs, copies)]
         if previous is not None:
             old_outputs, old_snapshot = previous
-            if not same(snapshot(old_outputs), old_snapshot):
+            if not same(keeper.keep(old_outputs, keeper.seeds_of(old_snapshot)), old_snapshot):
                 facts["buffer_reuse"].append(f"trial {index}: forward() overwrote the outputs of the previous call "
                                              "(it returns one reused buffer)")
         previous = (outputs, settled)
@@ -175,13 +201,14 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
 
 
 def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, facts: dict[str, Any],
-                   trials: list[list[torch.Tensor]], device: torch.device, guard: probes.HarnessSnapshot,
+                   trials: list[list[Any]], device: torch.device, guard: probes.HarnessSnapshot,
                    channel: Channel, send: Any) -> None:
     """Timing and the post-timing re-check, holding the device alone; then the outputs are saved and sent."""
     cuda = device.type == "cuda"
     seeds = task["seeds"]
     inputs = loading.make_inputs(problem, seeds[0], device)
-    sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"])
+    keeper = Keeper(bool(task.get("digest")))
+    sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"], keeper)
     try:
         with torch.no_grad():
             _, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
@@ -193,13 +220,13 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
         raise HarnessFailure("runtime_error", f"ModelNew.forward raised {type(exc).__name__} while being timed: "
                              f"{exc}") from exc
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))  # before the re-check can restore
-    timed = snapshot(loading.flatten_outputs(last))
+    timed = keeper.keep(loading.flatten_outputs(last))
     timed_seed = sampler.seeds[-1]
     fresh = loading.make_inputs(problem, seeds[-1], device)
     for old, new in zip(inputs, fresh):  # same tensors, new values: an input-keyed cache must now miss
         if isinstance(old, torch.Tensor):
             old.copy_(new)
-    recheck = snapshot(call(model, inputs, "post-timing re-check"))
+    recheck = keeper.keep(call(model, inputs, "post-timing re-check"))
     if cuda:
         torch.cuda.synchronize(device)
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))

@@ -9,10 +9,12 @@ from typing import Any
 
 from kernels import cache, judge
 from kernels.loading import check_problem_source
+from kernels.phases import PhaseClock, Progress
 from kernels.reference import (
     BASELINE_KEYS,
     device_lock,
     ensure_reference,
+    reference_digests,
     reference_outputs_for_seeds,
     worker_env,
 )
@@ -23,13 +25,16 @@ from kernels.settings import EvalSettings
 REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and crashes may depend on load: re-run them
 
 
-def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None
-             ) -> EvalResult:
-    """Judge one candidate; raises ProblemError when the problem itself is invalid (never for a bad candidate)."""
+def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None,
+             progress: Progress | None = None) -> EvalResult:
+    """Judge one candidate; raises ProblemError when the problem itself is invalid (never for a bad candidate).
+    `progress(phase, detail)` hears each phase as it starts (kernels.phases)."""
     start = time.monotonic()
     settings = EvalSettings.coerce(settings)
     check_problem_source(problem_source)
-    reference, environment = ensure_reference(problem_source, settings)
+    clock = PhaseClock(progress)
+    clock.enter("reference")
+    reference, environment = ensure_reference(problem_source, settings, on_phase=clock.child(reference=True))
     root = cache.cache_root(settings.cache_dir)
     stored_path = root / "results" / (cache.sha(cache.source_hash(problem_source), cache.source_hash(candidate_source),
                                                 settings.to_dict(), cache.torch_version(),
@@ -47,25 +52,37 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(scratch),
-            "memory_limit_mb": settings.memory_limit_mb,
+            "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
                 "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s}
     try:
+        clock.enter("start")
         run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],
-                         env=worker_env(root, scratch), device_lock=device_lock(root, settings))
-        result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed runs unchecked
-        if result.verdict == "pass":  # only then is the extra reference worker for the timed runs' seeds worth it
-            saved = judge.load_outputs(work_dir / "outputs.pt")
+                         env=worker_env(root, scratch), device_lock=device_lock(root, settings),
+                         zygote_root=root if settings.warm_start else None, on_phase=clock.child())
+        saved = judge.load_outputs(work_dir / "outputs.pt") if reference.digest and run.last("result") else None
+        if isinstance(saved, dict):  # digest mode: one reference worker for every seed, at the candidate's positions
+            clock.enter("re-check")
+            reference_outputs, timed_reference = reference_digests(problem_source, settings, saved)
+            clock.enter("judge")
+            result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference, reference_outputs)
+        else:
+            clock.enter("judge")
+            result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed unchecked
+        if result.verdict == "pass" and not reference.digest:  # only then is a reference worker for the timed seeds
+            saved = judge.load_outputs(work_dir / "outputs.pt")  # worth it
             if isinstance(saved, dict):
+                clock.enter("re-check")
                 timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(saved))
+                clock.enter("judge")
                 result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference)
         result.logs = {"build": run.logs["build"],
                        "run": "\n".join(t for t in (run.logs["run"], run.logs["worker"]) if t.strip())}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
-                              "sandbox": run.sandbox}
+                              "sandbox": run.sandbox, "warm_start": run.warm}
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     if run.sandbox == "none" and result.verdict not in ("build_error",):
@@ -75,6 +92,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.integrity.append({"name": "isolation_reduced", "status": "flag", "detail": detail})
         result.reasons.append("flag isolation_reduced: " + detail)
     attach_speed(result, reference, settings)
+    result.phases = clock.done()
     result.wall_s = round(time.monotonic() - start, 3)
     if result.verdict in REUSABLE:
         cache.write_json(stored_path, result.to_dict())

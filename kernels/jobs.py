@@ -10,11 +10,23 @@ from kernels.result import EvalResult
 from kernels.settings import EvalSettings
 
 
+def publish_phase(phase: str, detail: dict[str, Any]) -> None:
+    """The evaluation's current phase in the RQ job's meta (`meta["phase"]`, with `elapsed_s`), for the run page."""
+    try:
+        from rq import get_current_job
+    except ImportError:
+        return
+    job = get_current_job()
+    if job is not None:
+        job.meta["phase"] = {"phase": phase, **detail}
+        job.save_meta()
+
+
 def evaluate_job(problem_source: str, candidate_source: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """No database access. A bad problem yields a runtime_error result whose reason starts with "problem:"."""
     parsed = EvalSettings.from_dict(settings)
     try:
-        return evaluate(problem_source, candidate_source, parsed).to_dict()
+        return evaluate(problem_source, candidate_source, parsed, progress=publish_phase).to_dict()
     except ProblemError as exc:
         return EvalResult(verdict="runtime_error", reasons=[f"problem: {exc.message}"], settings=parsed.to_dict(),
                           logs={"build": "", "run": exc.log}).to_dict()

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels import correctness, probes, roofline, stats
+from kernels import correctness, digest, probes, roofline, stats
 from kernels.result import Check, EvalResult
 from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
@@ -25,6 +25,7 @@ class Reference:
     baselines: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
     outputs_sha: str = ""
+    digest: bool = False  # outputs too large to keep whole: judged by digests made for each evaluation
 
 
 def check(name: str, status: str, detail: str) -> Check:
@@ -70,7 +71,9 @@ def timed_seeds(saved: dict[str, Any]) -> list[int]:
 
 
 def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: Path,
-          timed_reference: dict[int, Any] | None = None) -> EvalResult:
+          timed_reference: dict[int, Any] | None = None, reference_outputs: dict[str, Any] | None = None
+          ) -> EvalResult:
+    """The verdict. `reference_outputs` (digest mode) replaces the cached reference outputs."""
 
     result = EvalResult(verdict="pass", settings=settings.to_dict())
     checks: list[Check] = []
@@ -99,7 +102,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     if isinstance(saved, str):
         result.verdict, result.reasons, result.integrity = "runtime_error", [saved], checks
         return result
-    reference = load_reference_outputs(ref)
+    reference = reference_outputs if reference_outputs is not None else load_reference_outputs(ref)
     ref_outputs, ref_dtypes, seeds = reference["outputs"], reference["dtypes"], reference["seeds"]
     trial_seeds = seeds[:-1]
     comparisons = [correctness.compare(got, want, ref_dtypes, settings.atol, settings.rtol)
@@ -111,7 +114,12 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
         "max_rel_error": max((c.max_rel for c in comparisons), default=None), "seeds": trial_seeds,
         "failing_seed": trial_seeds[failing] if failing is not None else None,
         "timed_seeds": timed_seeds(saved),
+        "mode": "digest" if ref.digest else "full",
     }
+    if ref.digest:
+        result.correctness["digest"] = {"samples_per_output": digest.SAMPLE_COUNT, "block": digest.CHUNK,
+                                        "detail": "outputs too large to keep whole: every sampled element and every "
+                                                  "block sum checked against the reference (kernels/digest.py)"}
     reasons: list[str] = []
     if failing is not None:
         reasons.append(f"incorrect on trial {failing} (seed {trial_seeds[failing]}): {comparisons[failing].reason}")
@@ -166,8 +174,10 @@ def load_outputs(path: Path) -> dict[str, Any] | str:
         return "the candidate's outputs file is missing or is not a regular file (was it replaced?)"
     try:
         saved = torch.load(io.BytesIO(data), weights_only=True)
-        parts = [saved["trials"], [saved["timed"]], [saved["recheck"]]]
+        parts = [saved["trials"], [saved["timed"]], [saved["recheck"]], [o for _, o in saved.get("sampled", [])]]
         tensors = [t for group in parts for outputs in group for t in outputs]
+        tensors = [x for t in tensors for x in ([t["samples"], t["sums"], t["abs_sums"], t["positions"]]
+                                                 if digest.is_digest(t) else [t])]
     except Exception as exc:  # noqa: BLE001 - whatever the candidate returned, the result is a verdict
         return (f"the candidate's outputs could not be read back ({type(exc).__name__}: {str(exc)[:200]}); "
                 "return plain torch.Tensor outputs (no subclasses or custom objects)")
@@ -204,6 +214,8 @@ def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: 
     timed = correctness.Comparison(True)
     for seed, outputs in kept if timed_reference is not None else []:  # None: a provisional judgement
         want = timed_reference.get(int(seed)) if seed is not None else None
+        if isinstance(want, dict):  # digest mode: the reference digests taken at this output's positions
+            want = want.get(tuple(int(o["position_seed"]) if digest.is_digest(o) else 0 for o in outputs))
         if want is None:
             timed = correctness.Comparison(False, reason=f"no reference output for timed seed {seed}")
         else:

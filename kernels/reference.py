@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
 
 def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict[str, Any],
                          outputs_path: Path | None, seeds: list[int] | None = None,
-                         work_dir: Path | None = None) -> WorkerRun:
+                         work_dir: Path | None = None, on_phase: Callable[[str], None] | None = None) -> WorkerRun:
     """One reference worker; it removes its work dir afterwards unless the caller passed `work_dir`."""
     root = cache.cache_root(settings.cache_dir)
     keep = work_dir is not None
@@ -72,14 +73,15 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
     task = {"kind": "reference" if want else "inspect", "problem_source": problem_source, "device": settings.device,
             "seed": settings.seed, "seeds": seeds or settings.trial_seeds(), "reference_dtype": settings.reference_dtype,
             "want": want, "outputs_path": str(outputs_path) if outputs_path else None,
-            "memory_limit_mb": settings.memory_limit_mb,
+            "memory_limit_mb": settings.memory_limit_mb, "full_limit_bytes": settings.full_limit_bytes,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
     timeouts = {"start": settings.build_timeout_s, "run": settings.run_timeout_s, "ceilings": 120.0,
                 "baseline": settings.build_timeout_s + settings.run_timeout_s}
     try:
         return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                           memory_limit_mb=settings.memory_limit_mb, writable=[scratch],
-                          hidden=[root], env=worker_env(root, scratch), device_lock=device_lock(root, settings))
+                          hidden=[root], env=worker_env(root, scratch), device_lock=device_lock(root, settings),
+                          zygote_root=root if settings.warm_start else None, on_phase=on_phase)
     finally:
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
@@ -102,6 +104,58 @@ def reference_outputs_for_seeds(problem_source: str, settings: EvalSettings, see
         return dict(zip(saved["seeds"], saved["outputs"]))
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+DTYPE_BYTES = {"float64": 8, "complex64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2,
+               "int16": 2, "complex128": 16}
+
+
+def summary_output_bytes(summary: dict[str, Any]) -> int:
+    """Bytes of one forward()'s outputs, from the problem summary's shapes and dtypes."""
+    total = 0
+    for out in summary.get("outputs", []):
+        if "shape" in out:
+            count = 1
+            for size in out["shape"]:
+                count *= int(size)
+            total += count * DTYPE_BYTES.get(out.get("dtype", ""), 1)
+    return total
+
+
+def reference_digests(problem_source: str, settings: EvalSettings, saved: dict[str, Any]
+                      ) -> tuple[dict[str, Any], dict[int, Any]]:
+    """Digest mode: the reference side of one evaluation, computed in one fresh reference worker for every output
+    the candidate's child kept (trials, post-timing re-check, sampled timed runs), at the positions it drew.
+    Returns (reference outputs in the cached file's layout, {timed seed: {position seeds: digests}})."""
+    import torch
+
+    seeds = settings.trial_seeds()
+    kept = [*zip(seeds[:-1], saved["trials"]), (seeds[-1], saved["recheck"]),
+            *[(int(s), o) for s, o in saved.get("sampled", [])], (int(saved.get("timed_seed", 0)), saved["timed"])]
+    requests = [[int(seed), [int(r.get("position_seed", 0)) if isinstance(r, dict) else 0 for r in records]]
+                for seed, records in kept]
+    root = cache.cache_root(settings.cache_dir)
+    work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    try:
+        run = run_reference_worker(problem_source, settings, {"digests": requests}, work_dir / "outputs.pt",
+                                   seeds=seeds, work_dir=work_dir)
+        if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+            raise problem_failure(run, settings, "computing the reference digests")
+        data = read_regular_file(work_dir / "outputs.pt")
+        if data is None:
+            raise ProblemError("the reference worker did not leave its digests file (the problem's code removed or "
+                               "replaced it); problems must not touch files in their working directory")
+        import io
+
+        made = torch.load(io.BytesIO(data), weights_only=True)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    digests = made["digests"]
+    trials_and_recheck = digests[:len(seeds)]
+    timed: dict[int, Any] = {}  # seed -> {position seeds: digests}: the last timed run may also be a sampled one
+    for (seed, _), records in zip(kept[len(seeds):], digests[len(seeds):]):
+        timed.setdefault(int(seed), {})[tuple(int(r["position_seed"]) for r in records)] = records
+    return {"outputs": trials_and_recheck, "dtypes": made["dtypes"], "seeds": seeds}, timed
 
 
 def stored_outputs_sha(path: Path) -> str | None:
@@ -132,7 +186,7 @@ def adopt_outputs(produced: Path, path: Path) -> str:
 
 def ensure_reference(problem_source: str, settings: EvalSettings,
                      baselines: tuple[str, ...] | None = None, outputs: bool = True,
-                     ) -> tuple[Reference, dict[str, Any]]:
+                     on_phase: Callable[[str], None] | None = None) -> tuple[Reference, dict[str, Any]]:
     """Reference outputs, summary, op set, baselines and ceilings: from cache, computing only what is missing."""
     root = cache.cache_root(settings.cache_dir)
     phash, tv = cache.source_hash(problem_source), cache.torch_version()
@@ -144,6 +198,8 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
                                                 settings.warmup_runs, settings.flush_cache) + ".json")
     ceil_path = root / "ceilings" / (cache.host_key(settings.device) + ".json")
     meta = cache.read_json(meta_path) or {}
+    large = "summary" in meta and summary_output_bytes(meta["summary"]) > settings.full_limit_bytes
+    outputs = outputs and not large
     cached_baselines = cache.read_json(base_path) or {}
     ceilings = cache.read_json(ceil_path)
     outputs_sha = stored_outputs_sha(outputs_path) if outputs else None
@@ -154,10 +210,11 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
     if any(want.values()):
         work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
         try:
-            run = run_reference_worker(problem_source, settings, want, work_dir / "outputs.pt", work_dir=work_dir)
+            run = run_reference_worker(problem_source, settings, want, work_dir / "outputs.pt", work_dir=work_dir,
+                                       on_phase=on_phase)
             if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
                 raise problem_failure(run, settings, "computing its reference outputs")
-            if want["outputs"]:
+            if want["outputs"] and run.last("outputs_saved"):
                 outputs_sha = adopt_outputs(work_dir / "outputs.pt", outputs_path)
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
@@ -172,6 +229,8 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
             elif kind == "ceilings":
                 ceilings = message["ceilings"]
                 cache.write_json(ceil_path, ceilings)
+            elif kind == "outputs_large":
+                large = True
             elif kind == "baseline":
                 cached_baselines[message["kind"]] = {k: message[k] for k in ("ms", "timing", "setup_s", "note")}
         cache.write_json(meta_path, meta)
@@ -183,5 +242,5 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
                            "candidate could pass; fix forward() or get_inputs()")
     reference = Reference(outputs_path=outputs_path, summary=meta["summary"], ops=meta["ops"],
                           op_dtypes=meta["op_dtypes"], baselines=cached_baselines, ceilings=ceilings,
-                          outputs_sha=outputs_sha or "")
+                          outputs_sha=outputs_sha or "", digest=large)
     return reference, environment

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kernels import loading, probes, roofline, timing
+from kernels import digest, loading, probes, roofline, timing
 from kernels.worker import Channel
 
 
@@ -156,7 +156,12 @@ def reference_on_device(module: Any, task: dict[str, Any], device: torch.device,
     if want.get("summary"):
         channel.send("summary", summary=summarize(module, task, device))
     if want.get("outputs"):
-        save_reference_outputs(module, task, device)
+        if save_reference_outputs(module, task, device):
+            channel.send("outputs_saved", path=task["outputs_path"])
+        else:
+            channel.send("outputs_large", limit_bytes=task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
+    if want.get("digests"):
+        save_reference_digests(module, task, device, want["digests"])
         channel.send("outputs_saved", path=task["outputs_path"])
     if want.get("ops"):
         model = problem_model(module, task, device)
@@ -167,24 +172,63 @@ def reference_on_device(module: Any, task: dict[str, Any], device: torch.device,
         channel.send("ops", ops=sorted(recorder.ops), dtypes=sorted(recorder.dtypes))
 
 
-def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device) -> None:
+def reference_for_seeds(module: Any, task: dict[str, Any], device: torch.device
+                        ) -> tuple[torch.nn.Module, torch.dtype | None, list[str] | None]:
+    """The model that makes reference outputs (float64 when asked) and the dtypes a candidate must return (the
+    problem's own, also with a float64 reference; None: those of the first outputs)."""
     high = task.get("reference_dtype") == "float64"
     dtype = torch.float64 if high else None
     model = problem_model(module, task, device, dtype)
-    saved: dict[str, Any] = {"seeds": task["seeds"], "outputs": [], "dtypes": []}
     native_dtypes = None
-    if high:  # the result dtypes the candidate must match are the problem's own, not float64
+    if high:
         native = problem_model(module, task, device)
         native_out = problem_forward(native, problem_inputs(module, task["seeds"][0], device))
         native_dtypes = [str(o.dtype) for o in native_out]
         del native, native_out
+    return model, dtype, native_dtypes
+
+
+def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device) -> bool:
+    """Reference outputs for the trial seeds, saved whole; False (nothing saved) when one call's outputs are larger
+    than the task's `full_limit_bytes`: such problems are judged by digests (kernels.digest)."""
+    model, dtype, native_dtypes = reference_for_seeds(module, task, device)
+    saved: dict[str, Any] = {"seeds": task["seeds"], "outputs": [], "dtypes": []}
+    limit = int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
     for seed in task["seeds"]:
         outputs = problem_forward(model, problem_inputs(module, seed, device, dtype))
+        if digest.wants_digest(outputs, limit):
+            return False
         saved["outputs"].append([o.detach().to("cpu", copy=True) for o in outputs])
         if native_dtypes is None:
             native_dtypes = [str(o.dtype) for o in outputs]
     saved["dtypes"] = native_dtypes
-    path = Path(task["outputs_path"])
+    _save_atomically(saved, Path(task["outputs_path"]))
+    return True
+
+
+def save_reference_digests(module: Any, task: dict[str, Any], device: torch.device,
+                           requests: list[list[Any]]) -> None:
+    """Digests of the reference outputs for [input seed, [position seed per output]] requests (the positions the
+    candidate's child drew), each input seed computed once, in request order."""
+    model, dtype, native_dtypes = reference_for_seeds(module, task, device)
+    by_seed: dict[int, list[list[int]]] = {}
+    for seed, positions in requests:
+        by_seed.setdefault(int(seed), []).append([int(p) for p in positions])
+    made: dict[tuple[int, tuple[int, ...]], list[dict[str, Any]]] = {}
+    for seed, wanted in by_seed.items():
+        outputs = problem_forward(model, problem_inputs(module, seed, device, dtype))
+        if native_dtypes is None:
+            native_dtypes = [str(o.dtype) for o in outputs]
+        for positions in wanted:
+            padded = (positions + [0] * len(outputs))[:len(outputs)]
+            made[(seed, tuple(positions))] = [digest.digest(o, p) for o, p in zip(outputs, padded)]
+        del outputs
+    saved = {"digests": [made[(int(seed), tuple(int(p) for p in positions))] for seed, positions in requests],
+             "dtypes": native_dtypes}
+    _save_atomically(saved, Path(task["outputs_path"]))
+
+
+def _save_atomically(saved: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     torch.save(saved, tmp)

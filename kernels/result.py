@@ -78,6 +78,7 @@ class EvalResult:
     settings: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
+    phases: list[dict[str, Any]] = field(default_factory=list)  # [{"phase", "seconds"}] in order (kernels.phases)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

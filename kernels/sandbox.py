@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ class WorkerRun:
     logs: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     sandbox: str = "none"
+    warm: bool = False
     started: float = field(default_factory=time.monotonic)
 
     def last(self, kind: str) -> dict[str, Any] | None:
@@ -223,13 +225,17 @@ def _kill_tracked(tracked: dict[int, str]) -> None:
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
                cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
-               device_lock: Path | None = None) -> WorkerRun:
+               device_lock: Path | None = None, zygote_root: Path | None = None,
+               on_phase: Callable[[str], None] | None = None) -> WorkerRun:
     """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
 
     `device_lock`: a lock file shared by every evaluation on one device; the worker gets read-only descriptors of
     it and of its gate (task["timing"]["lock_fd"], ["gate_fd"]) and holds an flock on it while it uses the device,
     exclusive while timing (kernels.timing.exclusive / shared); its waits for the lock are the phase "queue", with
-    QUEUE_WAIT_S unless `timeouts` names another."""
+    QUEUE_WAIT_S unless `timeouts` names another.
+
+    `zygote_root`: fork the child from a warm zygote under this cache root (kernels.zygote) instead of spawning a
+    new interpreter, where the child runs without bubblewrap anyway."""
     timeouts = {"queue": QUEUE_WAIT_S, **timeouts}
     work_dir.mkdir(parents=True, exist_ok=True)
     lock_fds: tuple[int, ...] = ()
@@ -253,19 +259,24 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     start = run.started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir,
-                                    env=clean_env(env or {}), start_new_session=True,
-                                    pass_fds=(write_fd, *lock_fds))
+            if used == "none" and zygote_root is not None:
+                run.warm = True
+                proc: Any = _fork_from_zygote(zygote_root, cmd, work_dir, env or {}, log.fileno(),
+                                              (write_fd, *lock_fds), nonce)
+            else:
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                        cwd=work_dir, env=clean_env(env or {}), start_new_session=True,
+                                        pass_fds=(write_fd, *lock_fds))
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write(nonce.encode() + b"\n")
+                    proc.stdin.close()
+                except OSError:
+                    pass
     finally:
         os.close(write_fd)
         for fd in lock_fds:
             os.close(fd)
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(nonce.encode() + b"\n")
-        proc.stdin.close()
-    except OSError:
-        pass
     deadline = start + timeouts.get("start", 300.0)
     buffer = b""
     next_memory_check = 0.0
@@ -299,6 +310,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                 message = _authenticate(line, nonce, run)
                 if message and message.get("type") == "phase":
                     run.phase = str(message.get("phase"))
+                    if on_phase is not None:
+                        on_phase(run.phase)
                     deadline = time.monotonic() + timeouts.get(run.phase, timeouts.get("run", 120.0))
             if run.last("done"):  # the worker is finished; stray threads must not keep it alive
                 break
@@ -318,6 +331,26 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             run.logs[name] = data.decode(errors="replace") if data is not None else ""
         run.log = "\n".join(text for text in run.logs.values() if text.strip())
     return run
+
+
+def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,
+                      keep: tuple[int, ...], nonce: str) -> Any:
+    from kernels import zygote
+
+    path = zygote.ensure_zygote(root, clean_env({}))
+    read_fd, write_nonce = os.pipe()
+    try:
+        child = zygote.spawn(path, cmd[cmd.index("kernels.worker") + 1:], clean_env(env), work_dir,
+                             {0: read_fd, 1: log_fd, 2: log_fd, **{fd: fd for fd in keep}})
+    finally:
+        os.close(read_fd)
+    try:
+        os.write(write_nonce, nonce.encode() + b"\n")
+    except OSError:
+        pass
+    finally:
+        os.close(write_nonce)
+    return child
 
 
 LOG_LIMIT = 2 << 20  # the last 2 MB of each log

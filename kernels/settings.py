@@ -33,6 +33,14 @@ Settings (all optional; defaults in brackets):
   alone, untimed device work (first calls with their JIT compiles, trials, probes, reference outputs) shares it,
   and a waiting timer keeps new sharers out. So parallel searches or several workers on one GPU do not disturb each
   other's timings, while their compiles still overlap. The waits have their own deadline (an hour).
+- full_output_limit_mb [16]: outputs of one forward() up to this size are kept whole and compared elementwise;
+  larger ones (KernelBench's 6.4 GB elementwise problems) are judged by digests taken on the device
+  (kernels/digest.py: a secret random sample of elements checked elementwise plus float64 sums of every block of
+  1024 elements), so nothing the size of the outputs passes through host memory or disk.
+- warm_start [True]: where a child runs without bubblewrap (GPU hosts in containers, sandbox "none"), fork it
+  from a warm zygote that has already imported torch and the harness (kernels/zygote.py) instead of starting a new
+  interpreter: the same isolation otherwise (own process and session, clean environment, the zygote never touches
+  the device), seconds less per child.
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
@@ -86,6 +94,8 @@ class EvalSettings:
     cache_dir: str | None = None
     reuse_results: bool = True
     exclusive_device: bool = True
+    full_output_limit_mb: float = 16.0
+    warm_start: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -108,7 +118,7 @@ class EvalSettings:
             raise ValueError(f"sandbox {self.sandbox!r} is not one of {list(SANDBOX_MODES)}")
         if self.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype {self.reference_dtype!r} is not one of {list(REFERENCE_DTYPES)}")
-        for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb"):
+        for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb", "full_output_limit_mb"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -144,6 +154,10 @@ class EvalSettings:
 
     def replace(self, **changes: Any) -> EvalSettings:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def full_limit_bytes(self) -> int:
+        return int(self.full_output_limit_mb * (1 << 20))
 
     def trial_seeds(self) -> list[int]:
         """Seeds of the correctness trials, then one more for the post-timing re-check (replayable)."""

@@ -1,0 +1,49 @@
+"""The phases of one evaluation, as the user sees them: reference, baselines, start, build, correctness, timing,
+re-check, judge — with their durations in the result (`EvalResult.phases`) and, while it runs, through a
+`progress(phase, detail)` callback (the gpu job publishes it in the RQ job's meta for the run page)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+# worker phases -> what the user reads
+CHILD_PHASES = {"start": "start", "build": "build", "first_call": "build", "run": "correctness",
+                "queue": "waiting for the device", "timing": "timing", "ceilings": "device ceilings",
+                "baseline": "baselines"}
+
+
+class PhaseClock:
+    """Accumulates named phases in order; `enter(name)` closes the previous one and reports the new one."""
+
+    def __init__(self, progress: Progress | None = None) -> None:
+        self.progress = progress
+        self.started = time.monotonic()
+        self.current: str | None = None
+        self.since = self.started
+        self.totals: dict[str, float] = {}
+
+    def enter(self, name: str, **detail: Any) -> None:
+        now = time.monotonic()
+        if self.current is not None:
+            self.totals[self.current] = self.totals.get(self.current, 0.0) + now - self.since
+        self.current, self.since = name, now
+        if self.progress is not None:
+            with contextlib.suppress(Exception):  # reporting progress must never fail an evaluation
+                self.progress(name, {"elapsed_s": round(now - self.started, 3), **detail})
+
+    def child(self, reference: bool = False) -> Callable[[str], None]:
+        """An on_phase callback for kernels.sandbox.run_worker; a reference worker's own phases all count as
+        "reference" except its baselines and device ceilings."""
+        def on_phase(phase: str) -> None:
+            name = CHILD_PHASES.get(phase, phase)
+            self.enter(name if not reference or name in ("baselines", "device ceilings") else "reference")
+        return on_phase
+
+    def done(self) -> list[dict[str, Any]]:
+        self.enter("done")
+        return [{"phase": name, "seconds": round(seconds, 3)} for name, seconds in self.totals.items()]

@@ -1,0 +1,81 @@
+"""Warm start (kernels/zygote.py): children forked from a zygote where no bubblewrap runs get the same verdicts,
+deadlines, kills and isolation from the parent's environment as spawned ones."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import pytest
+
+from kernels import EvalResult, EvalSettings, evaluate
+from kernels.cache import cache_root
+from kernels.zygote import socket_path
+from tests.kernels.conftest import fixture_source
+
+
+@pytest.fixture(scope="module")
+def warm(fast_settings: EvalSettings) -> Callable[..., EvalResult]:
+    memo: dict[str, EvalResult] = {}
+
+    def run(name: str, problem: str = "problem_scale_add", **overrides: object) -> EvalResult:
+        key = f"{problem}:{name}:{sorted(overrides.items())}"
+        if key not in memo:
+            settings = fast_settings.replace(sandbox="none", warm_start=True, **overrides)
+            memo[key] = evaluate(fixture_source(problem), fixture_source(name), settings)
+        return memo[key]
+
+    return run
+
+
+@pytest.mark.parametrize(("candidate", "problem", "verdict"), [
+    ("honest_torch", "problem_scale_add", "pass"), ("wrong_math", "problem_scale_add", "incorrect"),
+    ("raises", "problem_scale_add", "runtime_error"), ("crash_segfault", "problem_scale_add", "runtime_error"),
+    ("exit_zero", "problem_scale_add", "runtime_error"), ("forged_stdout", "problem_scale_add", "incorrect"),
+    ("forge_channel", "problem_matmul", "rejected"), ("patches_timer", "problem_scale_add", "rejected"),
+    ("caches_output", "problem_scale_add", "rejected"), ("cpp_build_error", "problem_scale_add", "build_error"),
+])
+def test_forked_children_get_the_same_verdicts(warm: Callable[..., EvalResult], judged: Callable[..., EvalResult],
+                                               candidate: str, problem: str, verdict: str) -> None:
+    forked = warm(candidate, problem=problem)
+    assert forked.verdict == verdict, forked.reasons
+    if forked.verdict == "pass":
+        assert forked.environment["warm_start"] is True and forked.environment["sandbox"] == "none"
+    spawned = judged(candidate, problem=problem, sandbox="none", warm_start=False)
+    assert spawned.verdict == forked.verdict, (spawned.reasons, forked.reasons)
+
+
+def test_a_hang_in_a_forked_child_ends_at_its_deadline(fast_settings: EvalSettings) -> None:
+    started = time.monotonic()
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("hang_after_first_call"),
+                      fast_settings.replace(sandbox="none", warm_start=True, run_timeout_s=5))
+    assert result.verdict == "timeout", result.reasons
+    assert time.monotonic() - started < 60
+
+
+def test_a_forked_child_sees_no_secrets_and_no_extra_descriptors(fast_settings: EvalSettings,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("env_probe"),
+                      fast_settings.replace(sandbox="none", warm_start=True))
+    assert result.verdict == "pass", result.reasons
+    assert result.environment["warm_start"] is True
+    log = result.logs["build"]
+    assert "SECRETS-SEEN: none" in log and "should-not-leak" not in log
+
+
+def test_setsid_grandchildren_of_a_forked_child_are_killed(warm: Callable[..., EvalResult]) -> None:
+    from tests.kernels.test_redteam import _sleepers
+
+    warm("escape_group_sleeper", problem="problem_matmul")
+    time.sleep(0.5)
+    assert _sleepers() == []
+
+
+def test_the_zygote_socket_is_private(warm: Callable[..., EvalResult], fast_settings: EvalSettings) -> None:
+    warm("honest_torch")
+    path = socket_path(cache_root(fast_settings.cache_dir))
+    assert path.exists()
+    assert (os.stat(path.parent).st_mode & 0o777) == 0o700
+    assert (os.stat(path).st_mode & 0o077) == 0
