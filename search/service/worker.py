@@ -32,6 +32,10 @@ class Worker(RQWorker):
         super().__init__(*args, **kwargs)
         self.heartbeat_grace_s = _seconds(os.environ.get("STARK_JOB_HEARTBEAT_GRACE_S"),
                                           "STARK_JOB_HEARTBEAT_GRACE_S", 60)
+        if any("gpu" in getattr(q, "name", "") for q in self.queues):
+            # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
+            # GPU host) once here rather than in every horse. The harness's own process never touches the device.
+            import kernels.jobs  # noqa: F401
 
     def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
         interval = self.job_monitoring_interval

