@@ -7,11 +7,13 @@ that dies MAX_RESTARTS times within WINDOW_S stops the whole stack loudly (exit 
 SIGTERM or SIGHUP stop everything it started: the other processes first, Redis last (so it saves).
 If the supervisor itself is killed, the kernel sends its children SIGTERM (PR_SET_PDEATHSIG).
 
-Usage: supervise.py PROCFILE     (stdlib only; lines `name: shell command`)
+Usage: supervise.py PROCFILE [--max-restarts N] [--window-s S] [--backoff-max-s S]
+(stdlib only; Procfile lines are `name: shell command`)
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import os
@@ -72,7 +74,9 @@ def describe(returncode: int) -> str:
 
 
 class Supervisor:
-    def __init__(self, procs: list[Proc]) -> None:
+    def __init__(self, procs: list[Proc], max_restarts: int = MAX_RESTARTS, window_s: float = WINDOW_S,
+                 backoff_max_s: float = BACKOFF_MAX_S) -> None:
+        self.max_restarts, self.window_s, self.backoff_max_s = max_restarts, window_s, backoff_max_s
         self.procs = sorted(procs, key=lambda p: p.name not in LAST)  # Redis first
         self.width = max(len(p.name) for p in procs)
         self.print_lock = threading.Lock()
@@ -105,15 +109,15 @@ class Supervisor:
         """Handle a process that exited; returns why the stack must stop, if it must."""
         assert proc.popen is not None
         self.kill_group(proc, signal.SIGKILL)  # its orphans (work-horse, evaluation children) go too
-        proc.restarts = [t for t in proc.restarts if now - t < WINDOW_S]
+        proc.restarts = [t for t in proc.restarts if now - t < self.window_s]
         why = f"{proc.name} {describe(proc.popen.returncode)}"
-        if len(proc.restarts) >= MAX_RESTARTS:
-            return f"{why}, its {len(proc.restarts) + 1}th death within {WINDOW_S:.0f} s"
+        if len(proc.restarts) >= self.max_restarts:
+            return f"{why}, its death number {len(proc.restarts) + 1} within {self.window_s:.0f} s"
         if now - proc.started_at > STABLE_S:
-            proc.backoff_s = BACKOFF_START_S
+            proc.backoff_s = min(BACKOFF_START_S, self.backoff_max_s)
         proc.restart_at = now + proc.backoff_s
-        self.say("supervise", f"{why}; restarting it in {proc.backoff_s:.0f} s", sys.stderr)
-        proc.backoff_s = min(proc.backoff_s * 2, BACKOFF_MAX_S)
+        self.say("supervise", f"{why}; restarting it in {proc.backoff_s:g} s", sys.stderr)
+        proc.backoff_s = min(proc.backoff_s * 2, self.backoff_max_s)
         proc.popen = None
         return None
 
@@ -161,9 +165,14 @@ class Supervisor:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        sys.exit("usage: supervise.py PROCFILE")
-    return Supervisor(parse_procfile(Path(sys.argv[1]))).run()
+    parser = argparse.ArgumentParser(description="Start the processes of a Procfile; restart what dies.")
+    parser.add_argument("procfile", type=Path)
+    parser.add_argument("--max-restarts", type=int, default=MAX_RESTARTS,
+                        help="deaths of one process within --window-s after which the whole stack stops")
+    parser.add_argument("--window-s", type=float, default=WINDOW_S)
+    parser.add_argument("--backoff-max-s", type=float, default=BACKOFF_MAX_S)
+    args = parser.parse_args()
+    return Supervisor(parse_procfile(args.procfile), args.max_restarts, args.window_s, args.backoff_max_s).run()
 
 
 if __name__ == "__main__":
