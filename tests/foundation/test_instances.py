@@ -86,3 +86,18 @@ def test_two_instances_sharing_a_redis_never_take_each_others_jobs(client, redis
     ours = client.get("/healthz").json()["queues"]
     assert ours["search"]["workers"] == ours["gpu"]["workers"] == 1, ours
     os.kill(theirs.pid, 0)  # the other installation's worker is still up, idle: nothing of ours reached it
+
+
+def test_the_instance_name_comes_from_the_var_dir_or_a_checked_variable(tmp_path, monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from stark_web import env
+
+    monkeypatch.delenv("STARK_INSTANCE", raising=False)
+    one, two = env.instance_id("STARK_INSTANCE", tmp_path / "a"), env.instance_id("STARK_INSTANCE", tmp_path / "b")
+    assert one != two and one == env.instance_id("STARK_INSTANCE", tmp_path / "a")
+    monkeypatch.setenv("STARK_INSTANCE", "prod-2")
+    assert env.instance_id("STARK_INSTANCE", tmp_path / "a") == "prod-2"
+    monkeypatch.setenv("STARK_INSTANCE", "prod:2")  # would break job ids and the key scheme
+    with pytest.raises(ImproperlyConfigured, match="STARK_INSTANCE='prod:2' is not an instance name"):
+        env.instance_id("STARK_INSTANCE", tmp_path / "a")
