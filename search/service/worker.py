@@ -74,6 +74,13 @@ class Worker(RQWorker):
         super().register_birth()
         self.connection.hset(self.key, BEAT_FIELD, max(self.dequeue_timeout, int(self.job_monitoring_interval)))
 
+    @property
+    def should_run_maintenance_tasks(self) -> bool:
+        """Also at once when this worker's scheduler process died (a Redis restart kills it): maintenance
+        restarts it, instead of a maintenance interval later."""
+        process = self.scheduler._process if self.scheduler is not None else None
+        return (process is not None and not process.is_alive()) or super().should_run_maintenance_tasks
+
     def _start_scheduler(self, *args: Any, **kwargs: Any) -> None:
         clear_stale_scheduler_locks(self.connection, [q.name for q in self.queues])
         super()._start_scheduler(*args, **kwargs)

@@ -1,6 +1,7 @@
 """`make run` brings up the whole stack under its supervisor, with its own password-protected Redis on a
 unix socket under the var directory; /healthz answers 200; a gpu worker killed with SIGKILL is reported
-down at once and restarted; Ctrl-C stops it all. The admin password is printed, never kept."""
+down at once and restarted; so is Redis, with its data, and the rq scheduler runs again; Ctrl-C stops it
+all. The admin password is printed, never kept."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.service.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,6 +67,21 @@ def gpu_worker_pid(tmp_path: Path) -> int:
     raise AssertionError("no live gpu worker registered")
 
 
+def redis_pid(conn) -> int | None:
+    import redis
+
+    try:
+        return conn.info("server")["process_id"]
+    except redis.RedisError:
+        return None
+
+
+def scheduler_running(conn, lock: str) -> bool:
+    holder = conn.get(lock)
+    pid = holder and conn.hget(f"rq:scheduler:{holder.decode()}", "pid")
+    return bool(pid) and pid_alive(int(pid))
+
+
 def pid_alive(pid: int) -> bool:
     from search.service.worker import pid_alive as alive
 
@@ -110,6 +128,19 @@ def test_make_run_supervises_its_private_redis_and_workers(tmp_path):
         wait_healthz(web_port, proc, log_path, lambda b: b["status"] == "ok", 120, "the gpu worker to be restarted")
         assert gpu_worker_pid(tmp_path) != victim
         assert "gpu was killed by SIGKILL; restarting it" in log_path.read_text()
+
+        # kill -9 Redis: restarted with its data (AOF), and the search worker's rq scheduler (which dies with
+        # the connection) is running again soon, holding its lock (it schedules the reaper).
+        conn = redis.Redis.from_url((tmp_path / "redis" / "url").read_text().strip())
+        conn.set("survives-a-crash", "yes")
+        time.sleep(1.5)  # appendfsync everysec
+        old_redis = conn.info("server")["process_id"]
+        os.kill(old_redis, signal.SIGKILL)
+        wait_for(lambda: redis_pid(conn) not in (None, old_redis), 60, "Redis to be restarted")
+        assert conn.get("survives-a-crash") == b"yes"
+        wait_healthz(web_port, proc, log_path, lambda b: b["status"] == "ok", 60, "a healthy stack after Redis died")
+        lock = f"rq:scheduler-lock:{body['queues']['search']['name']}"
+        wait_for(lambda: scheduler_running(conn, lock), 40, "the rq scheduler to run again after Redis died")
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:
