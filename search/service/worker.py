@@ -36,6 +36,8 @@ MAINTENANCE_S = 60
 # The longest gap between two heartbeats of this worker, written beside rq's fields for is_alive().
 BEAT_FIELD = "stark_beat_s"
 BEAT_SLACK_S = 10
+# Which host and pid namespace the worker runs in: only there can its pid be checked.
+HOST_FIELD = "stark_host"
 
 
 def _seconds(raw: str | None, name: str, default: int) -> int:
@@ -72,7 +74,8 @@ class Worker(RQWorker):
     def register_birth(self) -> None:
         forget_dead_workers(self)
         super().register_birth()
-        self.connection.hset(self.key, BEAT_FIELD, max(self.dequeue_timeout, int(self.job_monitoring_interval)))
+        self.connection.hset(self.key, mapping={
+            BEAT_FIELD: max(self.dequeue_timeout, int(self.job_monitoring_interval)), HOST_FIELD: host_identity()})
 
     @property
     def should_run_maintenance_tasks(self) -> bool:
@@ -103,9 +106,23 @@ def pid_alive(pid: int | None) -> bool:
         return True
 
 
+def host_identity() -> str:
+    """This host and pid namespace (containers sharing a host name still differ)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()} {namespace}"
+
+
+def is_local(worker: RQWorker) -> bool:
+    host = worker.connection.hget(worker.key, HOST_FIELD)
+    return host is not None and _text(host) == host_identity()
+
+
 def is_alive(worker: RQWorker) -> bool:
     """A registered worker is alive: on this host while its process runs, elsewhere while it beats."""
-    if worker.hostname == socket.gethostname():
+    if is_local(worker):
         return pid_alive(worker.pid)
     beat = worker.connection.hget(worker.key, BEAT_FIELD)
     if beat is None or worker.last_heartbeat is None:
@@ -115,13 +132,11 @@ def is_alive(worker: RQWorker) -> bool:
 
 
 def forget_dead_workers(worker: RQWorker) -> list[str]:
-    """Unregister dead workers of this worker's queues that ran on this host (or had its name)."""
+    """Unregister dead workers of this worker's queues that ran on this host (in this pid namespace)."""
     forgotten = []
     for queue in worker.queues:
         for other in type(worker).all(queue=queue):
-            if other.name != worker.name and other.hostname != socket.gethostname():
-                continue
-            if pid_alive(other.pid):
+            if not is_local(other) or pid_alive(other.pid):
                 continue
             with worker.connection.pipeline() as pipe:
                 worker_registration.unregister(other, pipe)

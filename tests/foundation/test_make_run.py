@@ -111,6 +111,11 @@ def test_make_run_supervises_its_private_redis_and_workers(tmp_path):
         assert password not in "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*")
                                        if p.is_file() and p != log_path), "the admin password is kept on disk"
 
+        # A second `make run` of the same var directory neither starts a second stack nor shares this one.
+        second = subprocess.run(["make", "run"], cwd=ROOT, env=dict(env, PORT=str(free_port())), capture_output=True,
+                                text=True, timeout=300)
+        assert second.returncode != 0 and f"another `make run` is using {tmp_path}" in second.stderr, second.stderr
+
         # The private Redis: a unix socket in a 0700 folder, no TCP port, and a password.
         assert sock.is_socket() and (sock.parent.stat().st_mode & 0o777) == 0o700
         assert ((sock.parent / "password").stat().st_mode & 0o777) == 0o600
