@@ -3,7 +3,7 @@
 Each process runs in its own process group (its own session). When one exits, its whole group is
 killed first — an orphaned rq work-horse or evaluation child cannot keep its pipes or its GPU — and
 it is started again after a back-off (1 s, doubling to 30 s; reset once it ran a minute). A process
-that dies MAX_RESTARTS times within WINDOW_S stops the whole stack loudly (exit status 1). SIGINT,
+that dies again after MAX_RESTARTS restarts within WINDOW_S stops the whole stack loudly (exit status 1). SIGINT,
 SIGTERM or SIGHUP stop everything it started: the other processes first, Redis last (so it saves).
 If the supervisor itself is killed, the kernel sends its children SIGTERM (PR_SET_PDEATHSIG).
 
