@@ -101,3 +101,32 @@ def test_the_instance_name_comes_from_the_var_dir_or_a_checked_variable(tmp_path
     monkeypatch.setenv("STARK_INSTANCE", "prod:2")  # would break job ids and the key scheme
     with pytest.raises(ImproperlyConfigured, match="STARK_INSTANCE='prod:2' is not an instance name"):
         env.instance_id("STARK_INSTANCE", tmp_path / "a")
+
+
+SEND_RUN_EVENT = """
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from search.events import group_name
+async_to_sync(get_channel_layer().group_send)(group_name(1), {"type": "run.event", "event": {"from": "them"}})
+"""
+
+
+def test_websocket_groups_of_another_instance_stay_apart(redis_client, tmp_path):
+    """Run 1 of the other installation publishes an event: the browsers watching our run 1 never get it."""
+    import asyncio
+
+    from channels.layers import get_channel_layer
+
+    from search.events import group_name
+
+    async def scenario() -> dict:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group_name(1), channel)
+        await asyncio.to_thread(in_other_instance, tmp_path, SEND_RUN_EVENT)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), 2)
+        await layer.group_send(group_name(1), {"type": "run.event", "event": {"from": "us"}})
+        return await asyncio.wait_for(layer.receive(channel), 10)
+
+    assert asyncio.run(scenario())["event"] == {"from": "us"}
