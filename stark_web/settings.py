@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from stark_web.env import (
     database_config,
     envbool,
@@ -96,6 +98,9 @@ RQ_QUEUES = {
 RQ = {"WORKER_CLASS": "search.service.worker.Worker"}
 # Queues whose workers /healthz requires; a web-only host may relax this.
 STARK_REQUIRED_QUEUES = envlist("STARK_REQUIRED_QUEUES", ["search", "gpu"])
+if set(STARK_REQUIRED_QUEUES) - set(STARK_QUEUE_NAMES):
+    raise ImproperlyConfigured(f"STARK_REQUIRED_QUEUES={','.join(STARK_REQUIRED_QUEUES)!r} names an unknown queue; "
+                               "use the roles search and gpu, e.g. STARK_REQUIRED_QUEUES=search on a web-only host.")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -130,3 +130,10 @@ def test_websocket_groups_of_another_instance_stay_apart(redis_client, tmp_path)
         return await asyncio.wait_for(layer.receive(channel), 10)
 
     assert asyncio.run(scenario())["event"] == {"from": "us"}
+
+
+@pytest.mark.parametrize(("variable", "value"), [("STARK_INSTANCE", "a b"), ("STARK_REQUIRED_QUEUES", "stark-x-gpu")])
+def test_a_bad_instance_or_queue_setting_stops_start_up(variable, value):
+    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=dict(os.environ, **{variable: value}),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and variable in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
