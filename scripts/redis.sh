@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# Run a private redis-server in the foreground, bound to 127.0.0.1, data under var/redis-PORT.
-# Usage: scripts/redis.sh PORT
+# Run the private redis-server of a var directory in the foreground (config written by scripts/private_redis.py:
+# a password, a unix socket in VAR/redis/ (mode 0700) or 127.0.0.1 only, AOF data in VAR/redis/).
+# Usage: scripts/redis.sh VAR_DIR
 set -euo pipefail
-cd "$(dirname "$0")/.."
-port=${1:?usage: scripts/redis.sh PORT}
-dir="var/redis-$port"
-mkdir -p "$dir"
-exec redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save 60 1 --appendonly yes \
-  --protected-mode yes --daemonize no --logfile "" --loglevel warning
+conf="${1:?usage: scripts/redis.sh VAR_DIR}/redis/redis.conf"
+[ -f "$conf" ] || { echo "error: $conf is missing; scripts/private_redis.py writes it (make run does)." >&2; exit 1; }
+exec redis-server "$conf"

@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# `make run`: set up, start (or reuse) Redis, migrate, then web + workers under honcho. Ctrl-C stops what it started.
+# `make run`: set up, start a private Redis (unless REDIS_URL is given), migrate, then web + workers under
+# scripts/supervise.py, which restarts whatever dies. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export PORT=${PORT:-8000}
-export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
-mkdir -p var
+export STARK_VAR_DIR=${STARK_VAR_DIR:-$PWD/var}
+var=$STARK_VAR_DIR
+mkdir -p "$var"
+
+# One `make run` per var directory: the lock lives as long as the supervisor (it inherits the descriptor).
+exec 9>"$var/run.lock"
+if ! flock -n 9; then
+  echo "error: another \`make run\` is using $var; stop it (Ctrl-C) or set STARK_VAR_DIR to another directory." >&2
+  exit 1
+fi
+if ! .venv/bin/python -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', int(sys.argv[1])))" "$PORT" 2>/dev/null; then
+  echo "error: port $PORT is in use; stop what listens there or choose another with PORT=8001 make run." >&2
+  exit 1
+fi
 
 .venv/bin/python manage.py check --fail-level ERROR >/dev/null  # a bad setting stops here, naming the variable
-procfile=var/Procfile.run
+procfile="$var/Procfile.run"
 cp Procfile "$procfile"
-if ! .venv/bin/python -c "import redis,os; redis.Redis.from_url(os.environ['REDIS_URL'], socket_connect_timeout=1).ping()" 2>/dev/null; then
-  redis_port=$(.venv/bin/python -c "from urllib.parse import urlparse; import os; print(urlparse(os.environ['REDIS_URL']).port or 6379)")
-  redis_host=$(.venv/bin/python -c "from urllib.parse import urlparse; import os; print(urlparse(os.environ['REDIS_URL']).hostname)")
-  case "$redis_host" in 127.0.0.1|localhost) ;; *)
-    echo "error: REDIS_URL=$REDIS_URL does not answer and is not local; start that server or unset REDIS_URL." >&2; exit 1;;
-  esac
-  echo "redis: scripts/redis.sh $redis_port" >> "$procfile"
-  echo "==> starting a private Redis on 127.0.0.1:$redis_port (data in var/redis-$redis_port)"
+if [ -z "${REDIS_URL:-}" ]; then
+  REDIS_URL=$(.venv/bin/python scripts/private_redis.py "$var")
+  export REDIS_URL
+  printf 'redis: exec scripts/redis.sh %q\n' "$var" >> "$procfile"
+  echo "==> starting a private Redis (password in $var/redis/, listening on ${REDIS_URL#*@})"
+elif ! .venv/bin/python manage.py stark_wait --timeout 3 >/dev/null; then
+  echo "error: the Redis at REDIS_URL does not answer; start it, or unset REDIS_URL to let make run start a private one." >&2
+  exit 1
 else
-  echo "==> reusing the Redis at $REDIS_URL"
+  echo "==> using the Redis at REDIS_URL (shared Redis: this instance's keys are namespaced)"
 fi
 .venv/bin/python manage.py migrate --noinput -v 0
 .venv/bin/python manage.py stark_bootstrap --url "http://127.0.0.1:$PORT"
-exec .venv/bin/honcho -f "$procfile" -d . start
+exec .venv/bin/python scripts/supervise.py "$procfile"

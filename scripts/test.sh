@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# `make test`: set up, start a private Redis on a free port, run the whole suite, stop what it started.
+# `make test`: set up, start a private password-protected Redis on a unix socket, run the whole suite, stop what it started.
 # Extra arguments go to pytest (e.g. scripts/test.sh tests/kernels -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-browser
 mkdir -p var test-artifacts
 
-port=$(.venv/bin/python -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
-redis_dir=$(mktemp -d var/test-redis-XXXX)
-redis-server --port "$port" --bind 127.0.0.1 --dir "$redis_dir" --save "" --appendonly no \
-  --daemonize yes --pidfile "$PWD/$redis_dir/redis.pid" --logfile "$PWD/$redis_dir/redis.log"
+# Like make run's: a unix socket in a 0700 folder, a random password (the suite exercises that URL form).
+redis_dir=$(mktemp -d "$PWD/var/test-redis-XXXX")
+password=$(.venv/bin/python -c "import secrets; print(secrets.token_hex(24))")
+cat > "$redis_dir/redis.conf" <<CONF
+port 0
+unixsocket $redis_dir/redis.sock
+unixsocketperm 700
+requirepass $password
+dir $redis_dir
+save ""
+appendonly no
+daemonize yes
+pidfile $redis_dir/redis.pid
+logfile $redis_dir/redis.log
+CONF
+chmod 600 "$redis_dir/redis.conf"
+redis-server "$redis_dir/redis.conf"
 stop_redis() { [ -f "$redis_dir/redis.pid" ] && kill "$(cat "$redis_dir/redis.pid")" 2>/dev/null; rm -rf "$redis_dir"; }
 trap stop_redis EXIT
 
-export REDIS_URL="redis://127.0.0.1:$port/0"
+export REDIS_URL="unix://:$password@$redis_dir/redis.sock?db=0"
 export STARK_VAR_DIR="$PWD/var/test"
 export STARK_TEST_ARTIFACTS="$PWD/test-artifacts"
 for _ in $(seq 50); do .venv/bin/python -c "import redis,os; redis.Redis.from_url(os.environ['REDIS_URL']).ping()" 2>/dev/null && break; sleep 0.1; done
 
 echo "==> ruff"
 .venv/bin/ruff check .
-echo "==> pytest (Redis at $REDIS_URL)"
+echo "==> pytest (Redis at $redis_dir/redis.sock)"
 .venv/bin/python -m pytest "$@"

@@ -6,8 +6,10 @@ what would be accepted, so a typo stops start-up instead of running with a surpr
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -66,13 +68,42 @@ def redis_url(name: str, default: str) -> str:
     parsed = urlparse(raw)
     if parsed.scheme not in {"redis", "rediss", "unix"} or (parsed.scheme != "unix" and not parsed.hostname):
         raise ImproperlyConfigured(
-            f"{name}={raw!r} is not a Redis URL; use redis://HOST:PORT/DB (e.g. {default}) or unix:///path/to/redis.sock."
+            f"{name}={raw!r} is not a Redis URL; use redis://:PASSWORD@HOST:PORT/DB (e.g. {DEFAULT_REDIS_URL}) or unix://:PASSWORD@/path/to/redis.sock?db=0."
         )
     try:
         parsed.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} has a bad port; use redis://HOST:PORT/DB.") from None
     return raw
+
+
+INSTANCE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def instance_id(name: str, var_dir: Path) -> str:
+    """The name that namespaces this installation's Redis keys (queues, job ids, channel groups, locks).
+
+    STARK_INSTANCE when set (the same on every host of one installation); otherwise derived from the var
+    directory, so two checkouts on one host never share jobs even when they share a Redis."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return "i" + hashlib.sha256(str(var_dir.resolve()).encode()).hexdigest()[:8]
+    if not INSTANCE_PATTERN.fullmatch(raw):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an instance name; use 1-32 letters, digits, '-' or '_' (e.g. prod)."
+        )
+    return raw
+
+
+def private_redis_url(var_dir: Path) -> str:
+    """The URL of the password-protected Redis that `make run` starts for this var directory (written by
+    scripts/private_redis.py), so manage.py commands run beside `make run` find it; else the local default."""
+    path = var_dir / "redis" / "url"
+    try:
+        return path.read_text().strip() or DEFAULT_REDIS_URL
+    except OSError:
+        return DEFAULT_REDIS_URL
 
 
 def database_config(name: str, var_dir: Path) -> dict:

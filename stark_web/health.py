@@ -21,30 +21,39 @@ def check_database() -> dict:
 
 
 def check_redis_and_workers() -> tuple[dict, dict]:
-    import django_rq
+    """Redis, and per queue role the live workers of this instance's queue (a dead worker whose
+    registration has not expired yet is not counted: see search.service.worker.is_alive)."""
     from rq import Worker
 
-    queues: dict[str, dict] = {}
+    from search.service import queues
+    from search.service.worker import is_alive
+
+    state: dict[str, dict] = {}
     try:
-        conn = django_rq.get_connection("search")
+        conn = queues.connection()
         conn.ping()
         redis_state = {"ok": True, "url": redacted(settings.REDIS_URL)}
     except Exception as exc:
         return {"ok": False, "url": redacted(settings.REDIS_URL), "error": str(exc)}, {
-            name: {"ok": False, "workers": 0, "queued": None, "required": name in settings.STARK_REQUIRED_QUEUES}
-            for name in settings.RQ_QUEUES
+            role: {"ok": False, "name": name, "workers": 0, "queued": None,
+                   "required": role in settings.STARK_REQUIRED_QUEUES}
+            for role, name in settings.STARK_QUEUE_NAMES.items()
         }
-    for name in settings.RQ_QUEUES:
-        queue = django_rq.get_queue(name)
-        workers = Worker.all(queue=queue)
-        required = name in settings.STARK_REQUIRED_QUEUES
-        queues[name] = {
-            "ok": bool(workers) or not required,
-            "workers": len(workers),
+    for role, name in settings.STARK_QUEUE_NAMES.items():
+        queue = queues.queue(role)
+        registered = Worker.all(queue=queue)
+        live = [worker for worker in registered if is_alive(worker)]
+        required = role in settings.STARK_REQUIRED_QUEUES
+        state[role] = {
+            "ok": bool(live) or not required,
+            "name": name,
+            "workers": len(live),
             "queued": queue.count,
             "required": required,
         }
-    return redis_state, queues
+        if len(live) < len(registered):
+            state[role]["dead_workers"] = sorted(w.name for w in registered if w not in live)
+    return redis_state, state
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,6 +77,7 @@ def healthz(request):
     ok = database["ok"] and redis_state["ok"] and all(q["ok"] for q in queues.values())
     body = {
         "status": "ok" if ok else "fail",
+        "instance": settings.STARK_INSTANCE,
         "database": database,
         "redis": redis_state,
         "queues": queues,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from stark_web.env import (
     database_config,
     envbool,
@@ -11,7 +13,9 @@ from stark_web.env import (
     envlist,
     envstr,
     eval_ceilings,
+    instance_id,
     llm_base_urls,
+    private_redis_url,
     production_debug,
     proxy_ssl_header,
     redis_url,
@@ -37,8 +41,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "stark_web",  # before django_rq: its `rqworker` maps the names search/gpu to this instance's queues
     "django_rq",
-    "stark_web",
     "search.apps.SearchConfig",
 ]
 
@@ -75,21 +79,33 @@ TEMPLATES = [
 DATABASES = {"default": database_config("DATABASE_URL", VAR_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = redis_url("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = redis_url("REDIS_URL", private_redis_url(VAR_DIR))
+# Every Redis key of this installation carries its instance name: two installations sharing one Redis never
+# take each other's jobs, see each other's workers or hear each other's websocket groups.
+STARK_INSTANCE = instance_id("STARK_INSTANCE", VAR_DIR)
+STARK_REDIS_PREFIX = f"stark:{STARK_INSTANCE}:"
+# The queues "search" and "gpu" by their names in Redis (a GPU host's `rq worker` names the latter).
+STARK_QUEUE_NAMES = {"search": f"stark-{STARK_INSTANCE}-search", "gpu": f"stark-{STARK_INSTANCE}-gpu"}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py >= 8 reads with a 5 s socket timeout by default, the same as channels_redis' BZPOPMIN
         # wait: an idle socket then dies with TimeoutError. Give reads room beyond that wait.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30},
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30,
+                   "prefix": f"stark-{STARK_INSTANCE}"},
     }
 }
 RQ_QUEUES = {
-    "search": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": envint("STARK_SEARCH_JOB_TIMEOUT", 1800, minimum=10)},
-    "gpu": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": envint("STARK_GPU_JOB_TIMEOUT", 1800, minimum=10)},
+    STARK_QUEUE_NAMES["search"]: {"URL": REDIS_URL,
+                                  "DEFAULT_TIMEOUT": envint("STARK_SEARCH_JOB_TIMEOUT", 1800, minimum=10)},
+    STARK_QUEUE_NAMES["gpu"]: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": envint("STARK_GPU_JOB_TIMEOUT", 1800, minimum=10)},
 }
+RQ = {"WORKER_CLASS": "search.service.worker.Worker"}
 # Queues whose workers /healthz requires; a web-only host may relax this.
 STARK_REQUIRED_QUEUES = envlist("STARK_REQUIRED_QUEUES", ["search", "gpu"])
+if set(STARK_REQUIRED_QUEUES) - set(STARK_QUEUE_NAMES):
+    raise ImproperlyConfigured(f"STARK_REQUIRED_QUEUES={','.join(STARK_REQUIRED_QUEUES)!r} names an unknown queue; "
+                               "use the roles search and gpu, e.g. STARK_REQUIRED_QUEUES=search on a web-only host.")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import secrets
 
-import django_rq
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.views.decorators.http import require_POST
 
+from search.service import queues
 from stark_web.jobs import ping
 
 
@@ -16,5 +16,5 @@ from stark_web.jobs import ping
 @require_POST
 def diagnostics_ping(request):
     token = secrets.token_hex(8)
-    job = django_rq.get_queue("search").enqueue(ping, token, request.user.pk, job_timeout=60, result_ttl=300)
+    job = queues.queue(queues.SEARCH_QUEUE).enqueue(ping, token, request.user.pk, job_timeout=60, result_ttl=300)
     return JsonResponse({"token": token, "job": job.id}, status=202)

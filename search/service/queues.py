@@ -1,7 +1,9 @@
 """Enqueueing the service's jobs: deterministic job ids, always after the transaction commits.
 
-Job ids name the node and the try (`expand-<node pk>-<try>`, `eval-…`, `record-…`), so the reaper can
-find a node's job and a job enqueued twice is recognisably the same job (its claim fails the second time).
+Job ids name the instance, the node and the try (`<instance>-expand-<node pk>-<try>`, `…-eval-…`,
+`…-record-…`), so the reaper can find a node's job, a job enqueued twice is recognisably the same job (its
+claim fails the second time), and two installations sharing one Redis never overwrite each other's jobs.
+Queues are named per instance too (settings.STARK_QUEUE_NAMES); "search" and "gpu" here are their roles.
 """
 
 from __future__ import annotations
@@ -25,28 +27,42 @@ EVALUATE_JOB = "kernels.jobs.evaluate_job"
 RESULT_TTL_S = 7 * 24 * 3600
 
 
+def queue_name(role: str) -> str:
+    """The Redis name of this instance's queue for a role ("search" or "gpu")."""
+    return settings.STARK_QUEUE_NAMES[role]
+
+
 def connection():
-    return django_rq.get_connection(SEARCH_QUEUE)
+    return django_rq.get_connection(queue_name(SEARCH_QUEUE))
 
 
-def queue(name: str):
-    return django_rq.get_queue(name)
+def queue(role: str):
+    return django_rq.get_queue(queue_name(role))
+
+
+def redis_key(*parts: str) -> str:
+    """A Redis key of this instance (locks, chains, counters): `stark:<instance>:<parts>`."""
+    return settings.STARK_REDIS_PREFIX + ":".join(parts)
+
+
+def make_job_id(*parts: object) -> str:
+    return "-".join((settings.STARK_INSTANCE, *map(str, parts)))
 
 
 def expand_job_id(node_pk: int, tries: int) -> str:
-    return f"expand-{node_pk}-{tries}"
+    return make_job_id("expand", node_pk, tries)
 
 
 def eval_job_id(node_pk: int, tries: int) -> str:
-    return f"eval-{node_pk}-{tries}"
+    return make_job_id("eval", node_pk, tries)
 
 
 def record_job_id(node_pk: int, tries: int) -> str:
-    return f"record-{node_pk}-{tries}"
+    return make_job_id("record", node_pk, tries)
 
 
 def start_job_id(run_id: int) -> str:
-    return f"start-{run_id}"
+    return make_job_id("start", run_id)
 
 
 def fetch(job_id: str) -> Job | None:

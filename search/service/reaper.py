@@ -24,7 +24,10 @@ from search.service.runs import locked_run, make_engine
 log = logging.getLogger(__name__)
 
 ALIVE = ("queued", "started", "deferred", "scheduled")
-CHAIN_KEY = "stark:reaper:next"
+
+
+def chain_key() -> str:
+    return queues.redis_key("reaper", "next")
 
 
 def interval_s() -> int:
@@ -33,8 +36,8 @@ def interval_s() -> int:
 
 def cleanup_abandoned() -> None:
     conn = queues.connection()
-    for name in (queues.SEARCH_QUEUE, queues.GPU_QUEUE):
-        StartedJobRegistry(name, connection=conn).cleanup()
+    for role in (queues.SEARCH_QUEUE, queues.GPU_QUEUE):
+        StartedJobRegistry(queues.queue_name(role), connection=conn).cleanup()
 
 
 def job_state(job_id: str) -> str | None:
@@ -110,8 +113,8 @@ def reap_run(run: Run) -> list[str]:
 def ensure_reaper() -> None:
     """Start the periodic reaper chain on the rq scheduler unless one is already pending."""
     conn = queues.connection()
-    job_id = f"reaper-{uuid.uuid4().hex[:12]}"
-    if conn.set(CHAIN_KEY, job_id, nx=True, ex=interval_s() * 4):
+    job_id = queues.make_job_id("reaper", uuid.uuid4().hex[:12])
+    if conn.set(chain_key(), job_id, nx=True, ex=interval_s() * 4):
         queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=interval_s()), "search.jobs.reap_job",
                                                      job_id=job_id, result_ttl=60)
 
@@ -119,14 +122,14 @@ def ensure_reaper() -> None:
 def continue_chain(my_job_id: str | None) -> None:
     """Schedule the next reaper pass if this job owns the chain and some run is still active."""
     conn = queues.connection()
-    current = conn.get(CHAIN_KEY)
+    current = conn.get(chain_key())
     current = current.decode() if isinstance(current, bytes) else current
     if current not in (None, my_job_id):
         return  # another chain owns the schedule; let this one end
     if not Run.objects.filter(status__in=(*Run.ACTIVE, Run.Status.PAUSED)).exists():
-        conn.delete(CHAIN_KEY)
+        conn.delete(chain_key())
         return
-    job_id = f"reaper-{uuid.uuid4().hex[:12]}"
-    conn.set(CHAIN_KEY, job_id, ex=interval_s() * 4)
+    job_id = queues.make_job_id("reaper", uuid.uuid4().hex[:12])
+    conn.set(chain_key(), job_id, ex=interval_s() * 4)
     queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=interval_s()), "search.jobs.reap_job",
                                                  job_id=job_id, result_ttl=60)

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from search.service import queues
 from tests.service.helpers import CHEAP_EVAL, PROBLEM_PATH, problem_source
 
 
@@ -26,8 +27,14 @@ def api(token: str | None = None) -> Client:
     return client
 
 
+def queue_key(role: str) -> str:
+    from search.service import queues
+
+    return queues.queue(role).key
+
+
 def queued_jobs(redis_client) -> int:
-    return sum(redis_client.llen(k) for k in (b"rq:queue:search", b"rq:queue:gpu"))
+    return sum(redis_client.llen(queue_key(role)) for role in ("search", "gpu"))
 
 
 def create(client: Client, **fields):
@@ -116,7 +123,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     assert run.problem.name == PROBLEM_PATH.stem and run.problem.summary["inputs"]
     assert run.settings["eval"]["timing_runs"] == CHEAP_EVAL["timing_runs"] and run.settings["seed"] == 3
     assert list(Node.objects.filter(run=run).values_list("node_id", "role", "status")) == [(0, "root", "pending")]
-    assert redis_client.lrange(b"rq:queue:search", 0, -1) == [f"start-{run.pk}".encode()]
+    assert redis_client.lrange(queue_key("search"), 0, -1) == [queues.start_job_id(run.pk).encode()]
 
     detail = api(token).get(f"/api/runs/{run.pk}").json()
     assert detail["run"]["id"] == run.pk and detail["seq"] == run.last_seq >= 2
@@ -159,9 +166,9 @@ def test_pause_resume_cancel_follow_the_run_state(token, owner, redis_client):
     assert client.post(f"/api/runs/{run.pk}/resume").status_code == 409
     assert client.post(f"/api/runs/{run.pk}/pause").json()["run"]["status"] == "paused"
     assert client.post(f"/api/runs/{run.pk}/pause").status_code == 409
-    redis_client.delete(b"rq:queue:search")
+    redis_client.delete(queue_key("search"))
     assert client.post(f"/api/runs/{run.pk}/resume").json()["run"]["status"] == "queued"  # never started
-    assert redis_client.lrange(b"rq:queue:search", 0, -1) == [f"start-{run.pk}".encode()]
+    assert redis_client.lrange(queue_key("search"), 0, -1) == [queues.start_job_id(run.pk).encode()]
     response = client.post(f"/api/runs/{run.pk}/cancel")
     assert response.json()["run"]["status"] == "cancelled"
     conflict = client.post(f"/api/runs/{run.pk}/cancel")

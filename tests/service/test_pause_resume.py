@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from search.service import queues
 from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
 
@@ -28,7 +29,7 @@ def test_pause_finishes_the_attempt_in_flight_and_resume_goes_on(owner, redis_cl
     run = Run.objects.get(pk=run.pk)
     assert run.status == "paused" and run.attempts == 1
     assert [n.status for n in Node.objects.filter(run=run)] == ["done", "done"]
-    assert redis_client.llen(b"rq:queue:search") == 0 and redis_client.llen(b"rq:queue:gpu") == 0
+    assert redis_client.llen(queues.queue("search").key) == 0 and redis_client.llen(queues.queue("gpu").key) == 0
 
     assert client.post(f"/api/runs/{run.pk}/resume").json()["run"]["status"] == "running"
     assert Node.objects.get(run=run, node_id=2).status == "selected"

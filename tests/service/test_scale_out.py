@@ -1,5 +1,5 @@
-"""The scale-out recipe of docs/scale-out.md: a plain `rq worker gpu --url ...` with no Django at all
-(importing django fails in it) serves the evaluations of a run driven by the web host's search worker."""
+"""The scale-out recipe of docs/scale-out.md: a plain `rq worker stark-<instance>-gpu --url ...` with no Django
+at all (importing django fails in it) serves the evaluations of a run driven by the web host's search worker."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ from tests.service.helpers import assert_tree_consistent, make_run, run_finished
 
 
 def start_bare_gpu_worker(processes, redis_url: str, tmp_path: Path):
+    from django.conf import settings
+
     no_django = tmp_path / "no_django"
     (no_django / "django").mkdir(parents=True)
     (no_django / "django" / "__init__.py").write_text('raise ImportError("a gpu host has no Django")\n')
     rq = str(Path(sys.executable).with_name("rq"))
     name = f"bare-gpu-{time.monotonic_ns()}"
-    proc = processes.start([rq, "worker", "gpu", "--url", redis_url, "--name", name,
+    queue = f"stark-{settings.STARK_INSTANCE}-gpu"  # the name docs/scale-out.md tells a GPU host to listen on
+    proc = processes.start([rq, "worker", queue, "--url", redis_url, "--name", name,
                             "--worker-class", "search.service.worker.Worker"], name,
                            PYTHONPATH=str(no_django), DJANGO_SETTINGS_MODULE="", **FAST_HEARTBEAT)
     return proc, name

@@ -26,6 +26,23 @@ def evaluation_started(run_id: int):
     return check
 
 
+def kill_mid_evaluation(gpu, run_id: int):
+    """SIGKILL the gpu worker's whole group while a child's evaluation is running. The group is frozen
+    (SIGSTOP) first and the job's status checked, so a busy machine cannot let the evaluation finish between
+    seeing it started and the kill; an evaluation that did finish lets the worker go on to the next one."""
+    from search.service import queues
+
+    while True:
+        victim = wait_for(evaluation_started(run_id), 300, "a child's evaluation to start")
+        os.killpg(gpu.pid, signal.SIGSTOP)
+        job = queues.fetch(victim.job_id)
+        if job is not None and job.get_status() == "started":
+            os.killpg(gpu.pid, signal.SIGKILL)  # the worker, its work horse and the evaluation subprocesses
+            gpu.wait()
+            return victim
+        os.killpg(gpu.pid, signal.SIGCONT)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
     from search.models import Node
@@ -34,10 +51,7 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
     # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
     run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"},
                    eval={**CHEAP_EVAL, "reuse_results": False})
-    victim = wait_for(evaluation_started(run.pk), 300, "a child's evaluation to start")
-    gpu = workers.procs["gpu"][0]
-    os.killpg(gpu.pid, signal.SIGKILL)  # the worker, its work horse and the evaluation subprocesses
-    gpu.wait()
+    victim = kill_mid_evaluation(workers.procs["gpu"][0], run.pk)
     # No gpu worker is left to clean up after the dead one: the reaper, scheduled by the search worker's rq
     # scheduler, must find the abandoned evaluation and queue it again.
     wait_for(lambda: Node.objects.get(pk=victim.pk).tries == 2, 120, "the reaper to retry the lost evaluation")

@@ -8,6 +8,8 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from stark_web.health import redacted
+
 
 class Command(BaseCommand):
     help = "Block until REDIS_URL answers (or fail after --timeout seconds with a message naming it)."
@@ -25,7 +27,7 @@ class Command(BaseCommand):
             except redis.RedisError as exc:
                 if time.monotonic() > deadline:
                     raise CommandError(
-                        f"Redis at REDIS_URL={settings.REDIS_URL} did not answer within {timeout:.0f} s ({exc}); "
+                        f"Redis at REDIS_URL={redacted(settings.REDIS_URL)} did not answer within {timeout:.0f} s ({exc}); "
                         "start it (make run starts a local one) or fix REDIS_URL."
                     ) from exc
                 time.sleep(0.3)
