@@ -18,7 +18,6 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
 
 log = logging.getLogger(__name__)
-KEY_PREFIX = "stark:login-failures:"
 
 
 def client_address(request: HttpRequest | None) -> str:
@@ -35,7 +34,7 @@ def client_address(request: HttpRequest | None) -> str:
 
 
 def _key(username: str, address: str) -> str:
-    return KEY_PREFIX + hashlib.sha256(f"{username.casefold()}\0{address}".encode()).hexdigest()
+    return settings.STARK_REDIS_PREFIX + "login-failures:" + hashlib.sha256(f"{username.casefold()}\0{address}".encode()).hexdigest()
 
 
 def _redis():

@@ -33,8 +33,6 @@ from search.service.settings import SettingError
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_S = 10.0  # the check process's own start (importing torch) and its harness child's teardown
-TOTAL_KEY = "stark:checks"
-USER_KEY = "stark:checks:user:{}"
 
 ACQUIRE = """
 local now = tonumber(ARGV[1])
@@ -66,7 +64,7 @@ def _acquire(user_id: int, token: str) -> int:
     try:
         conn = queues.connection()
         lifetime = timeout_s() + 2 * SLACK_S
-        return int(conn.eval(ACQUIRE, 2, TOTAL_KEY, USER_KEY.format(user_id), time.time(), time.time() + lifetime,
+        return int(conn.eval(ACQUIRE, 2, queues.redis_key("checks"), queues.redis_key("checks", "user", str(user_id)), time.time(), time.time() + lifetime,
                              token, settings.STARK_CHECKS_TOTAL, settings.STARK_CHECKS_PER_USER, int(lifetime) + 1))
     except (RedisError, OSError) as exc:
         raise LimitError("problem", f"the server's Redis does not answer ({exc}); problems cannot be checked now, "
@@ -76,8 +74,8 @@ def _acquire(user_id: int, token: str) -> int:
 def _release(user_id: int, token: str) -> None:
     with contextlib.suppress(Exception):
         conn = queues.connection()
-        conn.zrem(TOTAL_KEY, token)
-        conn.zrem(USER_KEY.format(user_id), token)
+        conn.zrem(queues.redis_key("checks"), token)
+        conn.zrem(queues.redis_key("checks", "user", str(user_id)), token)
 
 
 @contextlib.asynccontextmanager
