@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,9 +33,9 @@ def start_workers(count: int, url: str, queue: str, log_dir: Path) -> list[subpr
     for gpu in range(count):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu), "PYTHONPATH": os.pathsep.join(
             [str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        log = open(log_dir / f"worker-{count}-{gpu}.log", "wb")  # noqa: SIM115
+        log = open(log_dir / f"worker-{count}-{gpu}.log", "ab")  # noqa: SIM115
         workers.append(subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", queue, "--url", url, "--name",
-                                         f"bench-{count}-{gpu}-{os.getpid()}", "--burst",
+                                         f"bench-{count}-{gpu}-{time.monotonic_ns()}",
                                          "--worker-class", "search.service.worker.Worker"], cwd=ROOT, env=env,
                                         stdout=log, stderr=subprocess.STDOUT))
     return workers
@@ -42,22 +43,44 @@ def start_workers(count: int, url: str, queue: str, log_dir: Path) -> list[subpr
 
 def run_batch(queue: Any, jobs: list[tuple[str, str]], settings: dict[str, Any], workers: int, url: str,
               log_dir: Path) -> dict[str, Any]:
+    """Start the workers, wait until they listen (their start is not measured), enqueue, wait for every job."""
+    from rq import Worker
+
     from kernels.jobs import evaluate_job
 
+    procs = start_workers(workers, url, queue.name, log_dir)
+    deadline = time.monotonic() + 120
+    while len(Worker.all(queue=queue)) < workers and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = time.monotonic()
     enqueued = [queue.enqueue(evaluate_job, problem, candidate, settings, job_timeout=1800, result_ttl=3600)
                 for problem, candidate in jobs]
-    started = time.monotonic()
-    procs = start_workers(workers, url, queue.name, log_dir)
-    for proc in procs:
-        proc.wait()
+    for job in enqueued:
+        while job.get_status(refresh=True) not in ("finished", "failed", "canceled", "stopped"):
+            time.sleep(0.1)
     minutes = (time.monotonic() - started) / 60
-    verdicts = []
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        proc.wait(timeout=60)
+    rows = []
     for job in enqueued:
         job.refresh()
         result = job.return_value()
-        verdicts.append(result["verdict"] if isinstance(result, dict) else f"job {job.get_status()}")
+        rows.append({"verdict": result["verdict"] if isinstance(result, dict) else f"job {job.get_status()}",
+                     "worker": job.worker_name, "queue_to_end_s": round((job.ended_at - job.enqueued_at).total_seconds(), 2)
+                     if job.ended_at and job.enqueued_at else None,
+                     "job_s": round((job.ended_at - job.started_at).total_seconds(), 2)
+                     if job.ended_at and job.started_at else None,
+                     "wall_s": result.get("wall_s") if isinstance(result, dict) else None,
+                     "phases": result.get("phases") if isinstance(result, dict) else None})
     return {"workers": workers, "evaluations": len(jobs), "minutes": round(minutes, 3),
-            "per_minute": round(len(jobs) / minutes, 2), "verdicts": verdicts}
+            "per_minute": round(len(jobs) / minutes, 2), "verdicts": [r["verdict"] for r in rows],
+            "median_job_s": sorted(r["job_s"] or 0 for r in rows)[len(rows) // 2], "jobs": rows}
+
+
+def summary(batch: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in batch.items() if k != "jobs"}
 
 
 def main() -> int:
@@ -91,12 +114,12 @@ def main() -> int:
                               "settings": settings}
     # warm-up: every problem's reference, baselines and ceilings, on every GPU's worker (the caches are shared)
     report["warmup"] = run_batch(queue, jobs, settings, args.gpus, url, scratch)
-    print(f"warm-up: {report['warmup']}", flush=True)
+    print(f"warm-up: {summary(report['warmup'])}", flush=True)
     sequence = [jobs[i % len(jobs)] for i in range(args.evaluations)]
     report["one_worker"] = run_batch(queue, sequence, settings, 1, url, scratch)
-    print(f"1 worker: {report['one_worker']}", flush=True)
+    print(f"1 worker: {summary(report['one_worker'])}", flush=True)
     report["per_gpu_workers"] = run_batch(queue, sequence, settings, args.gpus, url, scratch)
-    print(f"{args.gpus} workers: {report['per_gpu_workers']}", flush=True)
+    print(f"{args.gpus} workers: {summary(report['per_gpu_workers'])}", flush=True)
     report["ratio"] = round(report["per_gpu_workers"]["per_minute"] / report["one_worker"]["per_minute"], 3)
     print(f"ratio {report['ratio']}x", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
