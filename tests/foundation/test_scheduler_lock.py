@@ -41,7 +41,7 @@ def test_the_scheduler_lock_of_a_dead_worker_is_cleared_on_start(redis_client, s
     assert lock_holder(redis_client, name) == old and left_s > 20, "the dead scheduler's lock vanished by itself"
 
     start_worker("search", "--with-scheduler", name="second-scheduler")
-    new = wait_for(lambda: (holder := lock_holder(redis_client, name)) not in (None, old) and holder, 30,
+    new = wait_for(lambda: (holder := lock_holder(redis_client, name)) not in (None, old) and holder, 55,
                    "the second worker's scheduler to take the lock")
     assert time.monotonic() - killed_at < left_s, "the lock was taken only after it expired by itself"
     assert new != old
