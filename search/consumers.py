@@ -3,7 +3,8 @@
 The channel layer may drop or reorder messages, so the consumer never trusts it alone: it remembers the
 last seq it sent, drops what it already sent, and fills any gap from the stored events before sending.
 Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}. A slow poll of the run's
-last seq also sends what the channel layer lost when nothing follows it (e.g. the final run.status).
+last seq also sends what the channel layer lost when nothing follows it (e.g. the final run.status), and every
+2 s the live phase of each evaluation in flight (unsequenced `node.phase`, search/service/live_phase.py).
 Before each batch it sends, and every STARK_SOCKET_AUTH_S, it re-checks that the user may still watch the
 run (token not revoked, session not ended, run still theirs or shared with them); if not, it closes with
 4401/4403 and the reason.
@@ -20,10 +21,12 @@ from channels.db import database_sync_to_async
 
 from search.events import events_after, group_name, snapshot
 from search.models import Run
+from search.service.live_phase import evaluation_phases
 from stark_web.socket_auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from stark_web.sockets import GuardedJsonConsumer
 
 POLL_S = float(os.environ.get("STARK_SOCKET_POLL_S", "5"))
+PHASE_POLL_S = min(2.0, POLL_S)
 MAX_SEQ = 2**63 - 1
 
 
@@ -93,11 +96,24 @@ class RunConsumer(GuardedJsonConsumer):
         return problem
 
     async def poll(self) -> None:
+        """Every PHASE_POLL_S the evaluations' live phases; every POLL_S what the channel layer lost."""
+        since_store = 0.0
+        shown: dict[int, tuple[str, float]] = {}
         while not self.closing:
-            await asyncio.sleep(POLL_S)
-            if await last_seq(self.run_id) > self.sent:
-                async with self.sending:
-                    await self.send_from_store(self.sent)
+            await asyncio.sleep(PHASE_POLL_S)
+            since_store += PHASE_POLL_S
+            if since_store >= POLL_S:
+                since_store = 0.0
+                if await last_seq(self.run_id) > self.sent:
+                    async with self.sending:
+                        await self.send_from_store(self.sent)
+            for message in await database_sync_to_async(evaluation_phases)(self.run_id):
+                changes = message["data"]["changes"]
+                key = (changes["eval_phase"], changes["eval_elapsed_s"])
+                if shown.get(message["node"]) != key and await self.allowed():
+                    shown[message["node"]] = key
+                    async with self.sending:
+                        await self.send_json(message)
 
     async def send_snapshot(self) -> None:
         if not await self.allowed():

@@ -37,8 +37,10 @@ function fmtX(v) {
 export function nodeLabel(n) {
   if (n.parent == null) {
     if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
+    if (RUNNING.has(n.status) && n.eval_phase) return `#${n.id} reference: ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…`;
     return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
   }
+  if (RUNNING.has(n.status) && n.eval_phase) return `#${n.id} ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…`;
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…`;
   if (n.verdict === "pass") return `#${n.id} pass ${fmtX(n.speedup_vs_eager)}`;
   return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}`;
