@@ -11,7 +11,7 @@ Layers (a result records which were active: `environment["isolation"] = {"layers
   CUDA_HOME, and the harness's own code packages (`kernels/`, `search/`), never the repository root (var/, .git,
   .env), $HOME or the harness cache. Writable: only the work directory; /tmp is `<work dir>/tmp`, on disk, so what
   the child writes there counts against its disk budget (and is removed with the work dir), never against host
-  memory the way a tmpfs would.
+  memory the way a tmpfs would; /dev/shm likewise is `<work dir>/shm`.
 - "uid" (when the harness runs as root and the interpreter is readable by it): the child runs as the unprivileged
   user `stark-sandbox` (created on first use; `nobody` where it cannot be), so even without bubblewrap it cannot
   read 0600/0700 files of the server (var/ is 0700, its secrets 0600; the checkout's .git and .env lose their
@@ -151,9 +151,10 @@ def bwrap_works(cuda: bool, uid: int | None, gid: int | None) -> bool:
         return False
     scratch = Path(tempfile.mkdtemp(prefix="stark-bwrap-"))
     try:
-        (scratch / "tmp").mkdir()
+        for sub in ("tmp", "shm"):
+            (scratch / sub).mkdir()
         if uid is not None:
-            for path in (scratch, scratch / "tmp"):
+            for path in (scratch, scratch / "tmp", scratch / "shm"):
                 os.chown(path, uid, gid if gid is not None else -1)
         return _trial([*bwrap_prefix(scratch, [], [], cuda, as_root=uid is None), "true"], uid, gid, str(scratch))
     finally:
@@ -207,7 +208,7 @@ def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda:
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     args += ["--ro-bind-try", "/sys", "/sys", "--proc", "/proc"]
     args += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
-    args += ["--bind", str(work_dir / "tmp"), "/tmp"]
+    args += ["--bind", str(work_dir / "tmp"), "/tmp", "--bind", str(work_dir / "shm"), "/dev/shm"]
     read_only = [p for p in interpreter_paths() if not any(_inside(p, s) for s in SYSTEM_DIRS)]
     read_only += [str(PACKAGE_PARENT / name) for name in CODE_PACKAGES if (PACKAGE_PARENT / name).is_dir()]
     mounts: list[tuple[str, str]] = []  # (source, destination): every path as named and as resolved
@@ -268,7 +269,7 @@ def prepare_work_dir(work_dir: Path, chosen: Plan) -> None:
     """The work dir with the child's tmp, home and build caches, owned by the child's uid."""
     work_dir.mkdir(parents=True, exist_ok=True)
     made = [work_dir]
-    for sub in ("tmp", "home", "cache", *(f"cache/{name}" for name in CACHE_DIRS.values())):
+    for sub in ("tmp", "shm", "home", "cache", *(f"cache/{name}" for name in CACHE_DIRS.values())):
         (work_dir / sub).mkdir(exist_ok=True)
         made.append(work_dir / sub)
     if chosen.uid is not None:
