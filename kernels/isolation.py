@@ -86,6 +86,9 @@ def _decide(mode: str, cuda: bool) -> Plan:
             why = (f"the interpreter ({sys.executable}) or the harness code is not readable by uid {uid}; make its "
                    "directories world-readable (e.g. chmod o+rx on the parents of the Python install)")
             uid = gid = None
+        if uid is not None and cuda and not _trial([sys.executable, "-c", CUDA_CHECK], uid, gid):
+            why = f"uid {uid} cannot use the GPU (the /dev/nvidia* device nodes are not open to other users)"
+            uid = gid = None
         if uid is None:
             missing.append(f"uid: children run as root ({why})")
     bwrap = False
@@ -132,11 +135,15 @@ def _sandbox_ids() -> tuple[int | None, int | None, str]:
         return 65534, 65534, ""
 
 
+CUDA_CHECK = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"
+
+
 def _trial(cmd: list[str], uid: int | None, gid: int | None, cwd: str | None = None) -> bool:
+    env = {k: v for k, v in os.environ.items()
+           if k in ("PATH", "LD_LIBRARY_PATH") or k.startswith(("CUDA_", "NVIDIA_"))}
     try:
-        return subprocess.run(cmd, capture_output=True, timeout=60, cwd=cwd or "/", **ids(uid, gid),
-                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                   "PYTHONPATH": str(PACKAGE_PARENT)}).returncode == 0
+        return subprocess.run(cmd, capture_output=True, timeout=120, cwd=cwd or "/", **ids(uid, gid),
+                              env={**env, "PYTHONPATH": str(PACKAGE_PARENT)}).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 

@@ -86,7 +86,7 @@ class WorkerRun:
         return tail.strip()
 
     def failure_detail(self) -> str:
-        """' Its output ended with: ...' (or nothing when it printed nothing), to append to a failure message."""
+        """'; its output ended with: ...' (or that it printed nothing), to append to a failure message."""
         tail = self.stderr_tail()
         return f"; its output ended with:\n{tail}" if tail else " (it printed nothing)"
 

@@ -18,7 +18,9 @@ Settings (all optional; defaults in brackets):
 - seed [0]: base seed; trial seeds derive from it (`trial_seeds`), so a failure can be replayed.
 - reference_dtype ["native"]: "float64" compares against a float64 reference.
 - flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.
-- sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (plain processes).
+- sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (no bubblewrap). The other
+  layers (a dedicated uid when the harness runs as root, rlimits, no inherited fds, the disk budget) apply in every
+  mode; kernels/isolation.py says what each layer gives, results record which were active.
 - roofline [True]: measure device ceilings (once, cached) and report roofline figures and the flag.
 - roofline_margin [None]: a time faster than the roofline bound by more than this factor is flagged; None
   means 1.25 on CUDA and 3.0 on CPU (CPU ceilings are noisy, and write-only work can beat the copy rate).

@@ -149,7 +149,8 @@ def public_tmp() -> Iterator[Path]:
 @pytest.mark.parametrize("mode", MODES)
 def test_a_problem_reads_no_server_secrets_from_a_checkout_under_tmp(mode: str, public_tmp: Path) -> None:
     """V2: var/secret_key, var/local_login.txt, var/stark.sqlite3, the checkout's .git and .env and $HOME were
-    readable and the problem's exception carried them back. #14: a checkout under /tmp broke every evaluation."""
+    readable and the problem's exception carried them back. #14: a checkout (and its venv link) under /tmp broke
+    every evaluation: bubblewrap's fresh /tmp hid the interpreter."""
     chosen = layers(mode)
     tmp_path = public_tmp
     checkout = make_checkout(tmp_path)
@@ -161,7 +162,11 @@ def test_a_problem_reads_no_server_secrets_from_a_checkout_under_tmp(mode: str, 
     problem = tmp_path / "problem.py"
     problem.write_text(f"PATHS = {paths!r}\n" + READER)
     env = {**os.environ, "PYTHONPATH": str(checkout), "HOME": str(home)}
-    done = subprocess.run([sys.executable, "-m", "kernels", "inspect", str(problem), "--sandbox", mode,
+    python = sys.executable
+    if sys.prefix != sys.base_prefix:  # a virtualenv: use it through a link in the checkout, as worktrees do
+        (checkout / ".venv").symlink_to(os.path.realpath(sys.prefix))
+        python = str(checkout / ".venv" / "bin" / "python")
+    done = subprocess.run([python, "-m", "kernels", "inspect", str(problem), "--sandbox", mode,
                            "--cache-dir", str(tmp_path / "cache")], cwd=checkout, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 2, (done.stdout, done.stderr)
