@@ -224,6 +224,7 @@ def test_writing_gigabytes_to_tmp_is_stopped_and_nothing_remains(mode: str, fast
     left = set(base.iterdir()) - before if base.exists() else set()
     assert not left, left  # work dirs, with their /tmp and build caches, are gone
     assert not list((tmp_path / "cache").glob("candidates/*")) and not (tmp_path / "cache" / "reference-scratch").exists()
+    assert not (tmp_path / "cache").stat().st_mode & 0o077  # reference outputs: private to the harness
 
 
 @pytest.mark.parametrize("mode", MODES)
