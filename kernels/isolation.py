@@ -238,16 +238,29 @@ def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda:
     return [*args, "--chdir", str(work_dir), "--"]
 
 
-def child_limits(disk_limit_mb: float | None, dropped_uid: bool) -> Callable[[], None]:
-    """A preexec function: rlimits set in the child before it execs (inherited by bwrap and everything below)."""
+def enter(disk_limit_mb: float | None, uid: int | None = None, gid: int | None = None) -> None:
+    """In a freshly forked child, before it runs anything of the task: the rlimits, then (as root) the sandbox
+    uid/gid with no supplementary groups. For children forked without exec (a warm-start zygote); spawned children
+    get the same through child_limits and Popen's user/group."""
     fsize = int(disk_limit_mb * (1 << 20)) if disk_limit_mb else resource.RLIM_INFINITY
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(gid if gid is not None else uid)
+        os.setuid(uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
+
+
+def child_limits(disk_limit_mb: float | None, dropped_uid: bool) -> Callable[[], None]:
+    """A preexec function: rlimits set in the child before it execs (inherited by bwrap and everything below);
+    Popen has already switched to the sandbox uid when `dropped_uid`."""
 
     def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        cap = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        enter(disk_limit_mb)
         if dropped_uid:
             resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
 

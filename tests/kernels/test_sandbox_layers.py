@@ -263,3 +263,31 @@ def test_bwrap_shows_only_the_allow_list(fast_settings: EvalSettings) -> None:
     needed = {Path(p).relative_to("/root").parts[0] for p in isolation.interpreter_paths() if p.startswith("/root/")}
     assert set(listing["root"]) <= needed, listing  # $HOME only where the interpreter lives, nothing else
     assert listing["tmpdir"] == "/tmp" and not Path(listing["tmp_marker"]).exists(), listing  # a private /tmp
+
+
+def test_a_forked_child_enters_the_same_layers() -> None:
+    """isolation.enter: what a child forked without exec (a warm-start zygote's) does before running its task."""
+    chosen = layers("none")
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave, whatever happens
+        try:
+            os.close(read_fd)
+            isolation.enter(64, chosen.uid, chosen.gid)
+            import resource
+
+            state = [os.getuid(), os.getgid(), os.getgroups(), resource.getrlimit(resource.RLIMIT_FSIZE)[0],
+                     resource.getrlimit(resource.RLIMIT_CORE)[0]]
+            try:
+                os.setuid(0)
+                state.append("regained root")
+            except PermissionError:
+                state.append("stays")
+            os.write(write_fd, json.dumps(state).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as handle:
+        state = json.loads(handle.read())
+    os.waitpid(pid, 0)
+    assert state == [chosen.uid, chosen.gid, [], 64 << 20, 0, "stays"], state
