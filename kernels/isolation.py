@@ -91,6 +91,8 @@ def _decide(mode: str, cuda: bool) -> Plan:
             uid = gid = None
         if uid is None:
             missing.append(f"uid: children run as root ({why})")
+    else:
+        missing.append("uid: children run as the server's own user (only root can switch to the sandbox user)")
     bwrap = False
     if mode == "bwrap" and not shutil.which("bwrap"):
         raise RuntimeError("sandbox='bwrap' was asked for but bubblewrap is not installed; install it or use 'auto'")
