@@ -6,12 +6,14 @@ Each test runs with the sandbox "auto" (bubblewrap where it works, plus the dedi
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,7 +66,7 @@ raise ValueError("READS " + json.dumps(seen))
 
 PROBES = {
     "fds": '''
-import json, os, resource, sys
+import ctypes, json, os, resource, sys
 fds = {}
 for fd in os.listdir("/proc/self/fd"):
     try:
@@ -77,7 +79,8 @@ print("FDS:", json.dumps(fds))
 print("IDS:", json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
                           "core": resource.getrlimit(resource.RLIMIT_CORE)[0],
                           "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-                          "fsize": resource.getrlimit(resource.RLIMIT_FSIZE)[0]}))
+                          "fsize": resource.getrlimit(resource.RLIMIT_FSIZE)[0],
+                          "dumpable": ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)}))  # PR_GET_DUMPABLE
 sys.stdout.flush()
 ''',
     "fill_tmp": '''
@@ -109,6 +112,34 @@ print("LISTING:", json.dumps({
     "tmp_marker": marker,
     "tmpdir": tempfile.gettempdir(),
 }))
+sys.stdout.flush()
+''',
+    "peers": '''
+import json, os, sys
+peers = {}
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            continue
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            if b"kernels.worker" not in handle.read():
+                continue
+    except OSError:
+        continue
+    tried = {}
+    for what in ("environ", "mem", "fd"):
+        try:
+            if what == "fd":
+                tried[what] = "READ " + ",".join(os.listdir(f"/proc/{pid}/fd"))
+            else:
+                with open(f"/proc/{pid}/{what}", "rb") as handle:
+                    tried[what] = "READ %d bytes" % len(handle.read(64))
+        except OSError as exc:
+            tried[what] = "DENIED " + type(exc).__name__
+    peers[pid] = tried
+print("PEERS:", json.dumps(peers))
 sys.stdout.flush()
 ''',
 }
@@ -204,6 +235,7 @@ def test_the_child_inherits_no_descriptors_and_runs_as_the_sandbox_user(mode: st
     if chosen.uid is not None:
         assert ids["uid"] == chosen.uid and ids["gid"] == chosen.gid and ids["groups"] in ([], [chosen.gid])
     assert ids["core"] == 0 and ids["nofile"] <= isolation.NOFILE and ids["fsize"] > 0
+    assert ids["dumpable"] == 0  # other children of the sandbox uid cannot ptrace the worker or open its /proc files
     assert result.environment["isolation"]["layers"] == list(chosen.layers)
     if mode == "none":
         assert "isolation_reduced" in result.flags
@@ -291,3 +323,34 @@ def test_a_forked_child_enters_the_same_layers() -> None:
         state = json.loads(handle.read())
     os.waitpid(pid, 0)
     assert state == [chosen.uid, chosen.gid, [], 64 << 20, 0, "stays"], state
+
+
+def test_a_child_cannot_reach_a_concurrent_worker_of_the_same_uid(fast_settings: EvalSettings) -> None:
+    """Without bubblewrap (no PID namespace) every child runs as the one sandbox uid: another run's worker must still
+    be out of reach (its memory holds its nonce, its descriptors its result pipe): workers are not dumpable."""
+    chosen = layers("none")
+    settings = fast_settings.replace(sandbox="none")
+    sleeper = reference_candidate(fixture_source("problem_scale_add")) + "\nimport time\ntime.sleep(25)\n"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        other = pool.submit(evaluate, fixture_source("problem_scale_add"), sleeper, settings)
+        deadline = time.monotonic() + 60
+        while not _workers_of(chosen.uid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        result = evaluate(fixture_source("problem_scale_add"), probe("peers"), settings)
+        assert other.result().verdict == "pass"
+    peers = json.loads(result.logs["build"].split("PEERS: ", 1)[1].splitlines()[0])
+    assert peers, "no concurrent worker to attack"
+    assert all(outcome.startswith("DENIED") for tried in peers.values() for outcome in tried.values()), peers
+
+
+def _workers_of(uid: int | None) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    if b"kernels.worker" in handle.read():
+                        found.append(pid)
+        except OSError:
+            continue
+    return found
