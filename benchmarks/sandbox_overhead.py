@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -38,11 +39,13 @@ def main() -> None:
         decide_s = time.monotonic() - start
         walls = []
         for _ in range(args.repeats):
-            settings = EvalSettings(cache_dir=tempfile.mkdtemp(prefix="stark-bench-"), sandbox=mode, baselines=(),
-                                    roofline=False, correctness_trials=3, timing_runs=10, warmup_runs=1)
+            cache = tempfile.mkdtemp(prefix="stark-bench-")
+            settings = EvalSettings(cache_dir=cache, sandbox=mode, baselines=(), roofline=False,
+                                    correctness_trials=3, timing_runs=10, warmup_runs=1)
             start = time.monotonic()
             result = evaluate(problem, candidate, settings)
             walls.append(time.monotonic() - start)
+            shutil.rmtree(cache, ignore_errors=True)
             assert result.verdict == "pass", result.reasons
         rows.append({"mode": mode, "layers": list(chosen.layers), "decide_s": round(decide_s, 3),
                      "eval_median_s": round(statistics.median(walls), 3), "eval_s": [round(w, 3) for w in walls]})
