@@ -18,6 +18,9 @@ from typing import Any
 def cache_root(configured: str | None = None) -> Path:
     root = Path(configured or os.environ.get("STARK_CACHE_DIR") or Path.cwd() / "var" / "cache" / "kernels")
     root.mkdir(parents=True, exist_ok=True)
+    info = root.stat()
+    if info.st_mode & 0o077 and info.st_uid == os.geteuid():
+        root.chmod(0o700)  # reference outputs: never readable by harness children running as another uid
     return root.resolve()
 
 

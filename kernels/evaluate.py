@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import shutil
 import time
-import uuid
 from typing import Any
 
 from kernels import cache, judge
+from kernels.isolation import new_work_dir
 from kernels.loading import check_problem_source
 from kernels.phases import PhaseClock, Progress
 from kernels.reference import (
@@ -45,13 +45,10 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.environment["reused_result"] = True
         result.wall_s = round(time.monotonic() - start, 3)
         return result
-    scratch = root / "candidates" / cache.source_hash(candidate_source)
-    for sub in ("torch_extensions", "triton", "inductor", "xdg"):
-        (scratch / sub).mkdir(parents=True, exist_ok=True)
-    work_dir = root / "work" / uuid.uuid4().hex[:12]
+    work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
-            "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(scratch),
+            "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
@@ -59,8 +56,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     try:
         clock.enter("start")
         run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                         memory_limit_mb=settings.memory_limit_mb, writable=[scratch], hidden=[root],
-                         env=worker_env(root, scratch), device_lock=device_lock(root, settings),
+                         memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
+                         hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
                          zygote_root=root if settings.warm_start else None, on_phase=clock.child())
         saved = judge.load_outputs(work_dir / "outputs.pt") if reference.digest and run.last("result") else None
         if isinstance(saved, dict):  # digest mode: one reference worker for every seed, at the candidate's positions
@@ -82,12 +79,14 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
                        "run": "\n".join(t for t in (run.logs["run"], run.logs["worker"]) if t.strip())}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
-                              "sandbox": run.sandbox, "warm_start": run.warm}
+                              "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm}
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(work_dir, ignore_errors=True)  # the child's scratch: /tmp, build caches, outputs
     if run.sandbox == "none" and result.verdict not in ("build_error",):
-        detail = ("the candidate ran without bubblewrap (sandbox 'none', or 'auto' where bwrap does not work): it had "
-                  "the network and could write outside its work directory, so treat this verdict with care")
+        layers, missing = run.isolation.get("layers", []), run.isolation.get("missing", [])
+        detail = (f"the candidate ran without bubblewrap (active layers: {', '.join(layers)}; missing: "
+                  f"{'; '.join(missing)}): it had the network and could write outside its work directory wherever "
+                  "its uid may, so treat this verdict with care")
         result.flags.append("isolation_reduced")
         result.integrity.append({"name": "isolation_reduced", "status": "flag", "detail": detail})
         result.reasons.append("flag isolation_reduced: " + detail)

@@ -50,6 +50,10 @@ def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[s
     if run.memory_exceeded_mb:
         return "runtime_error", [f"the candidate used {run.memory_exceeded_mb:.0f} MB, more than memory_limit_mb="
                                  f"{settings.memory_limit_mb}; the process group was killed"]
+    if run.disk_exceeded_mb:
+        return "runtime_error", [f"the candidate wrote {run.disk_exceeded_mb:.0f} MB to its work directory and /tmp, "
+                                 f"more than disk_limit_mb={settings.effective_disk_limit_mb:g}; the process group "
+                                 "was killed and its files removed"]
     error = run.last("error")
     if error:
         kind = error.get("kind")
@@ -60,7 +64,8 @@ def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[s
         return "runtime_error", [error["message"]]
     if not run.last("result"):
         return "runtime_error", [f"the candidate process {run.exit_description()} during its {run.phase} phase, "
-                                 "before reporting results (crash, os._exit or a killed interpreter)"]
+                                 "before reporting results (crash, os._exit or a killed interpreter)"
+                                 + run.failure_detail()]
     return None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from kernels import cache, roofline
 from kernels.errors import ProblemError
+from kernels.isolation import new_work_dir
 from kernels.judge import Reference
 from kernels.sandbox import WorkerRun, read_regular_file, run_worker
 from kernels.settings import EvalSettings
@@ -24,14 +25,18 @@ from kernels.settings import EvalSettings
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
 
 
-def worker_env(root: Path, scratch: Path) -> dict[str, str]:
-    """Build caches only; the harness cache's own location is never handed to problem or candidate code.
+def worker_env() -> dict[str, str]:
+    """Knobs for every worker (its build caches, /tmp and $HOME are in its work dir: kernels.isolation.child_env;
+    the harness cache's own location is never handed to problem or candidate code).
     torch.compile's compiler pool is capped at 4 processes: by default it starts one per core (16 on a GPU host),
     each a Python with torch loaded, which costs seconds and gigabytes in every evaluation for no gain at the sizes
     of one model."""
-    return {"TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"), "TRITON_CACHE_DIR": str(scratch / "triton"),
-            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"), "XDG_CACHE_HOME": str(scratch / "xdg"),
-            "TORCHINDUCTOR_COMPILE_THREADS": str(min(4, os.cpu_count() or 1))}
+    return {"TORCHINDUCTOR_COMPILE_THREADS": str(min(4, os.cpu_count() or 1))}
+
+
+def new_reference_dir(settings: EvalSettings) -> Path:
+    """A fresh work dir for one reference worker (its own caches and /tmp; no cache shared between problems)."""
+    return new_work_dir(cache.cache_root(settings.cache_dir), "ref-", settings.sandbox, settings.is_cuda)
 
 
 def device_lock(root: Path, settings: EvalSettings) -> Path | None:
@@ -48,6 +53,11 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
     if run.memory_exceeded_mb:
         return ProblemError(f"the problem needs more than memory_limit_mb={settings.memory_limit_mb} MB "
                             f"({run.memory_exceeded_mb:.0f} MB seen); lower the sizes or raise memory_limit_mb", log)
+    if run.disk_exceeded_mb:
+        return ProblemError(f"the problem wrote {run.disk_exceeded_mb:.0f} MB to its work directory and /tmp, more "
+                            f"than disk_limit_mb={settings.effective_disk_limit_mb:g}; the process group was killed "
+                            "and its files removed. Problems must not write files; raise disk_limit_mb if they must",
+                            log)
     error = run.last("error")
     if error:
         if error.get("kind") in ("memory", "problem_memory"):
@@ -57,7 +67,7 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
             return ProblemError(error["message"], error.get("traceback", "") + log)
         return ProblemError(f"the problem failed: {error['message']}", error.get("traceback", "") + log)
     return ProblemError(f"the problem's process {run.exit_description()} while {what}; check the problem's "
-                        "module-level code and forward()", log)
+                        f"module-level code and forward(){run.failure_detail()}", log)
 
 
 def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict[str, Any],
@@ -66,10 +76,7 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
     """One reference worker; it removes its work dir afterwards unless the caller passed `work_dir`."""
     root = cache.cache_root(settings.cache_dir)
     keep = work_dir is not None
-    scratch = root / "reference-scratch"
-    for sub in ("torch_extensions", "triton", "inductor", "xdg"):
-        (scratch / sub).mkdir(parents=True, exist_ok=True)
-    work_dir = work_dir or root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    work_dir = work_dir or new_reference_dir(settings)
     task = {"kind": "reference" if want else "inspect", "problem_source": problem_source, "device": settings.device,
             "seed": settings.seed, "seeds": seeds or settings.trial_seeds(), "reference_dtype": settings.reference_dtype,
             "want": want, "outputs_path": str(outputs_path) if outputs_path else None,
@@ -79,8 +86,8 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
                 "baseline": settings.build_timeout_s + settings.run_timeout_s}
     try:
         return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                          memory_limit_mb=settings.memory_limit_mb, writable=[scratch],
-                          hidden=[root], env=worker_env(root, scratch), device_lock=device_lock(root, settings),
+                          memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
+                          hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
                           zygote_root=root if settings.warm_start else None, on_phase=on_phase)
     finally:
         if not keep:
@@ -92,13 +99,12 @@ def reference_outputs_for_seeds(problem_source: str, settings: EvalSettings, see
     worker, never cached (the seeds are never reused)."""
     import torch
 
-    root = cache.cache_root(settings.cache_dir)
-    work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    work_dir = new_reference_dir(settings)
     outputs_path = work_dir / "outputs.pt"
     try:
         run = run_reference_worker(problem_source, settings, {"outputs": True}, outputs_path, seeds=seeds,
                                    work_dir=work_dir)
-        if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+        if run.last("error") or run.stopped() or not run.last("done"):
             raise problem_failure(run, settings, "computing reference outputs for the timed runs")
         saved = torch.load(outputs_path, weights_only=True)
         return dict(zip(saved["seeds"], saved["outputs"]))
@@ -134,12 +140,11 @@ def reference_digests(problem_source: str, settings: EvalSettings, saved: dict[s
             *[(int(s), o) for s, o in saved.get("sampled", [])], (int(saved.get("timed_seed", 0)), saved["timed"])]
     requests = [[int(seed), [int(r.get("position_seed", 0)) if isinstance(r, dict) else 0 for r in records]]
                 for seed, records in kept]
-    root = cache.cache_root(settings.cache_dir)
-    work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+    work_dir = new_reference_dir(settings)
     try:
         run = run_reference_worker(problem_source, settings, {"digests": requests}, work_dir / "outputs.pt",
                                    seeds=seeds, work_dir=work_dir)
-        if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+        if run.last("error") or run.stopped() or not run.last("done"):
             raise problem_failure(run, settings, "computing the reference digests")
         data = read_regular_file(work_dir / "outputs.pt")
         if data is None:
@@ -208,11 +213,11 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
                             "baselines": [b for b in baselines if b not in cached_baselines]}
     environment: dict[str, Any] = meta.get("environment", {})
     if any(want.values()):
-        work_dir = root / "work" / f"ref-{uuid.uuid4().hex[:12]}"
+        work_dir = new_reference_dir(settings)
         try:
             run = run_reference_worker(problem_source, settings, want, work_dir / "outputs.pt", work_dir=work_dir,
                                        on_phase=on_phase)
-            if run.last("error") or run.timed_out_phase or run.memory_exceeded_mb or not run.last("done"):
+            if run.last("error") or run.stopped() or not run.last("done"):
                 raise problem_failure(run, settings, "computing its reference outputs")
             if want["outputs"] and run.last("outputs_saved"):
                 outputs_sha = adopt_outputs(work_dir / "outputs.pt", outputs_path)

@@ -1,14 +1,13 @@
-"""Run one harness worker (`python -m kernels.worker`) in a fresh, isolated, time- and memory-limited process.
+"""Run one harness worker (`python -m kernels.worker`) in a fresh, isolated, time-, memory- and disk-limited process.
 
 Isolation, always: a freshly spawned interpreter (never forked), its own process group (killed whole on a
 timeout) plus every descendant it ever had (tracked through /proc; the worker is a child subreaper, so setsid'd
-double forks stay visible), an allow-listed environment without secrets, logs read without following links, and results over a private pipe whose messages must carry a
-per-run nonce handed over on stdin (what the candidate prints is never the result).
-Isolation with the `sandbox` setting ("auto" = default, "bwrap", "none"): with bubblewrap (/usr/bin/bwrap)
-the worker also gets no network, its own PID namespace, a read-only file system outside its work directory
-and the caches it may write, and the harness cache (reference outputs) hidden. "auto" uses bwrap when a
-trial run of it works on this host, and falls back to plain processes when it does not; results of such runs
-carry the `isolation_reduced` flag.
+double forks stay visible), an allow-listed environment without secrets, no inherited descriptors but the result
+pipe and the device-lock fds, rlimits, logs read without following links, and results over a private pipe whose
+messages must carry a per-run nonce handed over on stdin (what the candidate prints is never the result).
+The further layers (bubblewrap with an allow-listed read-only file system and no network; a dedicated uid when
+the harness runs as root) are chosen per host by kernels.isolation with the `sandbox` setting ("auto" = default,
+"bwrap", "none"); a run records which were active, and runs without bubblewrap carry the `isolation_reduced` flag.
 """
 
 from __future__ import annotations
@@ -19,17 +18,17 @@ import os
 import re
 import secrets
 import select
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kernels import isolation
 
 SECRET_ENV = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|ANTHROPIC|OPENAI|AWS_|AZURE|GOOGLE_APPLICATION|GITHUB|GH_|HF_|"
@@ -37,7 +36,6 @@ SECRET_ENV = re.compile(
     re.IGNORECASE,
 )
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_bwrap_works: dict[str, bool] = {}
 
 
 @dataclass
@@ -49,12 +47,14 @@ class WorkerRun:
     returncode: int | None = None
     timed_out_phase: str | None = None
     memory_exceeded_mb: float | None = None
+    disk_exceeded_mb: float | None = None
     phase: str = "start"
     log: str = ""
     logs: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     sandbox: str = "none"
     warm: bool = False
+    isolation: dict[str, list[str]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
     def last(self, kind: str) -> dict[str, Any] | None:
@@ -75,6 +75,22 @@ class WorkerRun:
             except ValueError:
                 pass
         return f"exited with code {code}"
+
+    def stopped(self) -> bool:
+        """Killed by the parent: a timeout, or over its memory or disk budget."""
+        return bool(self.timed_out_phase or self.memory_exceeded_mb or self.disk_exceeded_mb)
+
+    def stderr_tail(self, lines: int = 20, limit: int = 2048) -> str:
+        """The last lines of what the child wrote to stdout/stderr (its logs), bounded, for error messages."""
+        text = "\n".join(t.rstrip() for t in (self.logs.get("worker", ""), self.logs.get("build", ""),
+                                               self.logs.get("run", "")) if t.strip())
+        tail = "\n".join(text.splitlines()[-lines:])[-limit:]
+        return tail.strip()
+
+    def failure_detail(self) -> str:
+        """'; its output ended with: ...' (or that it printed nothing), to append to a failure message."""
+        tail = self.stderr_tail()
+        return f"; its output ended with:\n{tail}" if tail else " (it printed nothing)"
 
 
 ALLOWED_ENV = re.compile(
@@ -99,32 +115,9 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda: bool) -> list[str]:
-    args = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--ro-bind", "/", "/"]
-    args += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
-    args += ["--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in hidden:
-        args += ["--tmpfs", str(path)]
-    for path in [work_dir, *writable]:
-        args += ["--bind", str(path), str(path)]
-    return [*args, "--chdir", str(work_dir), "--"]
-
-
 def bwrap_available(cuda: bool) -> bool:
-    """Try bubblewrap once per process (user namespaces are off on many container hosts)."""
-    key = "cuda" if cuda else "cpu"
-    if key not in _bwrap_works:
-        ok = False
-        if shutil.which("bwrap"):
-            scratch = Path(tempfile.mkdtemp(prefix="stark-bwrap-"))
-            probe = [*bwrap_prefix(scratch, [], [scratch / "hidden"], cuda), "true"]
-            try:
-                ok = subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                ok = False
-            shutil.rmtree(scratch, ignore_errors=True)
-        _bwrap_works[key] = ok
-    return _bwrap_works[key]
+    """Whether "auto" gets bubblewrap on this host (decided by trial runs once per process)."""
+    return isolation.plan("auto", cuda).bwrap
 
 
 def _pgid(pid: int) -> int | None:
@@ -225,9 +218,15 @@ def _kill_tracked(tracked: dict[int, str]) -> None:
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
                cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
-               device_lock: Path | None = None, zygote_root: Path | None = None,
-               on_phase: Callable[[str], None] | None = None) -> WorkerRun:
+               device_lock: Path | None = None, disk_limit_mb: float | None = None,
+               zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None) -> WorkerRun:
     """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
+
+    `work_dir`: best made by kernels.isolation.new_work_dir (under the sandbox base when children run as another
+    uid); it gets the child's /tmp, $HOME and build caches, and the caller removes it afterwards. Everything the
+    child writes there (its /tmp included) counts against `disk_limit_mb` (polled; RLIMIT_FSIZE per file).
+    `writable`: further directories the child may write; `hidden`: directories masked even where an allowed
+    path contains them (bubblewrap shows only an allow-list anyway).
 
     `device_lock`: a lock file shared by every evaluation on one device; the worker gets read-only descriptors of
     it and of its gate (task["timing"]["lock_fd"], ["gate_fd"]) and holds an flock on it while it uses the device,
@@ -237,7 +236,9 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     `zygote_root`: fork the child from a warm zygote under this cache root (kernels.zygote) instead of spawning a
     new interpreter, where the child runs without bubblewrap anyway."""
     timeouts = {"queue": QUEUE_WAIT_S, **timeouts}
-    work_dir.mkdir(parents=True, exist_ok=True)
+    chosen = isolation.plan(sandbox, cuda)
+    isolation.prepare_work_dir(work_dir, chosen)
+    writable = [p for p in writable or [] if p.exists()]
     lock_fds: tuple[int, ...] = ()
     if device_lock is not None and isinstance(task.get("timing"), dict):
         device_lock.parent.mkdir(parents=True, exist_ok=True)
@@ -248,25 +249,25 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
     cmd = [sys.executable, "-m", "kernels.worker", str(work_dir / "task.json"), str(write_fd)]
-    used = "none"
-    if sandbox == "bwrap" or (sandbox == "auto" and bwrap_available(cuda)):
-        if not shutil.which("bwrap"):
-            raise RuntimeError("sandbox='bwrap' was asked for but bubblewrap is not installed; install it or use 'auto'")
-        cmd = bwrap_prefix(work_dir, [p for p in writable or [] if p.exists()], hidden or [], cuda) + cmd
-        used = "bwrap"
+    if chosen.bwrap:
+        cmd = isolation.bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None) + cmd
     log_path = work_dir / "worker.log"
-    run = WorkerRun(sandbox=used)
+    run = WorkerRun(sandbox="bwrap" if chosen.bwrap else "none", isolation=chosen.describe())
+    written_before = sum(isolation.disk_usage_mb(p) for p in writable)
     start = run.started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
-            if used == "none" and zygote_root is not None:
+            child_env = clean_env({**(env or {}), **isolation.child_env(work_dir, chosen.bwrap)})
+            if not chosen.bwrap and zygote_root is not None:
                 run.warm = True
-                proc: Any = _fork_from_zygote(zygote_root, cmd, work_dir, env or {}, log.fileno(),
-                                              (write_fd, *lock_fds), nonce)
+                proc: Any = _fork_from_zygote(zygote_root, cmd, work_dir, child_env, log.fileno(),
+                                              (write_fd, *lock_fds), nonce, [disk_limit_mb, chosen.uid, chosen.gid])
             else:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                        cwd=work_dir, env=clean_env(env or {}), start_new_session=True,
-                                        pass_fds=(write_fd, *lock_fds))
+                                        cwd=work_dir, env=child_env, start_new_session=True, close_fds=True,
+                                        pass_fds=(write_fd, *lock_fds),
+                                        preexec_fn=isolation.child_limits(disk_limit_mb, chosen.uid is not None),
+                                        **isolation.ids(chosen.uid, chosen.gid))  # type: ignore[call-overload]
                 try:
                     assert proc.stdin is not None
                     proc.stdin.write(nonce.encode() + b"\n")
@@ -279,7 +280,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             os.close(fd)
     deadline = start + timeouts.get("start", 300.0)
     buffer = b""
-    next_memory_check = 0.0
+    next_memory_check = next_disk_check = 0.0
     tracked: dict[int, str] = {}
     try:
         while True:
@@ -295,6 +296,12 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                     rss += sum(_rss_mb(pid) for pid in tracked if _pgid(pid) != proc.pid)
                 if memory_limit_mb and rss > memory_limit_mb:
                     run.memory_exceeded_mb = rss
+                    break
+            if disk_limit_mb and now > next_disk_check:
+                next_disk_check = now + 0.5
+                written = isolation.disk_usage_mb(work_dir) + sum(isolation.disk_usage_mb(p) for p in writable)
+                if written - written_before > disk_limit_mb:
+                    run.disk_exceeded_mb = written - written_before
                     break
             ready, _, _ = select.select([read_fd], [], [], min(0.25, max(0.0, deadline - now)))
             if not ready:
@@ -318,7 +325,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     finally:
         os.close(read_fd)
         tracked.update(descendants(proc.pid))
-        if not run.timed_out_phase and not run.memory_exceeded_mb and not run.last("done"):
+        if not (run.stopped() or run.last("done")):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)  # let a crashed worker's exit status arrive before the group is killed
         tracked.update(descendants(proc.pid))
@@ -334,14 +341,15 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
 
 
 def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,
-                      keep: tuple[int, ...], nonce: str) -> Any:
+                      keep: tuple[int, ...], nonce: str, enter: list[Any]) -> Any:
+    """Fork the child from the warm zygote; it enters the same rlimits and uid (kernels.isolation.enter(*enter))."""
     from kernels import zygote
 
     path = zygote.ensure_zygote(root, clean_env({}))
     read_fd, write_nonce = os.pipe()
     try:
-        child = zygote.spawn(path, cmd[cmd.index("kernels.worker") + 1:], clean_env(env), work_dir,
-                             {0: read_fd, 1: log_fd, 2: log_fd, **{fd: fd for fd in keep}})
+        child = zygote.spawn(path, cmd[cmd.index("kernels.worker") + 1:], env, work_dir,
+                             {0: read_fd, 1: log_fd, 2: log_fd, **{fd: fd for fd in keep}}, enter)
     finally:
         os.close(read_fd)
     try:

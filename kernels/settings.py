@@ -12,10 +12,15 @@ Settings (all optional; defaults in brackets):
 - run_timeout_s [120]: wall time for each later phase (the other correctness trials and probes, timing).
 - memory_limit_mb [8192]: memory of the worker's process group (polled; proportional set sizes, so libraries
   shared by torch.compile's compiler workers count once), plus RLIMIT_AS on CPU.
+- disk_limit_mb [None = memory_limit_mb]: what one child may write to its work directory, which holds its /tmp,
+  $HOME and build caches (polled like memory; RLIMIT_FSIZE caps each file at it too). /tmp is on disk in the
+  work dir rather than a tmpfs, so writes there never escape into host memory; all of it is removed afterwards.
 - seed [0]: base seed; trial seeds derive from it (`trial_seeds`), so a failure can be replayed.
 - reference_dtype ["native"]: "float64" compares against a float64 reference.
 - flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.
-- sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (plain processes).
+- sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (no bubblewrap). The other
+  layers (a dedicated uid when the harness runs as root, rlimits, no inherited fds, the disk budget) apply in every
+  mode; kernels/isolation.py says what each layer gives, results record which were active.
 - roofline [True]: measure device ceilings (once, cached) and report roofline figures and the flag.
 - roofline_margin [None]: a time faster than the roofline bound by more than this factor is flagged; None
   means 1.25 on CUDA and 3.0 on CPU (CPU ceilings are noisy, and write-only work can beat the copy rate).
@@ -83,6 +88,7 @@ class EvalSettings:
     build_timeout_s: float = 300.0
     run_timeout_s: float = 120.0
     memory_limit_mb: int = 8192
+    disk_limit_mb: int | None = None
     seed: int = 0
     reference_dtype: str = "native"
     flush_cache: bool = True
@@ -118,13 +124,18 @@ class EvalSettings:
             raise ValueError(f"sandbox {self.sandbox!r} is not one of {list(SANDBOX_MODES)}")
         if self.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype {self.reference_dtype!r} is not one of {list(REFERENCE_DTYPES)}")
-        for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb", "full_output_limit_mb"):
+        for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb", "effective_disk_limit_mb",
+                     "full_output_limit_mb"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     @property
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
+
+    @property
+    def effective_disk_limit_mb(self) -> int:
+        return self.memory_limit_mb if self.disk_limit_mb is None else self.disk_limit_mb
 
     @property
     def effective_roofline_margin(self) -> float:

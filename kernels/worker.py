@@ -79,7 +79,10 @@ def become_subreaper() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: children of other runs under the same uid can neither
+        # ptrace this worker nor open its /proc files (its memory holds the nonce, its fds the result pipe)
     except (OSError, AttributeError):
         pass
 

@@ -37,7 +37,7 @@ from typing import Any
 IDLE_S = 600.0
 START_WAIT_S = 60.0
 MAX_FDS = 16
-PRELOAD = ("torch", "kernels.worker", "kernels.candidate_task", "kernels.reference_task")
+PRELOAD = ("torch", "kernels.worker", "kernels.candidate_task", "kernels.reference_task", "kernels.isolation")
 
 
 def socket_path(cache_root: Path) -> Path:
@@ -131,14 +131,17 @@ def ensure_zygote(cache_root: Path, env: dict[str, str]) -> Path:
     raise RuntimeError(f"the harness zygote did not start within {START_WAIT_S:g} s (log: {path.with_suffix('.log')})")
 
 
-def spawn(path: Path, argv: list[str], env: dict[str, str], cwd: Path, fds: dict[int, int]) -> ZygoteChild:
+def spawn(path: Path, argv: list[str], env: dict[str, str], cwd: Path, fds: dict[int, int],
+          enter: list[Any] | None = None) -> ZygoteChild:
     """Fork a child from the zygote at `path`: `fds` maps each descriptor number the child must have to one of
-    ours (0 stdin, 1/2 the log, the result pipe, the device-lock descriptors)."""
+    ours (0 stdin, 1/2 the log, the result pipe, the device-lock descriptors); `enter` = [disk_limit_mb, uid, gid]
+    for kernels.isolation.enter (rlimits, then the sandbox uid), applied before anything of the task runs."""
     conn = _connect(path)
     if conn is None:
         raise OSError(f"the harness zygote at {path} does not answer")
     targets = list(fds)
-    request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "targets": targets}).encode()
+    request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "targets": targets,
+                          "enter": enter or [None, None, None]}).encode()
     conn.sendmsg([struct.pack("!I", len(request)) + request],
                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fds[t] for t in targets]))])
     reply = b""
@@ -190,6 +193,9 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
             if number not in keep:
                 with contextlib.suppress(OSError):
                     os.close(number)
+        from kernels import isolation
+
+        isolation.enter(*request.get("enter", [None, None, None]))  # rlimits, then the sandbox uid (as when spawned)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])

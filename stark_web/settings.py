@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -24,6 +25,9 @@ from stark_web.env import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("STARK_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+if VAR_DIR.stat().st_uid == os.geteuid():
+    VAR_DIR.chmod(0o700)  # secret_key, local_login.txt, the database: never readable by harness children (other uid)
 
 PRODUCTION = envbool("STARK_PRODUCTION", False)
 DEBUG = production_debug(PRODUCTION, envbool("DEBUG", False))

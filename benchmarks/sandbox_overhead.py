@@ -1,0 +1,61 @@
+"""What the isolation layers cost: the one-time trial runs that choose them, and one evaluation's wall time per mode.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/sandbox_overhead.py [--repeats 3] [--out var/bench/sandbox.json]
+
+Prints a table and writes JSON. Each evaluation uses a fresh cache (so a reference worker runs too) and the small
+scale-add problem on CPU, so the figures are mostly process start-up, imports and the layers themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kernels import EvalSettings, evaluate, isolation  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "kernels" / "fixtures"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default="var/bench/sandbox.json")
+    args = parser.parse_args()
+    problem = (FIXTURES / "problem_scale_add.py").read_text()
+    candidate = (FIXTURES / "candidates" / "honest_torch.py").read_text()
+    rows = []
+    for mode in ("auto", "none"):
+        start = time.monotonic()
+        chosen = isolation.plan(mode, cuda=False)
+        decide_s = time.monotonic() - start
+        walls = []
+        for _ in range(args.repeats):
+            cache = tempfile.mkdtemp(prefix="stark-bench-")
+            settings = EvalSettings(cache_dir=cache, sandbox=mode, baselines=(), roofline=False,
+                                    correctness_trials=3, timing_runs=10, warmup_runs=1)
+            start = time.monotonic()
+            result = evaluate(problem, candidate, settings)
+            walls.append(time.monotonic() - start)
+            shutil.rmtree(cache, ignore_errors=True)
+            assert result.verdict == "pass", result.reasons
+        rows.append({"mode": mode, "layers": list(chosen.layers), "decide_s": round(decide_s, 3),
+                     "eval_median_s": round(statistics.median(walls), 3), "eval_s": [round(w, 3) for w in walls]})
+    print(f"{'mode':6} {'layers':22} {'decide s':>9} {'evaluation s (median)':>22}")
+    for row in rows:
+        print(f"{row['mode']:6} {'+'.join(row['layers']):22} {row['decide_s']:9.2f} {row['eval_median_s']:22.2f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
