@@ -124,7 +124,8 @@ for pid in os.listdir("/proc"):
         if os.stat(f"/proc/{pid}").st_uid != os.getuid():
             continue
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            if b"kernels.worker" not in handle.read():
+            line = handle.read()
+            if b"kernels.worker" not in line and b"kernels.zygote" not in line:  # spawned, or forked warm
                 continue
     except OSError:
         continue
@@ -349,7 +350,8 @@ def _workers_of(uid: int | None) -> list[str]:
         try:
             if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid:
                 with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                    if b"kernels.worker" in handle.read():
+                    line = handle.read()
+                    if b"kernels.worker" in line or b"kernels.zygote" in line:  # spawned, or forked warm
                         found.append(pid)
         except OSError:
             continue
