@@ -112,17 +112,16 @@ def main() -> int:
     jobs = [(s, as_candidate(s)) for s in sources]
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "problems": [p.stem for p in args.problems],
                               "settings": settings}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     # warm-up: every problem's reference, baselines and ceilings, on every GPU's worker (the caches are shared)
-    report["warmup"] = run_batch(queue, jobs, settings, args.gpus, url, scratch)
-    print(f"warm-up: {summary(report['warmup'])}", flush=True)
     sequence = [jobs[i % len(jobs)] for i in range(args.evaluations)]
-    report["one_worker"] = run_batch(queue, sequence, settings, 1, url, scratch)
-    print(f"1 worker: {summary(report['one_worker'])}", flush=True)
-    report["per_gpu_workers"] = run_batch(queue, sequence, settings, args.gpus, url, scratch)
-    print(f"{args.gpus} workers: {summary(report['per_gpu_workers'])}", flush=True)
+    for key, batch, workers in (("warmup", jobs, args.gpus), ("one_worker", sequence, 1),
+                                ("per_gpu_workers", sequence, args.gpus)):
+        report[key] = run_batch(queue, batch, settings, workers, url, scratch)
+        print(f"{key}: {summary(report[key])}", flush=True)
+        args.out.write_text(json.dumps(report, indent=1))  # a bench cut short keeps what it finished
     report["ratio"] = round(report["per_gpu_workers"]["per_minute"] / report["one_worker"]["per_minute"], 3)
     print(f"ratio {report['ratio']}x", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     return 0
 

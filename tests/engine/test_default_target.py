@@ -18,8 +18,10 @@ def test_on_a_gpu_rules_write_triton_and_llm_teams_cuda() -> None:
     assert default_target("stark", "cuda") == "cuda" and default_target("sampling", "cuda:0") == "cuda"
 
 
-def test_the_service_fills_in_the_same_default() -> None:
+def test_the_service_fills_in_the_same_default(monkeypatch) -> None:
     from search.service.settings import parse_run_settings
+
+    monkeypatch.setenv("STARK_LLM_BASE_URLS", "http://127.0.0.1:9/v1")  # the operator's allow-list (docs/llm.md)
 
     assert parse_run_settings({"team": "rules", "device": "cuda"}).target == "triton"
     stark = {"team": "stark", "device": "cuda", "provider": "openai-compatible", "base_url": "http://127.0.0.1:9/v1",

@@ -165,7 +165,9 @@ def alive(pid: int) -> bool:
 
 
 def slots(redis_client) -> int:
-    return redis_client.zcard("stark:checks")
+    from search.service import queues
+
+    return redis_client.zcard(queues.redis_key("checks"))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -42,7 +42,11 @@ class Client:
 
     def offer(self, event: dict) -> str:
         """Like the browser (static/js/run_state.js): apply the next seq, drop repeats and anything after a
-        gap (the resync it asked for re-sends those)."""
+        gap (the resync it asked for re-sends those). Unsequenced messages (an evaluation's live phase) change
+        nothing stored."""
+        if "seq" not in event:
+            assert event["type"] == "node.phase", event
+            return "applied"
         if event["seq"] <= self.seq:
             return "duplicate"
         if event["seq"] > self.seq + 1:
