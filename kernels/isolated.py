@@ -28,14 +28,18 @@ TAIL_CHARS = 1500  # of the child's output, quoted in a failure message
 
 
 class IsolatedCallError(Exception):
-    """The child gave no result. `reason` says why (the deadline, memory, a crash, an exception), `tail` is the end of
-    its output (or the exception's traceback), `steps` the progress steps it reported before it stopped, `log` its
-    whole output; the message is `reason; its output ends with: tail`."""
+    """The child gave no result. `kind`: "timeout", "memory", "error" (it raised) or "crash"; `reason` says why in
+    words, `tail` is the end of its output (or the exception's traceback), `steps` the progress steps it reported
+    before it stopped, `log` its whole output; the message is `reason; its output ends with: tail`."""
 
-    def __init__(self, reason: str, tail: str, steps: list[str], log: str, timed_out: bool = False) -> None:
+    def __init__(self, kind: str, reason: str, tail: str, steps: list[str], log: str) -> None:
         super().__init__(f"{reason}; its output ends with:\n{tail}")
         self.message = str(self)
-        self.reason, self.tail, self.steps, self.log, self.timed_out = reason, tail, steps, log, timed_out
+        self.kind, self.reason, self.tail, self.steps, self.log = kind, reason, tail, steps, log
+
+    @property
+    def timed_out(self) -> bool:
+        return self.kind == "timeout"
 
 
 def _tail(run: WorkerRun) -> str:
@@ -50,15 +54,16 @@ def failure(run: WorkerRun, what: str, timeout_s: float, memory_limit_mb: float)
     steps = [str(m.get("step")) for m in run.messages if m.get("type") == "step"]
     tail = _tail(run)
     if run.timed_out_phase:
-        reason = f"{what} did not finish within {timeout_s:g} s (stopped, with every process it started)"
+        kind, reason = "timeout", f"{what} did not finish within {timeout_s:g} s (stopped, with every process it started)"
     elif run.memory_exceeded_mb:
-        reason = f"{what} used more than {memory_limit_mb:g} MB ({run.memory_exceeded_mb:.0f} MB seen) and was stopped"
+        kind, reason = "memory", (f"{what} used more than {memory_limit_mb:g} MB ({run.memory_exceeded_mb:.0f} MB "
+                                  "seen) and was stopped")
     elif (error := run.last("error")) is not None:
-        reason = f"{what} failed: {error.get('message', '')}"
+        kind, reason = "error", f"{what} failed: {error.get('message', '')}"
         tail = str(error.get("traceback") or "").strip()[-TAIL_CHARS:] or tail
     else:
-        reason = f"{what}: its isolated process {run.exit_description()} before answering"
-    return IsolatedCallError(reason, tail, steps, run.log, timed_out=bool(run.timed_out_phase))
+        kind, reason = "crash", f"{what}: its isolated process {run.exit_description()} before answering"
+    return IsolatedCallError(kind, reason, tail, steps, run.log)
 
 
 def call_isolated(function: str, payload: dict[str, Any], *, timeout_s: float, memory_limit_mb: float,

@@ -111,6 +111,8 @@ def failure_message(exc: Any, timeout_s: float) -> str:
         reason = (f"tracing the problem (Model(*get_init_inputs()), get_inputs() and torch.fx on forward) did not "
                   f"finish within {timeout_s:g} s and was stopped; lower the sizes in get_inputs() or raise "
                   "STARK_RULES_ANALYSIS_TIMEOUT_S")
+    elif exc.kind == "memory":
+        reason = f"{exc.reason}; lower the sizes in get_inputs() or raise STARK_RULES_ANALYSIS_MEMORY_MB"
     else:
         reason = f"{exc.reason}; check the problem's module-level code, get_init_inputs() and get_inputs()"
     return f"rules team: {reason}. The problem's output ends with:\n{exc.tail}"
@@ -124,7 +126,7 @@ def trace_in_child(problem_source: str, cuda: bool, problem_name: str, request: 
     timeout = analysis_timeout_s() if timeout_s is None else timeout_s
     try:
         answer = call_isolated(FUNCTION, request.payload(problem_source, cuda, problem_name), timeout_s=timeout,
-                               memory_limit_mb=analysis_memory_mb(), what="the rules team's analysis of the problem")
+                               memory_limit_mb=analysis_memory_mb(), what="tracing the problem")
     except IsolatedCallError as exc:
         raise AgentError(failure_message(exc, timeout), permanent=True) from exc
     return Traced(Facts.from_dict(answer["facts"]), dict(answer.get("sources") or {}),
