@@ -5,6 +5,7 @@ processes killed), a crash names the problem's output, and the child sees no sec
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from search.teams.rules.candidate import render
 from search.teams.rules.fusion import analyse
 from search.teams.rules.recipe import recipe_of
 from tests.teams import rules_problems as P
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def plan_and_code(problem: str, **options):  # noqa: ANN003, ANN201
@@ -50,6 +53,34 @@ def test_the_team_never_imports_or_executes_the_problem_in_its_own_process(tmp_p
     finally:
         sys.modules.pop("stark_probe_problem_ran", None)
     assert source == expected
+
+
+TEAM_PROCESS = """
+import sys
+from search.engine.context import build_window
+from search.engine.tree import Tree
+from search.teams.rules import build_team
+from tests.teams import rules_problems as P
+
+tree = Tree(P.MANY_OPS, {"device": "cpu"})
+tree[0].status, tree[0].verdict, tree[0].runtime_ms = "done", "pass", 1.0
+team = build_team({})
+child = tree.add_child(0, "plan+code", status="planning")
+plan = team.plan.plan(build_window(tree, "plan", 0, attempt=child.attempt, device={"device": "cpu"}))
+code = team.code.code(build_window(tree, "code", 0, attempt=child.attempt, device={"device": "cpu"}), plan)
+assert "Recipe: fuse=" in code.source
+print(sorted(m for m in ("search.teams.rules.problem", "search.teams.rules.fusion", "search.teams.rules.traced")
+             if m in sys.modules))
+"""
+
+
+def test_the_process_running_the_team_never_loads_the_problem_loader_or_the_tracer() -> None:
+    """Structural: a whole plan and code step in a fresh process, and the modules that execute and trace a problem
+    (search.teams.rules.problem, .fusion, .traced) are never imported there."""
+    done = subprocess.run([sys.executable, "-c", TEAM_PROCESS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
 
 
 def running_with(text: str) -> list[int]:
