@@ -10,7 +10,6 @@ ends its run at the analysis deadline (V5) and the next run goes on."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from django.test import Client
 
 from tests.service.conftest import Workers
 from tests.service.helpers import CHEAP_EVAL, problem_source, run_finished, wait_for
+from tests.teams.processes import running_with
 
 ANALYSIS_TIMEOUT_S = 20
 
@@ -103,19 +103,6 @@ def test_a_problem_that_escalates_its_owner_when_django_is_loaded_does_nothing(r
     recipe = recipe_of(first.source)
     # the problem was traced all the same (in the harness child): its forward was fused into kernels of our own
     assert recipe is not None and recipe.fused, (first.status, first.verdict, first.reasons, first.agent_log[-2000:])
-
-
-def running_with(text: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmdline:
-                found.append(int(entry))
-    return found
 
 
 SLEEPY = '''

@@ -20,6 +20,7 @@ from search.teams.rules.candidate import render
 from search.teams.rules.fusion import analyse
 from search.teams.rules.recipe import recipe_of
 from tests.teams import rules_problems as P
+from tests.teams.processes import running_with
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,20 +82,6 @@ def test_the_process_running_the_team_never_loads_the_problem_loader_or_the_trac
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
-
-
-def running_with(text: str) -> list[int]:
-    """Pids of live processes whose command line contains text."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmdline:
-                found.append(int(entry))
-    return found
 
 
 SLEEPY = '''import os, subprocess, time
