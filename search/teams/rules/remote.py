@@ -129,5 +129,11 @@ def trace_in_child(problem_source: str, cuda: bool, problem_name: str, request: 
                                memory_limit_mb=analysis_memory_mb(), what="tracing the problem")
     except IsolatedCallError as exc:
         raise AgentError(failure_message(exc, timeout), permanent=True) from exc
-    return Traced(Facts.from_dict(answer["facts"]), dict(answer.get("sources") or {}),
-                  dict(answer.get("render_errors") or {}))
+    try:  # the problem ran in that process before it answered: check the answer's shape, trust nothing else
+        sources, errors = dict(answer.get("sources") or {}), dict(answer.get("render_errors") or {})
+        if not all(isinstance(v, str) for v in (*sources, *sources.values(), *errors, *errors.values())):
+            raise TypeError("sources and render_errors must map recipe text to text")
+        return Traced(Facts.from_dict(answer["facts"]), sources, errors)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise AgentError(f"rules team: the tracing child's answer is malformed ({type(exc).__name__}: {exc}); the "
+                         "problem's code may have written to the harness channel", permanent=True) from exc
