@@ -13,6 +13,7 @@ from search.teams import get_team
 from search.teams.rules import build_team
 from search.teams.rules.anchoring import tag_of
 from search.teams.rules.candidate import render
+from search.teams.rules.facts import facts_of
 from search.teams.rules.fusion import analyse
 from search.teams.rules.moves import WHY, candidate_moves
 from search.teams.rules.recipe import Recipe, recipe_of
@@ -190,7 +191,7 @@ def test_on_a_bare_softmax_the_first_move_writes_a_row_kernel_of_its_own() -> No
 
 
 def test_every_kind_of_fusion_has_its_own_move_and_reason() -> None:
-    moves = {m.name: m for m in candidate_moves(Recipe(), analyse(P.ROW_OPS), "cpu")}
+    moves = {m.name: m for m in candidate_moves(Recipe(), facts_of(analyse(P.ROW_OPS)), "cpu")}
     everything = moves["fuse-all"].instruction
     for reason in WHY.values():
         if reason != WHY["chain"]:  # ROW_OPS has no chain of two elementwise ops
@@ -198,7 +199,7 @@ def test_every_kind_of_fusion_has_its_own_move_and_reason() -> None:
     assert moves["fuse-2"].instruction.startswith("Fuse one row-wise op into a C++/OpenMP kernel (add -> layer_norm")
     assert moves["fuse-8"].instruction.startswith("Fuse one reduction into a C++/OpenMP kernel (sum(dim=1, keepdim)")
     assert moves["fuse-11"].instruction.startswith("Fuse one elementwise op into a C++/OpenMP kernel (relu")
-    gpu = candidate_moves(Recipe(), analyse(P.ROW_OPS), "cuda")
+    gpu = candidate_moves(Recipe(), facts_of(analyse(P.ROW_OPS)), "cuda")
     assert gpu[0].recipe.backend == "triton" and "Triton kernels" in gpu[0].instruction
 
 

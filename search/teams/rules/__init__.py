@@ -1,7 +1,8 @@
 """The offline rules team: real, deterministic optimizations (kernels generated from the traced forward for
 elementwise chains and lone ops, sum/mean/max reductions, and row-wise softmax, log_softmax, layer and RMS
 norm; torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code protocol as
-the LLM agents, so it needs no API key and its trees look the same in the UI."""
+the LLM agents, so it needs no API key and its trees look the same in the UI. The problem is traced, and candidates
+rendered, only in an isolated harness child (search.teams.rules.remote)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ SETTINGS = ("max_reasks", "max_agent_retries", "top_r", "context_tokens")
 
 
 def build_team(options: dict[str, Any] | None = None) -> Team:
-    """Options: seed (move choice, default 0), policy (default adaptive-egreedy) with n_root, n_child,
-    eps, and the engine settings max_reasks, max_agent_retries, top_r, context_tokens."""
+    """Options: seed (move choice, default 0), analysis_timeout_s (the tracing child's deadline, default
+    $STARK_RULES_ANALYSIS_TIMEOUT_S or 120), policy (default adaptive-egreedy) with n_root, n_child, eps, and the
+    engine settings max_reasks, max_agent_retries, top_r, context_tokens."""
     options = dict(options or {})
-    ctx = RulesContext(seed=int(options.get("seed") or 0))
+    timeout = options.get("analysis_timeout_s")
+    ctx = RulesContext(seed=int(options.get("seed") or 0), analysis_timeout_s=None if timeout is None else float(timeout))
     params = {k: options[k] for k in POLICY_PARAMS if options.get(k) is not None}
     policy = get_policy(options.get("policy") or "adaptive-egreedy", **params)
     settings = {k: options[k] for k in SETTINGS if options.get(k) is not None}

@@ -1,6 +1,9 @@
 """The rules team's plan, code and debug roles: deterministic (seeded), no LLM, same protocol as the LLM
 agents. Plan picks a move and anchors the spans it changes; code fills every span; debug falls back to a
-safer recipe named in its answer."""
+safer recipe named in its answer.
+
+The problem is traced and candidates are rendered in an isolated harness child (search.teams.rules.remote ->
+kernels.isolated -> search.teams.rules.traced): these roles only ever see plain Facts and source text."""
 
 from __future__ import annotations
 
@@ -11,15 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from search.engine.agents import AgentError, CodeAnswer, ContextWindow, MalformedAnswer, PlanAnswer, Usage
 from search.engine.anchors import resolve_instructions, strip_markers
 from search.teams.rules.anchoring import anchor, fill, tag_of
-from search.teams.rules.candidate import render
-from search.teams.rules.fusion import Analysis, analyse
+from search.teams.rules.facts import Facts
 from search.teams.rules.moves import candidate_moves, choose, fixes
 from search.teams.rules.recipe import Recipe, recipe_of
+from search.teams.rules.remote import Request, expand, trace_in_child
 
 
 def usage(role: str, started: float) -> Usage:
@@ -31,12 +32,19 @@ def usage(role: str, started: float) -> Usage:
 
 @dataclass
 class RulesContext:
-    """Facts shared by the three roles: the seed, and the traced problem per (source, device)."""
+    """Facts shared by the three roles: the seed, and what the tracing child answered per (problem, device): the
+    Facts, and the rendered source per recipe (each child call renders every recipe the role may need next, so a
+    plan step and the code step after it cost one child). analysis_timeout_s: the child's deadline (None: from
+    STARK_RULES_ANALYSIS_TIMEOUT_S)."""
 
     seed: int = 0
-    _cache: dict[tuple[str, bool], Analysis] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    analysis_timeout_s: float | None = None
+    _facts: dict[tuple[str, bool], Facts] = field(default_factory=dict)
+    _sources: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
+    _errors: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     _planned: dict[tuple[str, int], set[Recipe]] = field(default_factory=dict)
+    calls: int = 0  # tracing children started (for tests and benchmarks)
 
     def claim(self, window: ContextWindow, tried: set[Recipe], pick: Any) -> Any:
         """Choose a move with `pick(tried)` and remember its recipe for this target, so attempts planned while a
@@ -57,20 +65,48 @@ class RulesContext:
         value = window.settings.get("target")
         return None if value is None else str(value)
 
-    def analysis(self, window: ContextWindow) -> Analysis:
-        cuda = self.device(window) == "cuda"
-        key = (hashlib.sha1(window.problem_source.encode()).hexdigest(), cuda)
-        with self._lock:
-            if key not in self._cache:
-                dtypes = (torch.float32, torch.float16, torch.bfloat16) if cuda else (torch.float32,)
-                self._cache[key] = analyse(window.problem_source, dtypes)
-            return self._cache[key]
-
     def name(self, window: ContextWindow) -> str:
         return str(window.problem.get("name") or "the problem")
 
+    def _key(self, window: ContextWindow) -> tuple[str, bool]:
+        return hashlib.sha1(window.problem_source.encode()).hexdigest(), self.device(window) == "cuda"
+
+    def prepare(self, window: ContextWindow, request: Request) -> Facts:
+        """The facts, after one tracing child rendered what `request` asks for (nothing when all is cached)."""
+        digest, cuda = key = self._key(window)
+        name = self.name(window)
+        with self._lock:
+            if key in self._facts:  # the facts say which moves or fixes the request means: ask only for those
+                wanted = expand(request, self._facts[key])
+                missing = tuple(dict.fromkeys(r for r in wanted if not self._known((digest, cuda, name, r.to_text()))))
+                if not missing:
+                    return self._facts[key]
+                request = Request(recipes=missing)
+            traced = trace_in_child(window.problem_source, cuda, name, request, self.analysis_timeout_s)
+            self.calls += 1
+            self._facts[key] = traced.facts
+            for text, source in traced.sources.items():
+                self._sources[(digest, cuda, name, text)] = source
+            for text, error in traced.render_errors.items():
+                self._errors[(digest, cuda, name, text)] = error
+            return traced.facts
+
+    def _known(self, key: tuple[str, bool, str, str]) -> bool:
+        return key in self._sources or key in self._errors
+
+    def facts(self, window: ContextWindow) -> Facts:
+        return self.prepare(window, Request())
+
     def render(self, window: ContextWindow, recipe: Recipe) -> str:
-        return render(window.problem_source, recipe, self.analysis(window), self.name(window)).source
+        """The candidate source of recipe (rendered by a tracing child unless it already was)."""
+        digest, cuda = self._key(window)
+        key = (digest, cuda, self.name(window), recipe.to_text())
+        with self._lock:
+            if not self._known(key):
+                self.prepare(window, Request(recipes=(recipe,)))
+            if key in self._errors:
+                raise RuntimeError(f"rendering recipe {recipe.to_text()} failed: {self._errors[key]}")
+            return self._sources[key]
 
 
 def _known_recipes(window: ContextWindow) -> set[Recipe]:
@@ -87,11 +123,12 @@ class RulesPlan:
 
     def plan(self, window: ContextWindow) -> PlanAnswer:
         started = time.perf_counter()
-        analysis = self.ctx.analysis(window)
         source = window.target.source
         current = recipe_of(source) or Recipe()
-        device = self.ctx.device(window)
-        moves = candidate_moves(current, analysis, device, self.ctx.target(window))
+        device, target = self.ctx.device(window), self.ctx.target(window)
+        # one tracing child renders every move from here: the chosen one, and the code step's, come from its cache
+        analysis = self.ctx.prepare(window, Request(moves_from=(current, device, target)))
+        moves = candidate_moves(current, analysis, device, target)
         tried = _known_recipes(window)  # the target, its children and the leaders: never redo one
         rng = random.Random(f"{self.ctx.seed}:{window.target.id}:{window.attempt}")
         move = self.ctx.claim(window, tried, lambda known: choose(moves, known, rng, first=not window.related("child")))
@@ -105,7 +142,7 @@ class RulesPlan:
         window.stream(text)
         return PlanAnswer(anchored, instructions, text=text, usage=usage("plan", started))
 
-    def _nothing_left(self, window: ContextWindow, analysis: Analysis, current: Recipe, n_moves: int,
+    def _nothing_left(self, window: ContextWindow, analysis: Facts, current: Recipe, n_moves: int,
                       started: float) -> PlanAnswer:
         """Say plainly that nothing is left instead of re-submitting the same candidate: the attempt ends as an
         agent error with this message, costs no evaluation, and the policy prunes the exhausted branch."""
@@ -166,7 +203,8 @@ class RulesDebug:
         # A plan+code node's anchored source is its parent's source: the parent's recipe says what the
         # last move changed, which is what most likely broke.
         parent = (recipe_of(strip_markers(target.anchored_source)) or Recipe()) if target.anchored_source else None
-        options = fixes(recipe, self.ctx.analysis(window), target.verdict, log_text, parent)
+        facts = self.ctx.prepare(window, Request(fixes_for=(recipe, target.verdict, log_text, parent)))
+        options = fixes(recipe, facts, target.verdict, log_text, parent)
         fresh = [f for f in options if f.recipe not in tried]
         if not fresh:
             raise AgentError(f"rules team: no untried fix for node {target.id} (recipe {recipe.to_text()}, "

@@ -8,8 +8,9 @@ import difflib
 import re
 
 from search.engine.anchors import parse_anchors, wrap_lines
-from search.teams.rules.candidate import KERNELS_TITLE, MODEL_TITLE
 
+KERNELS_TITLE = "# Generated kernels"  # the section titles of a rendered candidate (search.teams.rules.candidate)
+MODEL_TITLE = "# Optimized model"
 MERGE_GAP = 2  # hunks separated by this many unchanged lines or fewer become one span
 TAG = re.compile(r"\[rules: ([^\]]*)\]\s*$")
 

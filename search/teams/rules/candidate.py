@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search.teams.rules import codegen_cpp, codegen_cuda, codegen_triton
+from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
 from search.teams.rules.fusion import Analysis, Region, forward_source
 from search.teams.rules.recipe import Recipe
 
-KERNELS_TITLE = "# Generated kernels"
-MODEL_TITLE = "# Optimized model"
 RULE = "# " + "-" * 98
 
 

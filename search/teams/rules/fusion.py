@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,14 +271,19 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
-def analyse(problem_source: str, allowed_dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> Analysis:
+def analyse(problem_source: str, allowed_dtypes: tuple[torch.dtype, ...] = (torch.float32,),
+            on_loaded: Callable[[], None] | None = None) -> Analysis:
     """Trace the problem's Model (on the meta device, else for real on the CPU) and find its fusable
-    regions; never raises: a problem that cannot be traced gets no fusion and says why in error."""
+    regions; never raises: a problem that cannot be traced gets no fusion and says why in error.
+    This executes the problem: call it only in a harness child (search.teams.rules.traced), never in a server.
+    on_loaded is called once the problem's module-level code has run."""
     try:
         problem = load_problem(problem_source)
         signature, call = forward_signature(problem.model_class)
     except Exception as exc:  # noqa: BLE001
         return Analysis(None, [], _why(exc))
+    if on_loaded is not None:
+        on_loaded()
     gm = None
     error = None
     for device in ("meta", "cpu"):

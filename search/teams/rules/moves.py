@@ -1,12 +1,13 @@
-"""The move catalogue: which optimizations apply to a candidate (given its recipe, the traced problem and
-the device), in what order of promise, and the safer fallbacks the debug role tries after a failure."""
+"""The move catalogue: which optimizations apply to a candidate (given its recipe, the traced problem's Facts and
+the device), in what order of promise, and the safer fallbacks the debug role tries after a failure. Pure: reads
+plain Facts, so it runs on the server side and in the tracing child alike."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-from search.teams.rules.fusion import Analysis
+from search.teams.rules.facts import Facts
 from search.teams.rules.recipe import BACKEND_WORDS, Recipe
 
 
@@ -39,33 +40,21 @@ WHY = {
 KIND_WORDS = {"chain": "elementwise chain", "single": "elementwise op", "reduction": "reduction", "row": "row-wise op"}
 
 
-def fusion_kind(fusion: object) -> str:
-    """"row", "reduction", "single" (one elementwise op) or "chain"."""
-    from search.teams.rules.reductions import Reduction
-    from search.teams.rules.rowwise import RowOp
-
-    if isinstance(fusion, RowOp):
-        return "row"
-    if isinstance(fusion, Reduction):
-        return "reduction"
-    return "single" if len(getattr(fusion, "ops", [])) == 1 else "chain"
-
-
-def _regions_text(analysis: Analysis, indices: list[int]) -> str:
+def _regions_text(analysis: Facts, indices: list[int]) -> str:
     parts = []
     for r in analysis.regions:
         if r.index in indices:
-            operands = ", ".join(f"{i.node} ({i.kind}{'' if i.dim is None else f' dim {i.dim}'})" for i in r.inputs)
+            operands = ", ".join(f"{node} ({kind}{'' if dim is None else f' dim {dim}'})" for node, kind, dim in r.operands)
             parts.append(f"{r.summary} on {operands}")
     return "; ".join(parts)
 
 
-def _why(analysis: Analysis, indices: list[int]) -> str:
-    kinds = [fusion_kind(r) for r in analysis.regions if r.index in indices]
+def _why(analysis: Facts, indices: list[int]) -> str:
+    kinds = [r.kind for r in analysis.regions if r.index in indices]
     return "; ".join(WHY[k] for k in WHY if k in kinds)
 
 
-def candidate_moves(recipe: Recipe, analysis: Analysis, device: str, target: str | None = None) -> list[Move]:
+def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | None = None) -> list[Move]:
     """Every move that applies to recipe, most promising first."""
     moves: list[Move] = []
     unfused = [r.index for r in analysis.regions if r.index not in recipe.fused]
@@ -85,7 +74,7 @@ def candidate_moves(recipe: Recipe, analysis: Analysis, device: str, target: str
                 f"compile-{mode}", recipe.with_(compile_mode=mode),
                 f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in PyTorch'))
     if len(unfused) > 1 and target != "torch":
-        kinds = {r.index: fusion_kind(r) for r in analysis.regions}
+        kinds = {r.index: r.kind for r in analysis.regions}
         for k in unfused:
             moves.append(Move(
                 f"fuse-{k}", recipe.with_(fused=(*recipe.fused, k), backend=backend),
@@ -147,7 +136,7 @@ def _error_lines(log_text: str) -> str:
     return "\n".join(ln for ln in log_text.splitlines() if "error" in ln.lower() or "failed" in ln.lower())
 
 
-def fixes(recipe: Recipe, analysis: Analysis, verdict: str | None, log_text: str,
+def fixes(recipe: Recipe, analysis: Facts, verdict: str | None, log_text: str,
           parent: Recipe | None = None) -> list[Fix]:
     """Minimal fixes for a failed candidate, safest first: undo or soften what the last move changed (known
     from the parent's recipe), drop a fused kernel an error line names, fall back to a safer kernel variant,

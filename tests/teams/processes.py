@@ -1,0 +1,29 @@
+"""Processes of the host, for tests that check that what an untrusted problem started is gone."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def running_with(text: str, within_s: float = 10.0) -> list[int]:
+    """Pids of processes whose command line contains text and that are still alive after within_s (a killed
+    process takes a moment to go on a loaded host)."""
+    deadline = time.monotonic() + within_s
+    while (found := _running_with(text)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
+def _running_with(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry))
+    return found
