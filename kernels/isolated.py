@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kernels import cache
+from kernels.isolation import new_work_dir
 from kernels.sandbox import WorkerRun, run_worker
 
 ALLOWED_CALLS = frozenset({"search.teams.rules.traced.analyse_and_render"})
@@ -73,15 +73,13 @@ def call_isolated(function: str, payload: dict[str, Any], *, timeout_s: float, m
     if function not in ALLOWED_CALLS:
         raise ValueError(f"{function!r} is not an allow-listed isolated call ({', '.join(sorted(ALLOWED_CALLS))})")
     root = cache.cache_root(cache_dir)
-    work_dir = root / "work" / f"call-{uuid.uuid4().hex[:12]}"
-    scratch = work_dir / "scratch"  # inside the work dir: the child writes nothing anywhere else
-    env = {"XDG_CACHE_HOME": str(scratch / "xdg"), "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
-           "TRITON_CACHE_DIR": str(scratch / "triton"), "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
+    work_dir = new_work_dir(root, "call-", sandbox, False)  # its caches, $HOME and /tmp inside; removed below
     task = {"kind": "call", "function": function, "payload": payload, "device": "cpu",
             "memory_limit_mb": memory_limit_mb}
     try:
         run = run_worker(task, work_dir, timeouts={"start": timeout_s}, sandbox=sandbox, cuda=False,
-                         memory_limit_mb=memory_limit_mb, hidden=[root], env=env)
+                         memory_limit_mb=memory_limit_mb, disk_limit_mb=memory_limit_mb, hidden=[root],
+                         zygote_root=root)
         result = run.last("result")
         if result is None or run.timed_out_phase or run.memory_exceeded_mb:
             raise failure(run, what, timeout_s, memory_limit_mb)

@@ -131,12 +131,13 @@ def test_the_child_sees_no_secret_and_no_django(monkeypatch: pytest.MonkeyPatch)
 
 def test_only_allow_listed_functions_run_in_the_child(tmp_path: Path) -> None:
     from kernels.isolated import call_isolated
+    from kernels.isolation import new_work_dir
     from kernels.sandbox import run_worker
 
     with pytest.raises(ValueError, match="not an allow-listed isolated call"):
         call_isolated("os.system", {}, timeout_s=30, memory_limit_mb=1024)
     task = {"kind": "call", "function": "os.system", "payload": "touch /tmp/x", "device": "cpu"}
-    run = run_worker(task, tmp_path / "work", timeouts={"start": 60})
+    run = run_worker(task, new_work_dir(tmp_path, "call-", "auto", False), timeouts={"start": 60})
     error = run.last("error")
     assert error is not None and "not an allow-listed isolated call" in error["message"]
     assert run.last("result") is None
