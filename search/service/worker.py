@@ -52,6 +52,19 @@ def _seconds(raw: str | None, name: str, default: int) -> int:
     return value
 
 
+def preload_isolation_plans() -> None:
+    """Decide the sandbox layers of harness children (kernels.isolation.plan: trial runs of bubblewrap and the
+    sandbox uid, several seconds) once in the worker's main process, so every job's work-horse inherits the answer
+    instead of repeating the trials. Only the default mode; nothing here touches the device."""
+    try:
+        from kernels import isolation
+    except ImportError:  # a worker without the harness (torch) installed
+        return
+    isolation.plan("auto", False)
+    if os.path.exists("/dev/nvidiactl"):
+        isolation.plan("auto", True)
+
+
 class Worker(RQWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if kwargs.get("worker_ttl") in (None, DEFAULT_WORKER_TTL):  # not chosen (rq's CLI passes its default)
@@ -68,6 +81,7 @@ class Worker(RQWorker):
             # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
             # GPU host) once here rather than in every horse. The harness's own process never touches the device.
             import kernels.jobs  # noqa: F401
+        preload_isolation_plans()
 
     def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
         interval = self.job_monitoring_interval
