@@ -11,8 +11,11 @@ from tests.service.helpers import assert_tree_consistent, make_run, run_finished
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_redis_losing_everything(workers, reaper, owner, redis_client):
     from search.models import Event, Node
+    from tests.service.helpers import CHEAP_EVAL
 
-    run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"})
+    # an evaluation of seconds, so Redis is flushed while one is in flight (not after it was recorded)
+    run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"},
+                   eval={**CHEAP_EVAL, "reuse_results": False, "timing_runs": 400})
     wait_for(lambda: Node.objects.filter(run=run, node_id__gt=0, phase="evaluate").first(), 300,
              "a child to be sent for evaluation")
     events_before = list(Event.objects.filter(run=run).values_list("seq", "type"))

@@ -36,7 +36,7 @@ def kill_mid_evaluation(gpu, run_id: int):
         victim = wait_for(evaluation_started(run_id), 300, "a child's evaluation to start")
         os.killpg(gpu.pid, signal.SIGSTOP)
         job = queues.fetch(victim.job_id)
-        if job is not None and job.get_status() == "started":
+        if job is not None and job.get_status() == "started" and job.latest_result() is None:  # not done yet
             os.killpg(gpu.pid, signal.SIGKILL)  # the worker, its work horse and the evaluation subprocesses
             gpu.wait()
             return victim
@@ -50,7 +50,7 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
 
     # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
     run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"},
-                   eval={**CHEAP_EVAL, "reuse_results": False})
+                   eval={**CHEAP_EVAL, "reuse_results": False, "timing_runs": 400})  # seconds, not a blink
     victim = kill_mid_evaluation(workers.procs["gpu"][0], run.pk)
     # No gpu worker is left to clean up after the dead one: the reaper, scheduled by the search worker's rq
     # scheduler, must find the abandoned evaluation and queue it again.
