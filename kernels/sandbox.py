@@ -1,6 +1,7 @@
 """Run one harness worker (`python -m kernels.worker`) in a fresh, isolated, time-, memory- and disk-limited process.
 
-Isolation, always: a freshly spawned interpreter (never forked), its own process group (killed whole on a
+Isolation, always: a fresh interpreter (spawned, or forked from the warm zygote of kernels/zygote.py that holds
+only imported modules and never touched the device), its own process group (killed whole on a
 timeout) plus every descendant it ever had (tracked through /proc; the worker is a child subreaper, so setsid'd
 double forks stay visible), an allow-listed environment without secrets, no inherited descriptors but the result
 pipe and the device-lock fds, rlimits, logs read without following links, and results over a private pipe whose
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels import isolation
+from kernels.process_tree import descendants, group_rss_mb, kill_group, kill_tracked, pgid, rss_mb
 
 SECRET_ENV = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|ANTHROPIC|OPENAI|AWS_|AZURE|GOOGLE_APPLICATION|GITHUB|GH_|HF_|"
@@ -120,101 +122,6 @@ def bwrap_available(cuda: bool) -> bool:
     return isolation.plan("auto", cuda).bwrap
 
 
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
-
-
-def _pss_kb(pid: int) -> int | None:
-    """Proportional set size: resident memory with pages shared between processes (the torch and CUDA libraries
-    that every compiler worker maps) divided among them, so a group of processes is not counted many times over."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as handle:
-            for line in handle:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def group_rss_mb(pgid: int) -> float:
-    """Memory of every process in the group (the worker plus compilers it started, e.g. torch.compile's worker
-    pool): the sum of their proportional set sizes, or of their resident sizes where the kernel gives no PSS."""
-    total_kb = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                stat = handle.read()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) != pgid:
-                continue
-            pss = _pss_kb(int(entry))
-            total_kb += pss if pss is not None else int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-        except (OSError, ValueError, IndexError):
-            continue
-    return total_kb / 1024
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat_line = handle.read()
-        return stat_line[stat_line.rindex(")") + 2:].split()[19]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def descendants(root: int) -> dict[int, str]:
-    """Every live descendant of `root` (through /proc/PID/task/TID/children), with its start time so a recycled
-    pid is never killed by mistake. The worker is a child subreaper, so setsid'd, double-forked processes it
-    started stay in this tree while it lives."""
-    found: dict[int, str] = {}
-    stack = [root]
-    while stack:
-        pid = stack.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as handle:
-                    children = [int(c) for c in handle.read().split()]
-            except (OSError, ValueError):
-                continue
-            for child in children:
-                started = _start_time(child)
-                if child not in found and started is not None:
-                    found[child] = started
-                    stack.append(child)
-    return found
-
-
-def _rss_mb(pid: int) -> float:
-    pss = _pss_kb(pid)
-    if pss is not None:
-        return pss / 1024
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat_line = handle.read()
-        return int(stat_line[stat_line.rindex(")") + 2:].split()[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def _kill_tracked(tracked: dict[int, str]) -> None:
-    """SIGKILL every tracked descendant that is still the same process (start time unchanged)."""
-    for pid, started in tracked.items():
-        if _start_time(pid) == started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
                cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
@@ -293,7 +200,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                 tracked.update(descendants(proc.pid))
                 rss = group_rss_mb(proc.pid) if memory_limit_mb else 0.0
                 if memory_limit_mb:  # the group, plus descendants that left it (setsid)
-                    rss += sum(_rss_mb(pid) for pid in tracked if _pgid(pid) != proc.pid)
+                    rss += sum(rss_mb(pid) for pid in tracked if pgid(pid) != proc.pid)
                 if memory_limit_mb and rss > memory_limit_mb:
                     run.memory_exceeded_mb = rss
                     break
@@ -329,8 +236,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)  # let a crashed worker's exit status arrive before the group is killed
         tracked.update(descendants(proc.pid))
-        _kill_group(proc)
-        _kill_tracked(tracked)
+        kill_group(proc)
+        kill_tracked(tracked)
         run.returncode = proc.returncode
         run.wall_s = time.monotonic() - start
         for name in ("worker", "build", "run"):
@@ -409,14 +316,3 @@ def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | N
     message["received_s"] = round(time.monotonic() - run.started, 4)
     run.messages.append(message)
     return message
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the worker's whole process group (compilers and stray children included) and reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
