@@ -11,7 +11,8 @@ log file and result pipe (passed over the socket with SCM_RIGHTS), every other d
 spawned child; the zygote reports its exit status.
 
 One zygote per (cache root, interpreter, harness code): its socket lives under `<cache>/zygote/` (0700), it
-accepts only connections from its own uid, and it exits after IDLE_S without requests. Used only where the child
+accepts only connections from its own uid and never from a process it forked (or below one), and it exits after
+IDLE_S without requests. Used only where the child
 would run without bubblewrap (bwrap namespaces are set up per child, which a fork cannot give); evaluations under
 bwrap spawn as before.
 """
@@ -212,6 +213,26 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
         os._exit(70)
 
 
+def parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            text = handle.read()
+        return int(text[text.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is `ancestor` or below it (walks the parent chain through /proc)."""
+    seen = 0
+    current: int | None = pid
+    while current and current > 1 and seen < 4096:
+        if current == ancestor:
+            return True
+        current, seen = parent_of(current), seen + 1
+    return False
+
+
 def serve(path: Path) -> None:
     for name in PRELOAD:
         __import__(name)
@@ -226,7 +247,10 @@ def serve(path: Path) -> None:
         if ready:
             conn, _ = listener.accept()
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            if struct.unpack("3i", creds)[1] != os.getuid():
+            peer_pid, peer_uid, _ = struct.unpack("3i", creds)
+            # only the harness's own uid, and never a process forked from here: a candidate running under the
+            # server's uid (no bwrap, no sandbox uid) must not start children outside its evaluation's process tree
+            if peer_uid != os.getuid() or descends_from(peer_pid, os.getpid()):
                 conn.close()
                 continue
             try:

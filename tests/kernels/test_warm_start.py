@@ -79,3 +79,23 @@ def test_the_zygote_socket_is_private(warm: Callable[..., EvalResult], fast_sett
     assert path.exists()
     assert (os.stat(path.parent).st_mode & 0o777) == 0o700
     assert (os.stat(path).st_mode & 0o077) == 0
+
+
+def test_the_zygote_refuses_its_own_descendants() -> None:
+    """A candidate forked from the zygote (same uid where no sandbox uid exists) must not ask it for children that
+    would live outside its evaluation's process tree: the zygote checks the peer's ancestry."""
+    import os
+    import subprocess
+    import sys
+
+    from kernels.zygote import descends_from
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert descends_from(child.pid, os.getpid())
+        assert descends_from(os.getpid(), os.getpid())
+        assert not descends_from(os.getpid(), child.pid)
+        assert not descends_from(1, os.getpid())
+    finally:
+        child.kill()
+        child.wait()
