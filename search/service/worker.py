@@ -81,7 +81,8 @@ class Worker(RQWorker):
             # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
             # GPU host) once here rather than in every horse. The harness's own process never touches the device.
             import kernels.jobs  # noqa: F401
-        preload_isolation_plans()
+
+            preload_isolation_plans()
 
     def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
         interval = self.job_monitoring_interval
