@@ -16,17 +16,9 @@ from tests.kernels.conftest import fixture_source
 
 
 @pytest.fixture(scope="module")
-def warm(fast_settings: EvalSettings) -> Callable[..., EvalResult]:
-    memo: dict[str, EvalResult] = {}
-
-    def run(name: str, problem: str = "problem_scale_add", **overrides: object) -> EvalResult:
-        key = f"{problem}:{name}:{sorted(overrides.items())}"
-        if key not in memo:
-            settings = fast_settings.replace(sandbox="none", warm_start=True, **overrides)
-            memo[key] = evaluate(fixture_source(problem), fixture_source(name), settings)
-        return memo[key]
-
-    return run
+def warm(judged: Callable[..., EvalResult]) -> Callable[..., EvalResult]:
+    """The session's memoized evaluation (conftest.judged), with children forked from the zygote."""
+    return lambda name, problem="problem_scale_add": judged(name, problem=problem, sandbox="none", warm_start=True)
 
 
 @pytest.mark.parametrize(("candidate", "problem", "verdict"), [
