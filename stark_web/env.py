@@ -183,7 +183,7 @@ def envfloat(name: str, default: float, minimum: float | None = None, maximum: f
 
 def eval_ceilings() -> dict[str, tuple[float, str]]:
     """Ceilings of the evaluation settings a web/API run may ask for: name -> (ceiling, variable).
-    A run above one gets a 400 naming the field and the variable (search/service/settings.py)."""
+    A run above one gets a 400 naming the field and the variable (search/app/service/settings.py)."""
     return {
         "correctness_trials": (envint("STARK_EVAL_MAX_TRIALS", 100, minimum=1), "STARK_EVAL_MAX_TRIALS"),
         "timing_runs": (envint("STARK_EVAL_MAX_TIMING_RUNS", 10000, minimum=1), "STARK_EVAL_MAX_TIMING_RUNS"),

@@ -22,11 +22,11 @@ def check_database() -> dict:
 
 def check_redis_and_workers() -> tuple[dict, dict]:
     """Redis, and per queue role the live workers of this instance's queue (a dead worker whose
-    registration has not expired yet is not counted: see search.service.worker.is_alive)."""
+    registration has not expired yet is not counted: see search.app.service.worker.is_alive)."""
     from rq import Worker
 
-    from search.service import queues
-    from search.service.worker import is_alive
+    from search.app.service import queues
+    from search.app.service.worker import is_alive
 
     state: dict[str, dict] = {}
     try:

@@ -10,7 +10,7 @@ from stark_web.consumers import DiagnosticsConsumer
 
 websocket_urlpatterns = [path("ws/diagnostics/", DiagnosticsConsumer.as_asgi())]
 
-if find_spec("search.routing") is not None:
-    from search.routing import websocket_urlpatterns as search_websockets
+if find_spec("search.app.routing") is not None:
+    from search.app.routing import websocket_urlpatterns as search_websockets
 
     websocket_urlpatterns += search_websockets

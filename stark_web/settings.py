@@ -47,7 +47,7 @@ INSTALLED_APPS = [
     "channels",
     "stark_web",  # before django_rq: its `rqworker` maps the names search/gpu to this instance's queues
     "django_rq",
-    "search.apps.SearchConfig",
+    "search.app.apps.SearchConfig",
 ]
 
 MIDDLEWARE = [
@@ -104,7 +104,7 @@ RQ_QUEUES = {
                                   "DEFAULT_TIMEOUT": envint("STARK_SEARCH_JOB_TIMEOUT", 1800, minimum=10)},
     STARK_QUEUE_NAMES["gpu"]: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": envint("STARK_GPU_JOB_TIMEOUT", 1800, minimum=10)},
 }
-RQ = {"WORKER_CLASS": "search.service.worker.Worker"}
+RQ = {"WORKER_CLASS": "search.app.service.worker.Worker"}
 # Queues whose workers /healthz requires; a web-only host may relax this.
 STARK_REQUIRED_QUEUES = envlist("STARK_REQUIRED_QUEUES", ["search", "gpu"])
 if set(STARK_REQUIRED_QUEUES) - set(STARK_QUEUE_NAMES):

@@ -18,9 +18,9 @@ CLOSE_FORBIDDEN = 4403
 
 @database_sync_to_async
 def user_for_token(token: str):
-    if find_spec("search.tokens") is None:
+    if find_spec("search.app.tokens") is None:
         return None
-    from search.tokens import user_for_api_token
+    from search.app.tokens import user_for_api_token
 
     return user_for_api_token(token)
 
@@ -39,7 +39,7 @@ class TokenAuthMiddleware:
             if token:
                 found = await user_for_token(token)
                 if found is not None:
-                    from search.tokens import digest
+                    from search.app.tokens import digest
 
                     scope = dict(scope, user=found, token_digest=digest(token))
         return await self.inner(scope, receive, send)
@@ -65,7 +65,7 @@ def credential_problem(scope) -> tuple[int, str] | None:
     if fresh is None:
         return CLOSE_UNAUTHENTICATED, "the account is disabled"
     if scope.get("token_digest"):
-        from search.tokens import user_for_digest
+        from search.app.tokens import user_for_digest
 
         owner = user_for_digest(scope["token_digest"])
         if owner is None or owner.pk != user.pk:

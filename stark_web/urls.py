@@ -20,5 +20,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
-if find_spec("search.urls") is not None:  # the service/UI routes live in the search app
-    urlpatterns.append(path("", include("search.urls")))
+if find_spec("search.app.urls") is not None:  # the service/UI routes live in the search app
+    urlpatterns.append(path("", include("search.app.urls")))

@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.views.decorators.http import require_POST
 
-from search.service import queues
+from search.app.service import queues
 from stark_web.jobs import ping
 
 

@@ -24,8 +24,8 @@ def lock_holder(redis_client, queue_name: str) -> str | None:
 def test_the_scheduler_lock_of_a_dead_worker_is_cleared_on_start(redis_client, start_worker):
     from rq.scheduler import RQScheduler
 
-    from search.service import queues
-    from search.service.worker import clear_stale_scheduler_locks
+    from search.app.service import queues
+    from search.app.service.worker import clear_stale_scheduler_locks
     from tests.service.helpers import wait_for
 
     name = queues.queue_name("search")

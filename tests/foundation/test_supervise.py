@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from search.service.worker import pid_alive
+from search.app.service.worker import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPERVISE = ROOT / "scripts" / "supervise.py"

@@ -12,7 +12,7 @@ from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
 def lose(job_id: str) -> None:
     """What a worker dying mid-job leaves behind once rq gave up on it: a failed job, not queued."""
-    from search.service import queues
+    from search.app.service import queues
 
     job = queues.fetch(job_id)
     queues.queue(queues.SEARCH_QUEUE).remove(job)
@@ -21,8 +21,8 @@ def lose(job_id: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_lost_agents_are_retried_once_then_recorded(owner, redis_client):
-    from search.models import Node, Run
-    from search.service.reaper import reap
+    from search.app.models import Node, Run
+    from search.app.service.reaper import reap
 
     run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"})
     work_one("search")  # start: the root goes to the gpu queue

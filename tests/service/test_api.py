@@ -9,13 +9,13 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from search.service import queues
+from search.app.service import queues
 from tests.service.helpers import CHEAP_EVAL, PROBLEM_PATH, problem_source
 
 
 @pytest.fixture
 def token(owner):
-    from search.tokens import create_token
+    from search.app.tokens import create_token
 
     return create_token(owner)
 
@@ -28,7 +28,7 @@ def api(token: str | None = None) -> Client:
 
 
 def queue_key(role: str) -> str:
-    from search.service import queues
+    from search.app.service import queues
 
     return queues.queue(role).key
 
@@ -76,7 +76,7 @@ def test_stark_token_creates_the_user_and_a_working_token(redis_client, capsys):
     ({"problem_source": "x = 1\n" * 60000}, "problem_source", 413),
 ])
 def test_bad_requests_name_the_field_and_queue_nothing(token, redis_client, fields, field, status):
-    from search.models import Run
+    from search.app.models import Run
 
     fields = {k: (problem_source() if v == "PROBLEM" else v) for k, v in fields.items()}
     response = create(api(token), **fields)
@@ -110,8 +110,8 @@ def test_oversized_uploads_are_refused(token, redis_client, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client):
-    from search.models import Node, Run
-    from search.tokens import create_token
+    from search.app.models import Node, Run
+    from search.app.tokens import create_token
 
     with PROBLEM_PATH.open("rb") as f:
         response = create(api(token), problem=f, parallel="2", seed="3")
@@ -158,7 +158,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
 
 @pytest.mark.django_db(transaction=True)
 def test_pause_resume_cancel_follow_the_run_state(token, owner, redis_client):
-    from search.models import Event, Run
+    from search.app.models import Event, Run
     from tests.service.helpers import make_run
 
     run = make_run(owner)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from search.app.events import SERVICE_EVENT_TYPES
+from search.app.service.settings import RUN_FIELDS, TEAM_OPTIONS
 from search.engine.events import EVENT_TYPES
-from search.events import SERVICE_EVENT_TYPES
-from search.service.settings import RUN_FIELDS, TEAM_OPTIONS
 
 API_DOC = (Path(__file__).resolve().parents[2] / "docs/api.md").read_text()
 

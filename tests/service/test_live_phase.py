@@ -15,9 +15,9 @@ from tests.service.helpers import make_run
 def test_the_socket_sends_the_evaluation_phase_of_a_node_in_flight(daphne_server, redis_client, owner):
     from rq.job import Job
 
-    from search.models import Node
-    from search.service import queues
-    from search.tokens import create_token
+    from search.app.models import Node
+    from search.app.service import queues
+    from search.app.tokens import create_token
 
     run = make_run(owner, team="scripted", budget=1)
     job_id = queues.eval_job_id(9999, 1)

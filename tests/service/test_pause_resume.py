@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from search.service import queues
+from search.app.service import queues
 from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
 
 @pytest.mark.django_db(transaction=True)
 def test_pause_finishes_the_attempt_in_flight_and_resume_goes_on(owner, redis_client):
-    from search.models import Node, Run
-    from search.tokens import create_token
+    from search.app.models import Node, Run
+    from search.app.tokens import create_token
 
     client = Client()
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {create_token(owner)}"

@@ -10,7 +10,7 @@ from tests.service.helpers import assert_tree_consistent, make_run, run_finished
 
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_redis_losing_everything(workers, reaper, owner, redis_client):
-    from search.models import Event, Node
+    from search.app.models import Event, Node
     from tests.service.helpers import CHEAP_EVAL
 
     # an evaluation of seconds, so Redis is flushed while one is in flight (not after it was recorded)

@@ -24,7 +24,7 @@ ANALYSIS_TIMEOUT_S = 20
 
 
 def api(user) -> Client:  # noqa: ANN001
-    from search.tokens import create_token
+    from search.app.tokens import create_token
 
     client = Client(enforce_csrf_checks=True)
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {create_token(user)}"
@@ -74,7 +74,7 @@ if _django_ready():
     except Exception:
         pass
 try:
-    import search.models  # noqa: F401
+    import search.app.models  # noqa: F401
 except Exception:
     pass
 else:
@@ -88,7 +88,7 @@ else:
 @pytest.mark.django_db(transaction=True)
 def test_a_problem_that_escalates_its_owner_when_django_is_loaded_does_nothing(rules_workers, django_user_model,
                                                                                tmp_path):
-    from search.models import Node
+    from search.app.models import Node
     from search.teams.rules.recipe import recipe_of
 
     bob = django_user_model.objects.create_user("bob", password="pw-bob-123")
@@ -125,7 +125,7 @@ if "search.teams.rules.traced" in _sys.modules:  # only when the rules team trac
 @pytest.mark.django_db(transaction=True)
 def test_a_problem_that_hangs_at_import_fails_at_the_deadline_and_the_next_run_goes_on(rules_workers, owner,
                                                                                          stranger):
-    from search.models import Run
+    from search.app.models import Run
 
     started = time.monotonic()
     sleepy = post_run(stranger, problem_source() + SLEEPY)

@@ -13,8 +13,8 @@ from tests.service.helpers import assert_tree_consistent, make_run, run_finished
 
 def evaluation_started(run_id: int):
     """A child node (not the root) whose evaluation job a worker has started."""
-    from search.models import Node
-    from search.service import queues
+    from search.app.models import Node
+    from search.app.service import queues
 
     def check():
         for row in Node.objects.filter(run_id=run_id, phase="evaluate", node_id__gt=0):
@@ -30,7 +30,7 @@ def kill_mid_evaluation(gpu, run_id: int):
     """SIGKILL the gpu worker's whole group while a child's evaluation is running. The group is frozen
     (SIGSTOP) first and the job's status checked, so a busy machine cannot let the evaluation finish between
     seeing it started and the kill; an evaluation that did finish lets the worker go on to the next one."""
-    from search.service import queues
+    from search.app.service import queues
 
     while True:
         victim = wait_for(evaluation_started(run_id), 300, "a child's evaluation to start")
@@ -45,7 +45,7 @@ def kill_mid_evaluation(gpu, run_id: int):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
-    from search.models import Node
+    from search.app.models import Node
     from tests.service.helpers import CHEAP_EVAL
 
     # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
@@ -67,7 +67,7 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
     assert "lost" in node.agent_log and "retrying once" in node.agent_log
     assert node.verdict == "pass", (node.verdict, node.reasons)
     # The lost try is visible in the events too (the log line arrived through a node event's changes).
-    from search.models import Event
+    from search.app.models import Event
 
     assert any("retrying once" in str(e.payload.get("changes", {}).get("agent_log", ""))
                for e in Event.objects.filter(run=run, node=node.node_id))

@@ -14,7 +14,7 @@ def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: st
         from redis import Redis
         from rq import Queue
         from kernels import isolation
-        from search.service.worker import Worker
+        from search.app.service.worker import Worker
         assert not isolation._plans
         connection = Redis.from_url({redis_url!r})
         Worker([Queue("test-plans-gpu", connection=connection)], connection=connection)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from search.models import Node, Run
-from search.service import control
-from search.service.settings import parse_run_settings
+from search.app.models import Node, Run
+from search.app.service import control
+from search.app.service.settings import parse_run_settings
 
 pytestmark = pytest.mark.django_db
 

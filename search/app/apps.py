@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class SearchConfig(AppConfig):
+    """The Django side of the STARK engine: runs, nodes, events, jobs, API and pages."""
+
+    name = "search.app"
+    label = "search"  # the app label of the tables and migrations, unchanged by the move into search/app/
+    verbose_name = "Kernel search"

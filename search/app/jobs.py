@@ -1,0 +1,31 @@
+"""RQ entry points of the "search" queue. Each takes ids, is idempotent, and re-reads the database.
+
+The "gpu" queue runs `kernels.jobs.evaluate_job` (pure: no database), see search.app.service.queues.
+"""
+
+from __future__ import annotations
+
+from rq import get_current_job
+
+from search.app.service import reaper, steps
+
+
+def start_run(run_id: int) -> str:
+    return steps.start_run(run_id)
+
+
+def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
+    return steps.expand_attempt(run_id, node_pk, tries)
+
+
+def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
+    return steps.record_evaluation(run_id, node_pk, tries)
+
+
+def reap_job() -> list[str]:
+    """One reaper pass, then the next one is scheduled while runs are active."""
+    job = get_current_job()
+    try:
+        return reaper.reap()
+    finally:
+        reaper.continue_chain(job.id if job is not None else None)

@@ -1,0 +1,86 @@
+"""The new-run form: where the problem comes from, and the run's settings (checked again by the service)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django import forms
+
+from search.app.pages.providers import OFFLINE_TEAM, ROLES, any_ready
+from search.app.service.settings import MAX_BUDGET, MAX_PARALLEL, TARGETS
+
+TEAM_HELP = {
+    "rules": "offline, no LLM: torch.compile modes, CUDA graphs, fused kernels from the traced graph",
+    "stark": "STARK: plan + code + debug agents over the adaptive ε-greedy tree search",
+    "sampling": "baseline: one agent, best-of-K from the root",
+    "reflexion": "baseline: one agent refining its last attempt",
+    "search-single": "ablation: one agent with STARK's tree search",
+    "ma-only": "ablation: the multi-agent team, best-of-K",
+}
+TEAMS = tuple(TEAM_HELP)  # `scripted` exists for tests only and is not offered here
+TARGET_HELP = {"cpp": "C++/OpenMP on the CPU", "cuda": "CUDA C++ (load_inline)", "triton": "Triton",
+               "torch": "PyTorch-level rewrites"}
+
+
+def host_has_gpu() -> bool:
+    """A cheap guess for the default device (the workers may differ; the form lets the user choose)."""
+    return Path("/dev/nvidia0").exists()
+
+
+class NewRunForm(forms.Form):
+    problem = forms.FileField(required=False, label="Upload a problem file")
+    problem_source = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false"}),
+                                     label="Or paste its source")
+    problem_name = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
+    name = forms.CharField(required=False, max_length=200, label="Run name")
+    team = forms.ChoiceField(choices=[(t, f"{t} — {h}") for t, h in TEAM_HELP.items()])
+    device = forms.ChoiceField(choices=[("cpu", "cpu"), ("cuda", "cuda")])
+    target = forms.ChoiceField(required=False, choices=[("", "default for the device")]
+                               + [(t, f"{t} — {TARGET_HELP.get(t, t)}") for t in TARGETS])
+    budget = forms.IntegerField(min_value=1, max_value=MAX_BUDGET, initial=30, label="Budget (attempts)")
+    parallel = forms.IntegerField(min_value=1, max_value=MAX_PARALLEL, initial=1, label="Attempts in flight")
+    seed = forms.IntegerField(required=False, min_value=0, initial=0)
+    time_limit_s = forms.FloatField(required=False, min_value=1, label="Time limit (s)")
+    cost_limit_usd = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
+    provider = forms.ChoiceField(required=False, choices=[("", "server default"), ("anthropic", "anthropic"),
+                                                          ("openai", "openai"),
+                                                          ("openai-compatible", "openai-compatible")])
+    model = forms.CharField(required=False, max_length=200)
+    base_url = forms.CharField(required=False, max_length=500, label="Server URL (openai-compatible)",
+                               help_text="one of the LLM endpoints this server allows (STARK_LLM_BASE_URLS)")
+
+    eval_correctness_trials = forms.IntegerField(required=False, min_value=1, max_value=100, initial=5, label="Correctness trials")
+    eval_timing_runs = forms.IntegerField(required=False, min_value=1, max_value=10000, initial=100, label="Timed runs")
+    eval_warmup_runs = forms.IntegerField(required=False, min_value=0, max_value=1000, initial=10, label="Warm-up runs")
+    eval_baselines = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, initial=["eager", "compile"], label="Baselines",
+        choices=[("eager", "eager"), ("compile", "torch.compile"), ("compile-max-autotune", "max-autotune")])
+    eval_roofline = forms.BooleanField(required=False, initial=True, label="Roofline figure")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            self.initial.setdefault("team", "stark" if any_ready() else OFFLINE_TEAM)
+            self.initial.setdefault("device", "cuda" if host_has_gpu() else "cpu")
+        for role in ROLES:
+            self.fields[f"{role}_provider"] = forms.ChoiceField(required=False, choices=self.fields["provider"].choices)
+            self.fields[f"{role}_model"] = forms.CharField(required=False, max_length=200)
+
+    def role_rows(self) -> list[tuple[str, forms.BoundField, forms.BoundField]]:
+        return [(role, self[f"{role}_provider"], self[f"{role}_model"]) for role in ROLES]
+
+    def run_data(self) -> dict:
+        """The cleaned fields as the service's parse_run_settings reads them (LLM options only for LLM teams)."""
+        d = self.cleaned_data
+        data = {k: d.get(k) for k in ("team", "device", "target", "budget", "parallel", "seed", "time_limit_s",
+                                     "cost_limit_usd", "name")}
+        if d.get("team") != OFFLINE_TEAM:
+            for key in ("provider", "model", "base_url", *(f"{r}_{x}" for r in ROLES for x in ("provider", "model"))):
+                if d.get(key):
+                    data[key] = d[key]
+        given = {"correctness_trials": d.get("eval_correctness_trials"), "timing_runs": d.get("eval_timing_runs"),
+                 "warmup_runs": d.get("eval_warmup_runs"), "baselines": d.get("eval_baselines") or None}
+        data["eval"] = {k: v for k, v in given.items() if v is not None}
+        if "eval_present" in self.data:  # the page's form: an unticked box is simply absent
+            data["eval"]["roofline"] = bool(d.get("eval_roofline"))
+        return {k: v for k, v in data.items() if v not in (None, "")}

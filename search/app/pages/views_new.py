@@ -1,0 +1,161 @@
+"""The new-run page: pick a problem (upload, paste or gallery), see it validated at once, start the run."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from search.app.pages import gallery
+from search.app.pages.forms import TEAM_HELP, NewRunForm
+from search.app.pages.providers import LLM_TEAMS, any_ready, providers
+from search.app.service import checks, control
+from search.app.service.checks import LimitError
+from search.app.service.settings import RunSettings, SettingError, parse_run_settings
+
+
+def problem_from(request: HttpRequest) -> tuple[str, str]:
+    """(source, name) from the uploaded file, else the pasted text; raises SettingError("problem", ...)."""
+    limit = settings.STARK_MAX_UPLOAD_BYTES
+    upload = request.FILES.get("problem")
+    if upload is not None and upload.size:
+        if upload.size > limit:
+            raise SettingError("problem", f"the file is {upload.size} bytes; the limit is {limit} bytes "
+                                          "(STARK_MAX_UPLOAD_BYTES)")
+        try:
+            return upload.read().decode("utf-8"), (upload.name or "problem.py").rsplit("/", 1)[-1].removesuffix(".py")
+        except UnicodeDecodeError:
+            raise SettingError("problem", "the file is not UTF-8 text; upload the Python source file") from None
+    source = request.POST.get("problem_source", "")
+    if len(source.encode()) > limit:
+        raise SettingError("problem", f"the source is {len(source.encode())} bytes; the limit is {limit} bytes")
+    name = (request.POST.get("problem_name") or "pasted").removesuffix(".py")
+    if not source.strip():
+        raise SettingError("problem", "no problem given: upload a KernelBench-format .py file, paste its source, "
+                                      "or pick an example")
+    return source, name
+
+
+def page_context(form: NewRunForm, **extra: Any) -> dict[str, Any]:
+    return {"form": form, "gallery": gallery.by_level(), "providers": providers(), "llm_ready": any_ready(),
+            "llm_teams": LLM_TEAMS, "team_help": TEAM_HELP, **extra}
+
+
+@login_required
+async def new_run(request: HttpRequest) -> HttpResponse:
+    """Async, so that the problem check is cancelled (its harness child killed) when the browser goes away."""
+    if request.method != "POST":
+        return await sync_to_async(blank_page)(request)
+    form = NewRunForm(request.POST, request.FILES)
+    status = 400
+    if form.is_valid():
+        try:
+            run_settings = parse_run_settings(form.run_data())
+            source, name = problem_from(request)
+            user = await request.auser()
+            summary = None
+            if not await sync_to_async(control.known_problem)(user, source):
+                summary = await checks.run_check(source, user.pk)
+            run = await sync_to_async(start_run)(user, source, name, run_settings, summary)
+        except SettingError as exc:
+            status = getattr(exc, "status", 400)
+            field = {"problem": "problem_source", "team_options": None, "eval": None}.get(exc.field, exc.field)
+            form.add_error(field if field in form.fields else None, exc.message)
+        else:
+            return redirect("pages:run", run_id=run.pk)
+    return await sync_to_async(render)(request, "pages/new_run.html", page_context(form), status=status)
+
+
+def blank_page(request: HttpRequest) -> HttpResponse:
+    form = NewRunForm()
+    chosen = gallery.example_source(request.GET.get("example", "")) if request.GET.get("example") else None
+    if chosen:
+        form.initial.update(problem_source=chosen[1], problem_name=chosen[0]["path"].rsplit("/", 1)[-1])
+    return render(request, "pages/new_run.html", page_context(form))
+
+
+def start_run(user, source: str, name: str, run_settings: RunSettings, summary: dict[str, Any] | None):
+    problem = control.problem_for(user, source, name, summary=summary)
+    return control.create_run(user, problem, run_settings)
+
+
+@login_required
+@require_POST
+async def validate(request: HttpRequest) -> HttpResponse:
+    """htmx partial: the problem's summary (shapes, dtypes, FLOPs, bytes, memory) and warnings, or its error.
+    Each keystroke pause sends one; htmx aborts the previous request, which cancels its check here."""
+    try:
+        source, _ = problem_from(request)
+    except SettingError as exc:
+        return await sync_to_async(render)(request, "pages/_validation.html", {"empty": True, "error": exc.message})
+    user = await request.auser()
+    try:
+        summary = await checks.run_check(source, user.pk)
+    except LimitError as exc:
+        return await sync_to_async(render)(request, "pages/_validation.html", {"busy": True, "error": exc.message})
+    except SettingError as exc:
+        return await sync_to_async(render)(request, "pages/_validation.html", {"error": exc.message})
+    device = request.POST.get("device", "cpu")
+    human = {"parameters": si(summary.get("parameters")), "flops": si(summary.get("flops")),
+             "bytes": si(summary.get("bytes"), "B")}
+    return await sync_to_async(render)(request, "pages/_validation.html",
+                                       {"summary": summary, "human": human, "warnings": warnings(summary, device)})
+
+
+def si(value: Any, unit: str = "") -> str:
+    """1234567 -> '1.23 M' (+unit), for numbers people read."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= factor:
+            return f"{v / factor:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}".rstrip()
+
+
+def host_memory_gb() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def warnings(summary: dict[str, Any], device: str) -> list[str]:
+    """What the user should know before queueing: memory, CPU-only host, slow forward passes, nothing to fuse."""
+    out: list[str] = []
+    memory_gb = (summary.get("memory_mb") or 0) / 1024
+    host = host_memory_gb()
+    from search.app.pages.forms import host_has_gpu
+
+    if memory_gb >= 1 and not host_has_gpu():
+        out.append(f"inputs and outputs need {memory_gb:.1f} GB; this host is CPU-only, so CUDA runs need a GPU worker")
+    if host and memory_gb > 0.5 * host:
+        out.append(f"the problem needs {memory_gb:.1f} GB, more than half of this host's {host:.0f} GB of memory")
+    if device.startswith("cuda") and not host_has_gpu():
+        out.append("this web host sees no GPU: the run waits until a worker with a GPU serves the gpu queue")
+    forward_ms = summary.get("forward_ms") or 0
+    if forward_ms > 500:
+        out.append(f"one forward pass takes {forward_ms / 1000:.1f} s here; each evaluation times it 100+ times")
+    ops = summary.get("ops") or []
+    if len(ops) == 1:
+        out.append(f"a single op ({ops[0]}): a library kernel is hard to beat — fusion wins need several ops")
+    return out
+
+
+@login_required
+@require_GET
+def example(request: HttpRequest) -> HttpResponse:
+    """htmx partial: the problem field filled with a gallery example (which then validates itself)."""
+    found = gallery.example_source(request.GET.get("path", ""))
+    if found is None:
+        raise Http404("no such example; pick one from the gallery")
+    entry, source = found
+    form = NewRunForm(initial={"problem_source": source, "problem_name": entry["path"].rsplit("/", 1)[-1]})
+    return render(request, "pages/_problem_field.html", {"form": form, "example": entry, "autovalidate": True})

@@ -1,0 +1,113 @@
+"""Runs list, run page (the live tree is drawn by static/js/run_page.js), node inspector, compare."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import F
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from search.app.models import Node, Run
+from search.app.pages import code_marks, diffs
+from search.app.pages.access import get_node, get_run, visible_runs
+from search.app.pages.nodes import node_view
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("pages:runs" if visible_runs(request.user).exists() else "pages:new")
+
+
+def runs_context(user) -> dict[str, Any]:
+    runs = list(visible_runs(user).order_by("-created_at", "-pk")[:200])
+    best = {n.run_id: n for n in Node.objects.filter(run_id__in=[r.pk for r in runs], node_id=F("run__best_node"))}
+    rows = [{"run": r, "best": best.get(r.pk)} for r in runs]
+    return {"rows": rows, "active": any(r.status in Run.ACTIVE or r.status == Run.Status.PAUSED for r in runs)}
+
+
+@login_required
+@require_GET
+def runs(request: HttpRequest) -> HttpResponse:
+    """All runs the user can see; the table refreshes itself (htmx) while any is active."""
+    template = "pages/_runs_rows.html" if request.headers.get("HX-Request") else "pages/runs.html"
+    return render(request, template, runs_context(request.user))
+
+
+@login_required
+@require_GET
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_run(request.user, run_id)
+    config = {
+        "run": run.pk,
+        "socket": f"/ws/runs/{run.pk}/",
+        "node_url": reverse("pages:node", args=[run.pk, 0]).replace("/0/", "/{id}/"),
+        "api": f"/api/runs/{run.pk}",
+        "owner": run.owner_id == request.user.pk,
+    }
+    return render(request, "pages/run.html", {"run": run, "config": config,
+                                              "is_owner": run.owner_id == request.user.pk})
+
+
+@login_required
+@require_GET
+def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpResponse:
+    """htmx partial: everything about one node (instruction, anchors, diff, code, logs, checks, timing, usage)."""
+    run = get_run(request.user, run_id)
+    node = get_node(run, node_id)
+    parent = Node.objects.filter(run=run, node_id=node.parent).first() if node.parent is not None else None
+    view = node_view(node)
+    skeleton, skeleton_error = code_marks.skeleton_marks(node.anchored_source)
+    context = {
+        "run": run, "node": node, "v": view, "parent": parent,
+        "skeleton_marks": json.dumps(skeleton), "skeleton_error": skeleton_error,
+        "filled_marks": json.dumps(code_marks.filled_marks(node.anchored_source, node.source)),
+        "parent_diff": diffs.unified_rows(parent.source, node.source) if parent is not None else [],
+        "is_owner": run.owner_id == request.user.pk,
+    }
+    return render(request, "pages/_inspector.html", context)
+
+
+def parse_ref(text: str) -> tuple[int, int] | None:
+    """'RUN:NODE' -> (run, node)."""
+    try:
+        run_s, node_s = text.strip().split(":", 1)
+        return int(run_s), int(node_s)
+    except ValueError:
+        return None
+
+
+@login_required
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    """Two nodes side by side (also from different runs): metrics and a code diff."""
+    refs = {k: request.GET.get(k, "") for k in ("a", "b")}
+    parsed = {k: parse_ref(v) for k, v in refs.items()}
+    context: dict[str, Any] = {"refs": refs, "errors": []}
+    for k, ref in parsed.items():
+        if refs[k] and ref is None:
+            context["errors"].append(f"{k.upper()} = {refs[k]!r} is not RUN:NODE (e.g. 12:3)")
+    if all(parsed.values()):
+        sides = []
+        for k in ("a", "b"):
+            run_id, node_id = parsed[k]
+            run = get_run(request.user, run_id)
+            sides.append({"key": k.upper(), "run": run, "node": get_node(run, node_id)})
+        for side in sides:
+            side["v"] = node_view(side["node"])
+        rows = diffs.side_by_side_rows(sides[0]["node"].source, sides[1]["node"].source)
+        context.update(sides=sides, rows=rows, stats=diffs.stats(rows), metrics=metric_rows(sides))
+    return render(request, "pages/compare.html", context, status=400 if context["errors"] else 200)
+
+
+def metric_rows(sides: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    names = [("Verdict", "verdict"), ("Status", "status"), ("Role", "role"), ("Attempt", "attempt"),
+             ("Runtime", "runtime"), ("Speed-up vs eager", "speedup_eager"), ("Speed-up vs torch.compile",
+             "speedup_compile"), ("Roofline", "roofline"), ("Max abs error", "max_abs_error"),
+             ("Correctness trials", "trials"), ("Tokens in / out", "tokens"), ("Cost", "cost"),
+             ("Flags", "flags")]
+    return [(label, [s["v"].get(key, "") for s in sides]) for label, key in names]

@@ -1,0 +1,9 @@
+"""Websocket routes of the search app (included by stark_web.routing)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from search.app.consumers import RunConsumer
+
+websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]

@@ -1,0 +1,54 @@
+"""Between rows and the engine: rebuild a run's Tree and Engine from the database, and the run lock."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import transaction
+
+from search.app.events import Recorder
+from search.app.models import Node, Run
+from search.engine.engine import Engine
+from search.engine.node import Node as EngineNode
+from search.engine.tree import Tree
+
+MAX_TRIES = 2  # a lost phase (killed worker, lost job) is retried once, then recorded as failed
+
+
+def load_tree(run: Run) -> Tree:
+    """The run's tree exactly as stored (the database is the truth)."""
+    nodes = [EngineNode.from_dict(row.to_dict()) for row in Node.objects.filter(run_id=run.pk).order_by("node_id")]
+    return Tree(run.problem.source, dict(run.settings), meta=dict(run.meta), nodes=nodes)
+
+
+def team_options(run: Run) -> dict[str, Any]:
+    return {**run.team_options, "target": run.target, "device": run.device}
+
+
+def make_engine(run: Run, tree: Tree, recorder: Recorder) -> Engine:
+    from search.teams import get_team
+
+    team = get_team(run.team, team_options(run))
+
+    def no_inline_evaluation(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("the service evaluates on the gpu queue, never inline")
+
+    return Engine(tree, team, evaluate=no_inline_evaluation, emit=recorder)
+
+
+@contextlib.contextmanager
+def locked_run(run_id: int) -> Iterator[Run]:
+    """A transaction holding the run's row lock (PostgreSQL) or the database write lock (SQLite,
+    transaction_mode IMMEDIATE): the steps of one run that change its tree never interleave."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(of=("self",)).select_related("problem", "owner").get(pk=run_id)
+        yield run
+
+
+def eval_settings(run: Run) -> dict[str, Any]:
+    """The run's evaluation settings, less the operator's (sandbox, caches, device lock), even from an old run."""
+    from search.app.service.settings import OPERATOR_EVAL_KEYS
+
+    return {k: v for k, v in (run.settings.get("eval") or {}).items() if k not in OPERATOR_EVAL_KEYS}

@@ -1,0 +1,238 @@
+"""The engine's steps as idempotent service steps over the stored tree.
+
+start (claim the run, evaluate the root) → schedule (select + start up to k attempts) → expand (agents,
+outside the lock, under a claim) → evaluation on the gpu queue → record (under the lock) → schedule ...
+Every step re-reads the tree from the database and checks that its work is still due, so a job that runs
+twice, late, or after the reaper handed its node to another job changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from search.app.events import Recorder, StaleClaim, store_event, sync_run_totals
+from search.app.models import Node, Run
+from search.app.service import queues
+from search.app.service.fairness import parallel_now
+from search.app.service.runs import MAX_TRIES, eval_settings, load_tree, locked_run, make_engine
+from search.engine.agents import AgentError
+from search.engine.events import Event as EngineEvent
+from search.engine.limits import Limits
+from search.engine.node import FINISHED
+
+if TYPE_CHECKING:
+    from search.engine.engine import Engine
+    from search.engine.tree import Tree
+
+log = logging.getLogger(__name__)
+
+NOTHING_SELECTABLE = "nothing left to select (every branch is throttled or pruned)"
+
+
+def start_run(run_id: int) -> str:
+    """Claim a queued run (queued → running) and send its root, the reference, to be evaluated."""
+    with locked_run(run_id) as run:
+        if run.status != Run.Status.QUEUED:
+            return f"run {run_id} is {run.status}; nothing to start"
+        run.status = Run.Status.RUNNING
+        run.started_at = run.started_at or timezone.now()
+        run.save(update_fields=["status", "started_at", "updated_at"])
+        announce(run, "")
+        tree = load_tree(run)
+        recorder = Recorder(run, tree)
+        if not tree.root.finished:
+            submit_evaluation(run, recorder, tree.root.id, 1)
+        else:
+            schedule(run, tree, recorder)
+    queues.after_commit(ensure_reaper)
+    return f"run {run_id} started"
+
+
+def announce(run: Run, reason: str) -> None:
+    """A run.status event carrying the run as the API shows it."""
+    store_event(run.pk, "run.status", None,
+                {"status": run.status, "reason": reason, "best": run.best_node, "run": run.to_dict()})
+
+
+def submit_evaluation(run: Run, recorder: Recorder, node_id: int, tries: int) -> None:
+    """Mark the node building and queue its evaluation (and the step that records it) after commit."""
+    tree = recorder.tree
+    node = tree[node_id]
+    if node.status != "building":
+        node.status = "building"
+        recorder(EngineEvent("node.status", node_id, {"status": "building"}))
+    pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=node_id)
+    Node.objects.filter(pk=pk).update(phase="evaluate", tries=tries, claim="", job_id=queues.eval_job_id(pk, tries))
+    queues.after_commit(queues.enqueue_evaluation, run.pk, pk, tries, tree.problem_source, node.source,
+                        eval_settings(run))
+
+
+def schedule(run: Run, tree: Tree, recorder: Recorder, engine: Engine | None = None) -> None:
+    """Start attempts until k are in flight or a limit is reached; finish the run when nothing is left."""
+    if run.status != Run.Status.RUNNING:
+        return
+    root = tree.root
+    if not root.finished:
+        return
+    if not root.correct:
+        reason = f"the reference itself did not pass ({root.verdict}): {'; '.join(root.reasons) or 'no reason given'}"
+        finish(run, tree, Run.Status.FAILED, reason)
+        return
+    engine = engine or make_engine(run, tree, recorder)
+    limits = Limits(budget=run.budget, time_limit_s=run.settings.get("time_limit_s"),
+                    cost_limit_usd=run.settings.get("cost_limit_usd"))
+    elapsed = (timezone.now() - run.started_at).total_seconds() if run.started_at else 0.0
+    stop: str | None = None
+    limit = parallel_now(run)
+    while len(tree.in_flight()) < limit:
+        stop = limits.stop_reason(tree, elapsed)
+        if stop is not None:
+            break
+        parent = engine.select()
+        if parent is None:
+            break
+        child = engine.start_child(parent)
+        pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=child.id)
+        Node.objects.filter(pk=pk).update(phase="expand", tries=1, claim="", job_id=queues.expand_job_id(pk, 1))
+        queues.after_commit(queues.enqueue_expand, run.pk, pk, 1)
+    sync_run_totals(run, tree)
+    if not tree.in_flight():
+        finish(run, tree, Run.Status.FINISHED, stop or NOTHING_SELECTABLE)
+    else:
+        queues.after_commit(ensure_reaper)  # also restarts the periodic reaper after a Redis restart
+
+
+def finish(run: Run, tree: Tree, status: str, reason: str) -> None:
+    """End the run (finished, failed or cancelled) with the reason the user sees."""
+    run.status = status
+    run.finished_at = timezone.now()
+    run.stop_reason = reason
+    if status == Run.Status.FAILED:
+        run.error = reason
+    run.save(update_fields=["status", "finished_at", "stop_reason", "error", "updated_at"])
+    sync_run_totals(run, tree)
+    announce(run, reason)
+
+
+def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
+    """Run the agents for one attempt under a claim (no lock held during LLM calls), then queue its
+    evaluation, or schedule the next attempt when the agents produced nothing to evaluate."""
+    claim = queues.expand_job_id(node_pk, tries)
+    # A paused run still finishes the attempts it had started (pause only stops new selections).
+    claimed = Node.objects.filter(pk=node_pk, phase="expand", tries=tries, claim="", status="selected",
+                                  run__status__in=(Run.Status.RUNNING, Run.Status.PAUSED)).update(claim=claim)
+    if claimed != 1:
+        return f"node pk {node_pk} try {tries}: not due (already claimed, finished or the run is not running)"
+    run = Run.objects.select_related("problem", "owner").get(pk=run_id)
+    tree = load_tree(run)
+    row = Node.objects.get(pk=node_pk)
+    recorder = Recorder(run, tree, claim=claim)
+    fatal: str | None = None
+    try:
+        make_engine(run, tree, recorder).expand(row.parent, row.node_id)
+    except StaleClaim:
+        return f"node pk {node_pk}: taken over while its agents ran; dropped this try"
+    except AgentError as exc:  # permanent: the engine recorded it on the node; the run cannot go on
+        fatal = f"agent error: {exc.message}"
+    with locked_run(run_id) as run:
+        if not Node.objects.filter(pk=node_pk, claim=claim).exists():
+            return f"node pk {node_pk}: taken over before it could be submitted"
+        tree = load_tree(run)
+        recorder = Recorder(run, tree)
+        engine = make_engine(run, tree, recorder)
+        if tree[row.node_id].status == "building":
+            submit_evaluation(run, recorder, row.node_id, 1)
+        else:
+            Node.objects.filter(pk=node_pk).update(phase="", claim="")
+            engine.progress()
+            if fatal is not None and run.status == Run.Status.RUNNING:
+                finish(run, tree, Run.Status.FAILED, fatal)
+            schedule(run, tree, recorder, engine)
+    return f"node pk {node_pk} expanded"
+
+
+def outcome_of(job_id: str) -> tuple[str, Any]:
+    """("result", dict) | ("lost", (verdict, reason)) | ("pending", None) for an evaluation job."""
+    job = queues.fetch(job_id)
+    if job is None:
+        return "lost", ("interrupted", "the evaluation job is gone from Redis (Redis restarted or flushed)")
+    status = job.get_status()
+    if status == "finished":
+        value = job.return_value()
+        if isinstance(value, dict) and value.get("verdict"):
+            return "result", value
+        return "lost", ("eval_error", f"the evaluator returned no result ({type(value).__name__})")
+    if status in ("queued", "started", "deferred", "scheduled"):
+        return "pending", None
+    latest = job.latest_result()
+    text = (getattr(latest, "exc_string", None) or "").strip()
+    last_line = text.splitlines()[-1] if text else f"job {status}"
+    if "Abandoned" in text or "Work-horse" in text or "terminated" in text or not text:
+        return "lost", ("interrupted", f"the gpu worker was lost mid-evaluation ({last_line})")
+    return "lost", ("eval_error", f"the evaluator failed: {last_line}")
+
+
+def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
+    """Attach an evaluation's outcome to its node (once), retry a lost evaluation once, then schedule."""
+    kind, value = outcome_of(queues.eval_job_id(node_pk, tries))
+    if kind == "pending":
+        return f"evaluation of node pk {node_pk} try {tries} has not ended"
+    with locked_run(run_id) as run:
+        row = (Node.objects.filter(pk=node_pk, phase="evaluate", tries=tries)
+               .exclude(status__in=FINISHED).first())
+        if row is None:
+            return f"node pk {node_pk} try {tries}: already recorded or superseded"
+        tree = load_tree(run)
+        recorder = Recorder(run, tree)
+        engine = make_engine(run, tree, recorder)
+        if kind == "result":
+            engine.record(row.node_id, value)
+            if tree.meta != run.meta:  # the root's evaluation adds the device facts the prompts show
+                run.meta = dict(tree.meta)
+                run.save(update_fields=["meta"])
+        elif tries < MAX_TRIES:
+            verdict, reason = value
+            node = tree[row.node_id]
+            node.agent_log += f"evaluation try {tries} lost: {reason}; retrying once\n"
+            recorder(EngineEvent("node.status", row.node_id, {"status": node.status}))
+            submit_evaluation(run, recorder, row.node_id, tries + 1)
+            return f"node pk {node_pk}: evaluation retried ({reason})"
+        else:
+            verdict, reason = value
+            engine.fail(row.node_id, verdict, f"{reason} (after {tries} tries)")
+        Node.objects.filter(pk=node_pk).update(phase="", claim="")
+        schedule(run, tree, recorder, engine)
+    return f"node pk {node_pk} recorded"
+
+
+def retry_lost_expand(run_id: int, node_pk: int, tries: int, reason: str) -> str:
+    """An expand job died (or vanished): hand the attempt to a new job once, then record it failed."""
+    with locked_run(run_id) as run:
+        row = Node.objects.filter(pk=node_pk, phase="expand", tries=tries).exclude(status__in=FINISHED).first()
+        if row is None:
+            return "not lost"
+        tree = load_tree(run)
+        recorder = Recorder(run, tree)
+        node = tree[row.node_id]
+        if tries < MAX_TRIES and run.status in (Run.Status.RUNNING, Run.Status.PAUSED):
+            node.agent_log += f"agents' try {tries} lost: {reason}; retrying once\n"
+            node.status = "selected"
+            recorder(EngineEvent("node.status", row.node_id, {"status": "selected"}))
+            Node.objects.filter(pk=node_pk).update(tries=tries + 1, claim="",
+                                                   job_id=queues.expand_job_id(node_pk, tries + 1))
+            queues.after_commit(queues.enqueue_expand, run.pk, node_pk, tries + 1)
+            return f"node pk {node_pk}: agents retried"
+        engine = make_engine(run, tree, recorder)
+        engine.fail(row.node_id, "interrupted", f"the attempt was lost while {node.status}: {reason}")
+        Node.objects.filter(pk=node_pk).update(phase="", claim="")
+        schedule(run, tree, recorder, engine)
+        return f"node pk {node_pk}: recorded as interrupted"
+
+
+def ensure_reaper() -> None:
+    from search.app.service.reaper import ensure_reaper as ensure
+
+    ensure()

@@ -1,0 +1,195 @@
+"""An rq Worker whose heartbeat is configurable, so the reaper finds a killed worker's job in seconds, and
+which cleans up after dead predecessors when it starts.
+
+rq marks a started job abandoned when its heartbeat lapses: every job_monitoring_interval (30 s) plus a
+60 s grace by default. STARK_JOB_HEARTBEAT_S and STARK_JOB_HEARTBEAT_GRACE_S shorten both.
+
+On start it forgets the registrations of dead workers of its queues on this host (a SIGKILLed worker
+stays registered until its key expires) and clears the rq scheduler lock of its queues when the
+scheduler holding it is gone (after a crash, or Redis restored from its AOF, the lock outlives its
+holder and rq would wait a maintenance interval before scheduling the reaper). `is_alive` is the test
+/healthz uses: a worker on this host is alive while its process is; elsewhere while its heartbeat is fresh.
+
+No Django import: a GPU host runs `rq worker stark-<instance>-gpu --worker-class search.app.service.worker.Worker`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from rq import Worker as RQWorker
+from rq import worker_registration
+from rq.defaults import DEFAULT_MAINTENANCE_TASK_INTERVAL, DEFAULT_WORKER_TTL
+from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
+from rq.scripts import release_lock
+
+log = logging.getLogger(__name__)
+
+# Idle workers beat every WORKER_TTL_S - 15 s (rq), so a dead worker elsewhere is noticed in under a minute.
+WORKER_TTL_S = 30
+# rq retries taking a scheduler lock it could not get only at maintenance (10 min by default).
+MAINTENANCE_S = 60
+# The longest gap between two heartbeats of this worker, written beside rq's fields for is_alive().
+BEAT_FIELD = "stark_beat_s"
+BEAT_SLACK_S = 10
+# Which host and pid namespace the worker runs in: only there can its pid be checked.
+HOST_FIELD = "stark_host"
+
+
+def _seconds(raw: str | None, name: str, default: int) -> int:
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name}={raw!r} must be a whole number of seconds >= 1, e.g. {default}")
+    return value
+
+
+def preload_isolation_plans() -> None:
+    """Decide the sandbox layers of harness children (kernels.isolation.plan: trial runs of bubblewrap and the
+    sandbox uid, several seconds) once in the worker's main process, so every job's work-horse inherits the answer
+    instead of repeating the trials. Only the default mode; nothing here touches the device."""
+    try:
+        from kernels import isolation
+    except ImportError:  # a worker without the harness (torch) installed
+        return
+    isolation.plan("auto", False)
+    if os.path.exists("/dev/nvidiactl"):
+        isolation.plan("auto", True)
+
+
+class Worker(RQWorker):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("worker_ttl") in (None, DEFAULT_WORKER_TTL):  # not chosen (rq's CLI passes its default)
+            kwargs["worker_ttl"] = WORKER_TTL_S
+        kwargs.pop("default_worker_ttl", None)
+        if kwargs.get("maintenance_interval") in (None, DEFAULT_MAINTENANCE_TASK_INTERVAL):
+            kwargs["maintenance_interval"] = MAINTENANCE_S
+        kwargs.setdefault("job_monitoring_interval",
+                          _seconds(os.environ.get("STARK_JOB_HEARTBEAT_S"), "STARK_JOB_HEARTBEAT_S", 30))
+        super().__init__(*args, **kwargs)
+        self.heartbeat_grace_s = _seconds(os.environ.get("STARK_JOB_HEARTBEAT_GRACE_S"),
+                                          "STARK_JOB_HEARTBEAT_GRACE_S", 60)
+        if any("gpu" in getattr(q, "name", "") for q in self.queues):
+            # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
+            # GPU host) once here rather than in every horse. The harness's own process never touches the device.
+            import kernels.jobs  # noqa: F401
+
+            preload_isolation_plans()
+
+    def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
+        interval = self.job_monitoring_interval
+        if job.timeout and job.timeout > 0:
+            interval = min(job.timeout - working_time, interval)
+        return int(interval) + self.heartbeat_grace_s
+
+    def register_birth(self) -> None:
+        forget_dead_workers(self)
+        super().register_birth()
+        self.connection.hset(self.key, mapping={
+            BEAT_FIELD: max(self.dequeue_timeout, int(self.job_monitoring_interval)), HOST_FIELD: host_identity()})
+
+    @property
+    def should_run_maintenance_tasks(self) -> bool:
+        """Also at once when this worker's scheduler process died (a Redis restart kills it): maintenance
+        restarts it, instead of a maintenance interval later."""
+        process = self.scheduler._process if self.scheduler is not None else None
+        return (process is not None and not process.is_alive()) or super().should_run_maintenance_tasks
+
+    def _start_scheduler(self, *args: Any, **kwargs: Any) -> None:
+        clear_stale_scheduler_locks(self.connection, [q.name for q in self.queues])
+        super()._start_scheduler(*args, **kwargs)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process of this host runs (a zombie counts as dead)."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def host_identity() -> str:
+    """This host and pid namespace (containers sharing a host name still differ)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()} {namespace}"
+
+
+def is_local(worker: RQWorker) -> bool:
+    host = worker.connection.hget(worker.key, HOST_FIELD)
+    return host is not None and _text(host) == host_identity()
+
+
+def is_alive(worker: RQWorker) -> bool:
+    """A registered worker is alive: on this host while its process runs, elsewhere while it beats."""
+    if is_local(worker):
+        return pid_alive(worker.pid)
+    beat = worker.connection.hget(worker.key, BEAT_FIELD)
+    if beat is None or worker.last_heartbeat is None:
+        return True  # a plain rq worker: trust its key, which expires worker_ttl + 60 s after its last beat
+    age = (datetime.now(timezone.utc) - worker.last_heartbeat).total_seconds()
+    return age <= int(beat) + BEAT_SLACK_S
+
+
+def forget_dead_workers(worker: RQWorker) -> list[str]:
+    """Unregister dead workers of this worker's queues that ran on this host (in this pid namespace)."""
+    forgotten = []
+    for queue in worker.queues:
+        for other in type(worker).all(queue=queue):
+            if not is_local(other) or pid_alive(other.pid):
+                continue
+            with worker.connection.pipeline() as pipe:
+                worker_registration.unregister(other, pipe)
+                pipe.delete(other.key)
+                pipe.execute()
+            forgotten.append(other.name)
+            log.warning("forgot dead worker %s (pid %s, queues %s)", other.name, other.pid, other.queue_names())
+    return forgotten
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def scheduler_alive(connection: Any, holder: str, lock_key: str) -> bool:
+    data = {_text(k): _text(v) for k, v in connection.hgetall(SCHEDULER_KEY_TEMPLATE % holder).items()}
+    if not data:
+        # rq takes the lock before the scheduler process writes its hash: a lock that fresh may be live.
+        return connection.pttl(lock_key) > 55_000
+    if data.get("hostname") == socket.gethostname():
+        return pid_alive(int(data.get("pid") or 0))
+    return True  # elsewhere: the hash expires with its heartbeat
+
+
+def clear_stale_scheduler_locks(connection: Any, queue_names: list[str]) -> list[str]:
+    """Delete the scheduler lock of each queue whose holder is gone; returns the queues cleared."""
+    cleared = []
+    for name in queue_names:
+        key = RQScheduler.get_locking_key(name)
+        holder = connection.get(key)
+        if holder is None:
+            continue
+        holder = _text(holder)
+        if not scheduler_alive(connection, holder, key) and release_lock(connection, key, holder):
+            cleared.append(name)
+            log.warning("cleared the scheduler lock of %s: its holder %s is gone", name, holder)
+    return cleared
