@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -29,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels import isolation
+from kernels import isolation, zygote
 from kernels.process_tree import descendants, group_rss_mb, kill_group, kill_tracked, pgid, rss_mb
+from kernels.zygote import ZygoteUnavailable
 
 SECRET_ENV = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|ANTHROPIC|OPENAI|AWS_|AZURE|GOOGLE_APPLICATION|GITHUB|GH_|HF_|"
@@ -38,6 +40,7 @@ SECRET_ENV = re.compile(
     re.IGNORECASE,
 )
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -165,11 +168,15 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     try:
         with open(log_path, "wb") as log:
             child_env = clean_env({**(env or {}), **isolation.child_env(work_dir, chosen.bwrap)})
+            proc: Any = None
             if not chosen.bwrap and zygote_root is not None:
-                run.warm = True
-                proc: Any = _fork_from_zygote(zygote_root, cmd, work_dir, child_env, log.fileno(),
-                                              (write_fd, *lock_fds), nonce, [disk_limit_mb, chosen.uid, chosen.gid])
-            else:
+                try:
+                    proc = _fork_from_zygote(zygote_root, cmd, work_dir, child_env, log.fileno(),
+                                             (write_fd, *lock_fds), nonce, [disk_limit_mb, chosen.uid, chosen.gid])
+                    run.warm = True
+                except ZygoteUnavailable as exc:
+                    logger.warning("warm start unavailable, the child is spawned: %s", exc)
+            if proc is None:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                         cwd=work_dir, env=child_env, start_new_session=True, close_fds=True,
                                         pass_fds=(write_fd, *lock_fds),
@@ -250,8 +257,6 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
 def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,
                       keep: tuple[int, ...], nonce: str, enter: list[Any]) -> Any:
     """Fork the child from the warm zygote; it enters the same rlimits and uid (kernels.isolation.enter(*enter))."""
-    from kernels import zygote
-
     path = zygote.ensure_zygote(root, clean_env({}))
     read_fd, write_nonce = os.pipe()
     try:

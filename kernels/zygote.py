@@ -39,6 +39,13 @@ IDLE_S = 600.0
 START_WAIT_S = 60.0
 MAX_FDS = 16
 PRELOAD = ("torch", "kernels.worker", "kernels.candidate_task", "kernels.reference_task", "kernels.isolation")
+# Imported too when they import (torch.compile's front and back end: 1-3.5 s a child would pay at its first
+# torch.compile, the compile baselines and compiled candidates). They must leave CUDA untouched (checked).
+WARM_IMPORTS = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+class ZygoteUnavailable(RuntimeError):
+    """No zygote could be started: the caller spawns its child as a fresh interpreter instead."""
 
 
 def socket_path(cache_root: Path) -> Path:
@@ -119,8 +126,9 @@ def ensure_zygote(cache_root: Path, env: dict[str, str]) -> Path:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - handed to the zygote
-        subprocess.Popen([sys.executable, "-m", "kernels.zygote", str(path)], stdin=subprocess.DEVNULL, stdout=log,
-                         stderr=log, cwd=path.parent, env=env, start_new_session=True, close_fds=True)
+        started = subprocess.Popen([sys.executable, "-m", "kernels.zygote", str(path)], stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=log, cwd=path.parent, env=env, start_new_session=True,
+                                   close_fds=True)
         log.close()
         deadline = time.monotonic() + START_WAIT_S
         while time.monotonic() < deadline:
@@ -128,8 +136,12 @@ def ensure_zygote(cache_root: Path, env: dict[str, str]) -> Path:
             if probe is not None:
                 probe.close()
                 return path
+            if started.poll() is not None:
+                raise ZygoteUnavailable(f"the harness zygote exited with code {started.returncode} at its start "
+                                        f"(log: {path.with_suffix('.log')})")
             time.sleep(0.05)
-    raise RuntimeError(f"the harness zygote did not start within {START_WAIT_S:g} s (log: {path.with_suffix('.log')})")
+    raise ZygoteUnavailable(f"the harness zygote did not start within {START_WAIT_S:g} s "
+                            f"(log: {path.with_suffix('.log')})")
 
 
 def spawn(path: Path, argv: list[str], env: dict[str, str], cwd: Path, fds: dict[int, int],
@@ -222,6 +234,18 @@ def parent_of(pid: int) -> int | None:
         return None
 
 
+def warm_imports() -> None:
+    """WARM_IMPORTS, each only where it imports cleanly; a zygote whose imports initialised CUDA would hand every
+    child a context it cannot use after fork, so that stops the zygote (callers then spawn children as before)."""
+    import torch
+
+    for name in WARM_IMPORTS:
+        with contextlib.suppress(Exception):
+            __import__(name)
+    if torch.cuda.is_initialized():
+        raise SystemExit("zygote: an import initialised CUDA before fork; children are spawned instead")
+
+
 def descends_from(pid: int, ancestor: int) -> bool:
     """Whether `pid` is `ancestor` or below it (walks the parent chain through /proc)."""
     seen = 0
@@ -236,6 +260,7 @@ def descends_from(pid: int, ancestor: int) -> bool:
 def serve(path: Path) -> None:
     for name in PRELOAD:
         __import__(name)
+    warm_imports()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)

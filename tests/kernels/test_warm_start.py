@@ -91,3 +91,32 @@ def test_the_zygote_refuses_its_own_descendants() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path) -> None:
+    """ensure_zygote does not wait out START_WAIT_S for a zygote that exited: it says so, with the log's path."""
+    from kernels import zygote
+
+    broken = tmp_path / "broken" / "kernels"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('this harness is broken on purpose')\n")
+    (broken / "zygote.py").write_text("")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(broken.parent), "PYTHONNOUSERSITE": "1"}
+    started = time.monotonic()
+    with pytest.raises(zygote.ZygoteUnavailable, match="exited with code"):
+        zygote.ensure_zygote(tmp_path / "root", env)
+    assert time.monotonic() - started < zygote.START_WAIT_S / 2
+
+
+def test_without_a_zygote_the_child_is_spawned_and_judged_the_same(fast_settings: EvalSettings,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernels import sandbox
+    from kernels.zygote import ZygoteUnavailable
+
+    def unavailable(*args: object, **kwargs: object) -> None:
+        raise ZygoteUnavailable("the harness zygote exited with code 1 at its start (test)")
+
+    monkeypatch.setattr(sandbox, "_fork_from_zygote", unavailable)
+    settings = fast_settings.replace(sandbox="none", warm_start=True, reuse_results=False)
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"), settings)
+    assert result.verdict == "pass", result.reasons
