@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from kernels import digest, loading, probes, timing
+from kernels.channel import Channel, redirect_output
 from kernels.reference_task import HarnessFailure, load_problem
-from kernels.worker import Channel, redirect_output
 
 _sleep = time.sleep
 _urandom = os.urandom

@@ -6,24 +6,21 @@ allow-listed environment without secrets, bubblewrap where it works, one wall-cl
 memory limit, the child's whole process tree killed at the end) and only JSON comes back over the nonce channel.
 
 Parent:  call_isolated("search.teams.rules.traced.analyse_and_render", payload, timeout_s=120, memory_limit_mb=8192)
-Child:   kernels.worker runs `run(task, work_dir, channel)`, which imports the function by its dotted name (only the
+Child:   kernels.worker runs kernels.call_task.run(task, work_dir, channel), which imports the function by its dotted name (only the
          names in ALLOWED_CALLS; kernels imports nothing of search at module level) and calls fn(payload, report);
          report(step) tells the parent how far it got (e.g. "imported"), so a failure can say where it stopped.
 """
 
 from __future__ import annotations
 
-import importlib
 import shutil
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kernels import cache
+from kernels.call_task import ALLOWED_CALLS
 from kernels.isolation import new_work_dir
 from kernels.sandbox import WorkerRun, run_worker
 
-ALLOWED_CALLS = frozenset({"search.teams.rules.traced.analyse_and_render"})
 TAIL_CHARS = 1500  # of the child's output, quoted in a failure message
 
 
@@ -86,17 +83,3 @@ def call_isolated(function: str, payload: dict[str, Any], *, timeout_s: float, m
         return result.get("result")
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
-
-
-def run(task: dict[str, Any], work_dir: Path, channel: Any) -> None:
-    """Child side (kernels.worker, task kind "call"): import the allow-listed function, call it, send its result."""
-    function = str(task.get("function"))
-    if function not in ALLOWED_CALLS:
-        raise PermissionError(f"{function!r} is not an allow-listed isolated call")
-    module_name, _, name = function.rpartition(".")
-    fn: Callable[..., Any] = getattr(importlib.import_module(module_name), name)
-
-    def report(step: str) -> None:
-        channel.send("step", step=step)
-
-    channel.send("result", result=fn(task["payload"], report))

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from kernels import digest, loading, probes, roofline, timing
-from kernels.worker import Channel
+from kernels.channel import Channel
 
 
 class HarnessFailure(Exception):

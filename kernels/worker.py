@@ -17,37 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_write = os.write
+from kernels.channel import Channel, redirect_output
+
 _exit = os._exit
 _sleep = time.sleep
-
-
-class Channel:
-    """The authenticated line channel back to the parent."""
-
-    def __init__(self, fd: int, nonce: str) -> None:
-        self.fd = fd
-        self.nonce = nonce
-
-    def send(self, message_type: str, /, **data: Any) -> None:
-        line = json.dumps({"nonce": self.nonce, "type": message_type, **data}, default=str) + "\n"
-        payload = line.encode()
-        while payload:
-            written = _write(self.fd, payload)
-            payload = payload[written:]
-
-    def phase(self, name: str) -> None:
-        self.send("phase", phase=name)
-
-
-def redirect_output(path: Path) -> None:
-    """Point fd 1 and 2 (C++ compilers, prints, tracebacks) at a log file for the current phase."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -100,10 +73,10 @@ def main(argv: list[str]) -> None:
     redirect_output(work_dir / "build.log")
     handlers: dict[str, Callable[[dict[str, Any], Path, Channel], None]] = {}
     try:
-        from kernels import candidate_task, isolated, reference_task
+        from kernels import call_task, candidate_task, reference_task
 
         handlers = {"inspect": reference_task.inspect, "reference": reference_task.reference,
-                    "candidate": candidate_task.run, "call": isolated.run}
+                    "candidate": candidate_task.run, "call": call_task.run}
         channel.send("environment", environment=environment(task.get("device", "cpu")))
         handlers[task["kind"]](task, work_dir, channel)
     except MemoryError:

@@ -1,0 +1,40 @@
+"""The child's side of the harness channel: authenticated JSON lines back to the parent over an inherited pipe, and
+where the child's own output goes (kernels.worker runs every task with these; the parent is kernels.sandbox)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+_write = os.write
+
+
+class Channel:
+    """The authenticated line channel back to the parent."""
+
+    def __init__(self, fd: int, nonce: str) -> None:
+        self.fd = fd
+        self.nonce = nonce
+
+    def send(self, message_type: str, /, **data: Any) -> None:
+        line = json.dumps({"nonce": self.nonce, "type": message_type, **data}, default=str) + "\n"
+        payload = line.encode()
+        while payload:
+            written = _write(self.fd, payload)
+            payload = payload[written:]
+
+    def phase(self, name: str) -> None:
+        self.send("phase", phase=name)
+
+
+def redirect_output(path: Path) -> None:
+    """Point fd 1 and 2 (C++ compilers, prints, tracebacks) at a log file for the current phase."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)

@@ -1,0 +1,160 @@
+"""The import graph of the pure packages: no cycles in kernels/, in the pure core of search/ (everything but
+search/app/) or in the Django app's service layer, counting imports inside functions too (a function-level import
+that only hides a cycle is still a cycle). Imports under `if TYPE_CHECKING:` are not followed at run time and are
+left out. The Django line itself is ruff's banned-api rule (pyproject.toml), checked here too."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PURE = ("kernels", "search")  # search/app/ is cut out below, except its service layer
+APP_SERVICE = "search.app.service"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def all_modules() -> dict[str, Path]:
+    found = {}
+    for top in PURE:
+        for path in (ROOT / top).rglob("*.py"):
+            if "migrations" not in path.parts:
+                found[module_name(path)] = path
+    return found
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports at run time (module level or inside functions)."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = alias.name
+                while target and target not in known:
+                    target = target.rpartition(".")[0]
+                if target:
+                    found.add(target)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}" if base else alias.name
+                if full in known:
+                    found.add(full)
+                elif base in known:
+                    found.add(base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    found.discard(name)
+    return found
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the components with more than one module (each one an import cycle)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    result: list[list[str]] = []
+    counter = [0]
+    sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                result.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return result
+
+
+def in_scope(module: str) -> bool:
+    if module == "search.app" or module.startswith("search.app."):
+        return module == APP_SERVICE or module.startswith(APP_SERVICE + ".")
+    return True
+
+
+def test_no_import_cycles_in_kernels_the_pure_core_or_the_service() -> None:
+    known = all_modules()
+    graph = {name: {t for t in imports_of(name, path, known) if in_scope(t)}
+             for name, path in known.items() if in_scope(name)}
+    cycles = strongly_connected(graph)
+    assert not cycles, "import cycles (break them; a function-level import does not):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_walker_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
+    """The check itself can fail: two modules that import each other, one of them inside a function."""
+    known = {"pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py", "pkg": tmp_path / "__init__.py"}
+    known["pkg.a"].write_text("from pkg import b\n")
+    known["pkg.b"].write_text("def f():\n    from pkg.a import thing\n    return thing\n")
+    known["pkg"].write_text("")
+    graph = {name: imports_of(name, path, known) for name, path in known.items()}
+    assert strongly_connected(graph) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_django_line_is_enforced_by_ruff(tmp_path: Path) -> None:
+    """ruff's banned-api rule (TID251) passes on the tree, and fails for a pure module that imports Django."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed")
+    clean = subprocess.run([ruff, "check", "--select", "TID251", "kernels", "search"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    probe = ROOT / "search" / "engine" / "_probe_django_line.py"
+    probe.write_text("from django.db import models\n\nimport search.app.models\n")
+    try:
+        dirty = subprocess.run([ruff, "check", "--no-cache", "--select", "TID251", str(probe)], cwd=ROOT,
+                               capture_output=True, text=True)
+    finally:
+        probe.unlink()
+    assert dirty.returncode != 0
+    assert "django" in dirty.stdout and "search.app" in dirty.stdout
