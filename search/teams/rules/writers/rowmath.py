@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from search.teams.rules.kinds import RowOp
 from search.teams.rules.ops import c_float, py_float
-from search.teams.rules.rowwise import RowOp
 
 LANGS = ("cpu", "cuda", "triton")
+ROW_NAMES = (r"row_\w+", "mean", "rstd", "inv", "lse")  # the row scalars the plans define
 
 
 @dataclass(frozen=True)

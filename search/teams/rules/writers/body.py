@@ -1,12 +1,15 @@
-"""What a fused kernel's loop body needs, shared by the C++, CUDA and Triton writers: the per-element
-statements of a region (one local variable per op) over named operand loads."""
+"""What every kernel's loop body needs (C++, CUDA and Triton writers alike): the per-element statements of a region
+(one local variable per op) over named operand loads."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from search.teams.rules.fusion import Region
+from search.teams.rules.kinds import Region
 from search.teams.rules.ops import c_float, expression, py_float
+
+# The locals body_lines declares: v<k> per input, s<k> per step, and the same with the epilogue prefix "e".
+BODY_NAMES = (r"[vs]\d+", r"e[vs]\d+")
 
 
 def body_lines(region: Region, load: Callable[[int], str], lang: str, prefix: str = "") -> tuple[list[str], str]:
@@ -32,14 +35,3 @@ def body_lines(region: Region, load: Callable[[int], str], lang: str, prefix: st
         note = f"  {'//' if lang == 'c' else '#'} {step.call.op} ({step.node})"
         lines.append((f"const float {prefix}s{j} = {expr};" if lang == "c" else f"{prefix}s{j} = {expr}") + note)
     return lines, (f"{prefix}s{len(region.steps) - 1}" if region.steps else loaded[0])
-
-
-def row_plan(region: Region) -> tuple[str, int | None]:
-    """How a CPU kernel walks the output: ("flat", None) when every input is full or scalar; ("rows", d)
-    when channel inputs exist, rows being the contiguous run after dim d (the last dim if a channel input
-    varies along it), so each channel value is fixed within a row and the inner loop vectorizes."""
-    dims = [i.dim for i in region.inputs if i.kind == "channel"]
-    if not dims:
-        return ("flat", None)
-    last = len(region.shape) - 1
-    return ("rows", last if last in dims else max(d for d in dims if d is not None))
