@@ -16,38 +16,19 @@ from __future__ import annotations
 
 import difflib
 import os
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from search.teams.rules.candidate import render
-from search.teams.rules.fusion import Analysis, analyse
 from search.teams.rules.recipe import Recipe
-from search.teams.rules.traced import dtypes
-from tests.teams import rules_problems
+from tests.teams.samples import ROOT, analysis, problems
 
-ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SUFFIX = ".golden"
 BACKENDS = {False: ("cpp-omp", "cpp-serial"), True: ("triton", "cuda")}  # traced for CUDA: True
 UPDATE = os.environ.get("STARK_UPDATE_GOLDEN", "").strip() not in ("", "0")
 COMMAND = "STARK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/teams/test_golden.py"
-
-
-def problems() -> dict[str, str]:
-    """Problem id (its golden folder, relative to GOLDEN) -> source."""
-    found = {f"tests/{name}": value for name, value in sorted(vars(rules_problems).items())
-             if name.isupper() and isinstance(value, str) and "class Model" in value}
-    for folder, pattern in (("examples", "examples/problems/level*/*.py"), ("kb_scale", "benchmarks/problems/kb_scale/*.py")):
-        for path in sorted(ROOT.glob(pattern)):
-            found[f"{folder}/{path.parent.name + '/' if folder == 'examples' else ''}{path.stem}"] = path.read_text()
-    return found
-
-
-@cache
-def analysis(problem: str, cuda: bool) -> Analysis:
-    return analyse(problems()[problem], dtypes(cuda))
 
 
 def cases() -> dict[str, tuple[str, bool, str]]:

@@ -159,7 +159,7 @@ def reduction(red: Reduction, names: list[str], variant: str) -> str:
     lines += [f"  const float* __restrict__ p{k} = {x[k]}.data_ptr<float>();" for k in range(len(names))]
     pre, pre_result = body_lines(red.pre, reduction_load(red, "idx"), "c")
     post, post_result = body_lines(red.post, lambda k: finish(red), "c", prefix="e")
-    par = "  #pragma omp parallel for if (outer * D * inner > 65536)" if omp else None
+    par = f"  #pragma omp parallel for if (outer * D * inner > {PARALLEL_MIN})" if omp else None
     lines.append("  if (inner == 1) {  // a last-dim reduction: one contiguous row per output element")
     if par:
         lines.append("  " + par)
