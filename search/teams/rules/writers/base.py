@@ -14,18 +14,24 @@ Names = Callable[[Any], list[str]]  # a fusion -> the parameter names of its ker
 WriteFn = Callable[[Any, list[str]], str]  # (fusion, its parameter names) -> source text
 
 
+def no_host(fusion: Any, names: list[str]) -> str:
+    """The host of a kernel that is its own host: nothing."""
+    return ""
+
+
 @dataclass(frozen=True)
 class Writer:
     """How one backend writes one fusion kind.
 
     kernel: the compiled code (a C++ function for the CPU, a CUDA __global__ template, a @triton.jit kernel);
-    host: what launches it (a CUDA host function, a Triton Python launcher; None when the kernel is its own host);
+    host: what launches it (a CUDA host function, a Triton Python launcher; nothing when the kernel is its own host,
+    as a C++ function for the CPU is);
     doc: the words after the summary in the docstring of its Python wrapper (load_inline backends);
     includes / helpers: source text its kernels need once per file, before / after the backend's common header;
     reserved: regex alternatives naming the locals its code declares, which a parameter must not shadow."""
 
     kernel: WriteFn
-    host: WriteFn | None = None
+    host: WriteFn = no_host
     doc: str = ""
     includes: str = ""
     helpers: str = ""

@@ -254,7 +254,7 @@ def assemble(backend: Backend, fusions: list[Fusion], names: Names) -> str:
     """The candidate's kernel section: the CUDA source (every kernel, then every host function), the declarations
     of the host functions, their load_inline build, and one Python wrapper per fusion."""
     kernels = "\n".join(backend.writer(f).kernel(f, names(f)) for f in fusions)
-    hosts = "\n".join(backend.writer(f).host(f, names(f)) for f in fusions)  # type: ignore[misc]
+    hosts = "\n".join(backend.writer(f).host(f, names(f)) for f in fusions)
     src = f"{backend.once(fusions, 'includes')}{HEAD}{backend.once(fusions, 'helpers')}\n{kernels}\n{hosts}"
     declarations = "\n".join(signature(f, names(f), ";") for f in fusions) + "\n"
     return load_inline_section(

@@ -39,7 +39,7 @@ def _channel_strides(fusion: Fusion, ref: str) -> tuple[list[str], list[str]]:
 
 
 def shape_check(fn: str, names: list[str], ref: int, k: int, inp: RegionInput) -> list[str]:
-    """The same check as `shape_check`, as an assert in a Python (Triton) launcher."""
+    """The check cxx.shape_check writes as a TORCH_CHECK, as an assert in the Python launcher."""
     n, r = names[k], names[ref]
     if inp.kind == "full" and k != ref:
         return [f"    assert {n}.shape == {r}.shape, '{fn}: {n} must have the shape of {r}'"]
@@ -270,7 +270,7 @@ def assemble(backend: Backend, fusions: list[Fusion], names: Names) -> str:
            "# Fused kernels (Triton), one per fused region of the traced forward."]
     for f in fusions:
         writer = backend.writer(f)
-        out += ["", "", writer.kernel(f, names(f)).rstrip("\n"), "", "", writer.host(f, names(f)).rstrip("\n")]  # type: ignore[misc]
+        out += ["", "", writer.kernel(f, names(f)).rstrip("\n"), "", "", writer.host(f, names(f)).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 
