@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from search.teams.rules.fusion import Region, analyse, classify, forward_source
+from search.teams.rules.fusion import analyse, forward_source
+from search.teams.rules.graph import classify
+from search.teams.rules.kinds import Reduction, Region
 from search.teams.rules.ops import expression, read_op
-from search.teams.rules.reductions import Reduction
 from tests.teams import rules_problems as P
 
 

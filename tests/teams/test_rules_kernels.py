@@ -15,13 +15,12 @@ from types import ModuleType
 import pytest
 import torch
 
-from search.teams.rules import codegen_cuda
 from search.teams.rules.candidate import render
-from search.teams.rules.codegen_reduce import cuda_reduction_kernel
 from search.teams.rules.fusion import analyse
+from search.teams.rules.kinds import Reduction
 from search.teams.rules.problem import load_problem
 from search.teams.rules.recipe import Recipe
-from search.teams.rules.reductions import Reduction
+from search.teams.rules.writers.table import WRITERS, names_of
 from tests.teams import rules_problems as P
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,8 +93,7 @@ def test_the_cuda_kernels_compile_with_nvcc(tmp_path: Path) -> None:
     """The __global__ templates compile for float, half and bfloat16 (the torch host side needs a CUDA torch)."""
     regions = analyse(P.MANY_OPS).regions
     assert any(isinstance(r, Reduction) for r in regions) and any(not isinstance(r, Reduction) for r in regions)
-    kernels = "\n".join(cuda_reduction_kernel(r) if isinstance(r, Reduction) else codegen_cuda.cuda_kernel(r)
-                        for r in regions)
+    kernels = "\n".join(WRITERS[(r.fusion_kind, "cuda")].kernel(r, names_of(r)) for r in regions)
     inst = []
     for r in regions:
         n_ptr = len(r.inputs)

@@ -16,15 +16,13 @@ import pytest
 import torch
 
 from kernels import EvalSettings, evaluate
-from search.teams.rules import codegen_cuda
 from search.teams.rules.candidate import render
-from search.teams.rules.codegen_reduce import cuda_reduction_kernel
-from search.teams.rules.codegen_rowwise_gpu import CUDA_HELPERS, cuda_row_kernel
 from search.teams.rules.fusion import analyse
+from search.teams.rules.kinds import Reduction, RowOp
 from search.teams.rules.problem import load_problem
 from search.teams.rules.recipe import Recipe
-from search.teams.rules.reductions import Reduction
-from search.teams.rules.rowwise import RowOp
+from search.teams.rules.writers import cuda
+from search.teams.rules.writers.table import WRITERS, kernel_section, names_of
 from tests.teams import rules_problems as P
 from tests.teams.test_rules_kernels import import_candidate
 
@@ -117,14 +115,12 @@ def test_the_cuda_row_kernels_compile_with_nvcc(tmp_path: Path) -> None:
     regions = [*analyse(P.ROW_OPS).regions, *analyse(P.LONG_ROWS).regions]
     kernels, inst = [], []
     for k, r in enumerate(regions):
+        text = WRITERS[(r.fusion_kind, "cuda")].kernel(r, names_of(r))
         if isinstance(r, RowOp):
-            text = cuda_row_kernel(r)
             n_int = 1 + 2 * sum(1 for i in r.pre.inputs if i.kind == "channel" and i.dim != len(r.shape) - 1)
         elif isinstance(r, Reduction):
-            text = cuda_reduction_kernel(r)
             n_int = 3 + 2 * sum(1 for i in r.inputs if i.kind == "channel")
         else:
-            text = codegen_cuda.cuda_kernel(r)
             n_int = 1 + 2 * sum(1 for i in r.inputs if i.kind == "channel")
         name = f"{r.name}_kernel"
         kernels.append(text.replace(name, f"{name}_{k}"))  # two problems: indices repeat
@@ -136,10 +132,10 @@ def test_the_cuda_row_kernels_compile_with_nvcc(tmp_path: Path) -> None:
                 inst.append(f"template __global__ void {name}_{k}<{targs}>({args});")
     cu = tmp_path / "rows.cu"
     cu.write_text("#include <cstdint>\n#include <cmath>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-                  + CUDA_HELPERS + "\n".join(kernels) + "\n" + "\n".join(inst) + "\n")
+                  + cuda.ROW_HELPERS + "\n".join(kernels) + "\n" + "\n".join(inst) + "\n")
     done = subprocess.run(["nvcc", "-c", "-O3", "--use_fast_math", "-arch=sm_90", "-o", str(tmp_path / "k.o"),
                            str(cu)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    source = codegen_cuda.cuda_source(analyse(P.ROW_OPS).regions)
+    source = kernel_section(analyse(P.ROW_OPS).regions, "cuda")
     assert source.count("__device__ float stark_block_reduce(") == 1 and "__shfl_xor_sync" in source
     assert "<<<static_cast<unsigned int>(rows), threads" in source

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from search.teams.rules import codegen_cpp, codegen_cuda, codegen_triton
 from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
-from search.teams.rules.fusion import Analysis, Region, forward_source
+from search.teams.rules.fusion import Analysis, forward_source
+from search.teams.rules.kinds import Fusion
 from search.teams.rules.recipe import Recipe
+from search.teams.rules.writers.table import kernel_section
 
 RULE = "# " + "-" * 98
 
@@ -21,7 +22,7 @@ RULE = "# " + "-" * 98
 @dataclass
 class Rendered:
     source: str
-    regions: list[Region]
+    regions: list[Fusion]
 
 
 def _title(text: str) -> str:
@@ -40,17 +41,7 @@ def header(recipe: Recipe, problem_name: str) -> str:
     )
 
 
-def kernel_section(regions: list[Region], backend: str) -> str:
-    if backend in ("cpp-omp", "cpp-serial"):
-        return codegen_cpp.kernel_section(regions, backend.split("-")[1])
-    if backend == "triton":
-        return codegen_triton.kernel_section(regions)
-    if backend == "cuda":
-        return codegen_cuda.kernel_section(regions)
-    raise ValueError(f"unknown kernel backend {backend!r}")
-
-
-def model_section(recipe: Recipe, analysis: Analysis, regions: list[Region]) -> str:
+def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> str:
     sig, call = analysis.signature, analysis.call
     lines = ["class ModelNew(Model):",
              f'    """The reference Model with: {recipe.describe()}."""', ""]

@@ -11,16 +11,11 @@ from typing import Any
 KINDS = ("row", "reduction", "single", "chain")
 
 
-def fusion_kind(fusion: object) -> str:
-    """"row", "reduction", "single" (one elementwise op) or "chain" (of a traced fusion)."""
-    from search.teams.rules.reductions import Reduction
-    from search.teams.rules.rowwise import RowOp
-
-    if isinstance(fusion, RowOp):
-        return "row"
-    if isinstance(fusion, Reduction):
-        return "reduction"
-    return "single" if len(getattr(fusion, "ops", [])) == 1 else "chain"
+def fusion_kind(fusion: Any) -> str:
+    """"row", "reduction", "single" (one elementwise op) or "chain" (of a traced fusion, search.teams.rules.kinds)."""
+    if fusion.fusion_kind == "elementwise":
+        return "single" if len(fusion.ops) == 1 else "chain"
+    return str(fusion.fusion_kind)
 
 
 @dataclass(frozen=True)

@@ -8,55 +8,16 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.fx as fx
 
-from search.teams.rules.fusion import AroundPrologue, Region, RegionInput, _meta, build_region, grow
+from search.teams.rules.graph import build_region, epilogue, grow, meta
+from search.teams.rules.kinds import Reduction, Region, RegionInput
 from search.teams.rules.ops import OpCall
-from search.teams.rules.rowwise import epilogue
 
 REDUCE_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.amax: "amax"}
 REDUCE_METHODS = ("sum", "mean", "amax")
-
-
-@dataclass
-class Reduction(AroundPrologue):
-    """pre: the prologue over the reduced tensor's elements (no steps: the tensor itself, input 0);
-    post: the epilogue over the reduced value (input 0 is the accumulator, other operands constants)."""
-
-    index: int
-    pre: Region
-    op: str
-    dim: int
-    keepdim: bool
-    post: Region
-    reduce_node: str
-    post_nodes: list[str]
-    hidden_nodes: list[str] = field(default_factory=list)  # e.g. torch.max(x, 1) before its `.values`
-
-    @property
-    def inputs(self) -> list[RegionInput]:
-        return self.pre.inputs
-
-    @property
-    def nodes(self) -> list[str]:
-        return [*self.pre.nodes, *self.hidden_nodes, self.reduce_node, *self.post_nodes]
-
-    @property
-    def is_max(self) -> bool:
-        return self.op in ("amax", "max")
-
-    @property
-    def ops(self) -> list[str]:
-        return [*self.pre.ops, self.op, *self.post.ops]
-
-    @property
-    def summary(self) -> str:
-        return " -> ".join([*self.pre.ops, f"{self.op}(dim={self.dim}{', keepdim' if self.keepdim else ''})",
-                            *self.post.ops])
 
 
 def read_reduce(node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:
@@ -103,7 +64,7 @@ def _bind_reduce(op: str, node: fx.Node) -> tuple[str, fx.Node, int, bool] | Non
     if (not isinstance(x, fx.Node) or not isinstance(dim, int) or isinstance(dim, bool)
             or not isinstance(keepdim, bool)):
         return None
-    m = _meta(x)
+    m = meta(x)
     if m is None or not len(m.shape):
         return None
     return op, x, dim % len(m.shape), keepdim
@@ -121,7 +82,7 @@ def find_reductions(gm: fx.GraphModule, calls: dict[fx.Node, OpCall], assigned: 
         if found is None or node in taken or any(h in taken for h in hidden):
             continue
         op, x, dim, keepdim = found
-        mx, mo = _meta(x), _meta(node)
+        mx, mo = meta(x), meta(node)
         if mo is None or mx.dtype not in allowed_dtypes or mo.dtype != mx.dtype:
             continue
         pre_nodes: list[fx.Node] = []
@@ -144,7 +105,3 @@ def find_reductions(gm: fx.GraphModule, calls: dict[fx.Node, OpCall], assigned: 
         taken |= members
         yield Reduction(0, pre, op, dim, keepdim, post, node.name, [n.name for n in post_nodes],
                         [h.name for h in hidden]), members
-
-
-def describe_inputs(fusion: Any) -> str:
-    return ", ".join(f"{i.node} ({i.kind}{'' if i.dim is None else f' dim {i.dim}'})" for i in fusion.inputs)

@@ -24,54 +24,15 @@ import torch.fx as fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from search.teams.rules.fusion import AroundPrologue, Region, RegionInput, _meta, build_region, grow
+from search.teams.rules.graph import build_region, epilogue, grow, meta
+from search.teams.rules.kinds import Region, RegionInput, RowOp
 from search.teams.rules.ops import OpCall, read_op
+from search.teams.rules.reductions import read_reduce
 
 KINDS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 SOFTMAX_FUNCTIONS: dict[Any, str] = {torch.softmax: "softmax", F.softmax: "softmax",
                                      torch.log_softmax: "log_softmax", F.log_softmax: "log_softmax"}
 SOFTMAX_MODULES: dict[type[nn.Module], str] = {nn.Softmax: "softmax", nn.LogSoftmax: "log_softmax"}
-
-
-@dataclass
-class RowOp(AroundPrologue):
-    """pre: the prologue producing the rows (no steps: the input itself, input 0); weight / bias: indices
-    into inputs of the per-column affine parameters (norms only); post: the epilogue over the op's result
-    (input 0 is the result, other operands constants); core_nodes: the traced nodes of the op itself."""
-
-    index: int
-    kind: str
-    pre: Region
-    affine: list[RegionInput]
-    weight: int | None
-    bias: int | None
-    eps: float
-    post: Region
-    core_nodes: list[str]
-    post_nodes: list[str]
-
-    @property
-    def inputs(self) -> list[RegionInput]:
-        return [*self.pre.inputs, *self.affine]
-
-    @property
-    def nodes(self) -> list[str]:
-        return [*self.pre.nodes, *self.core_nodes, *self.post_nodes]
-
-    @property
-    def ops(self) -> list[str]:
-        return [*self.pre.ops, self.kind, *self.post.ops]
-
-    @property
-    def core_summary(self) -> str:
-        if self.kind in ("softmax", "log_softmax"):
-            return f"{self.kind}(dim=-1)"
-        affine = [w for w, i in (("weight", self.weight), ("bias", self.bias)) if i is not None]
-        return f"{self.kind}({self.shape[-1]}, eps={self.eps:g}{', ' + ' + '.join(affine) if affine else ''})"
-
-    @property
-    def summary(self) -> str:
-        return " -> ".join([*self.pre.ops, self.core_summary, *self.post.ops])
 
 
 @dataclass
@@ -102,7 +63,7 @@ def _bind(node: fx.Node, names: list[str], ignore: tuple[str, ...] = ()) -> dict
 
 
 def _last_dim(dim: Any, x: fx.Node) -> bool:
-    m = _meta(x)
+    m = meta(x)
     return (m is not None and len(m.shape) > 0 and isinstance(dim, int) and not isinstance(dim, bool)
             and dim % len(m.shape) == len(m.shape) - 1)
 
@@ -144,7 +105,7 @@ def _softmax(node: fx.Node, root: nn.Module) -> _Core | None:
 
 
 def _norm_shape_ok(shape: Any, x: fx.Node) -> bool:
-    m = _meta(x)
+    m = meta(x)
     if isinstance(shape, int):
         shape = (shape,)
     return (m is not None and len(m.shape) > 0 and isinstance(shape, (tuple, list)) and len(shape) == 1
@@ -163,7 +124,7 @@ def _layer_norm(node: fx.Node, root: nn.Module) -> _Core | None:
         if isinstance(mod, nn.LayerNorm):
             return _Core("layer_norm", x, node, [node], _param(owner, "weight", mod.weight),
                          _param(owner, "bias", mod.bias), float(mod.eps))
-        eps = mod.eps if mod.eps is not None else torch.finfo(_meta(x).dtype).eps
+        eps = mod.eps if mod.eps is not None else torch.finfo(meta(x).dtype).eps
         return _Core("rms_norm", x, node, [node], _param(owner, "weight", mod.weight), None, float(eps))
     if node.op != "call_function" or node.target not in (F.layer_norm, F.rms_norm):
         return None
@@ -179,7 +140,7 @@ def _layer_norm(node: fx.Node, root: nn.Module) -> _Core | None:
     if not isinstance(x, fx.Node) or not _norm_shape_ok(bound.get("normalized_shape"), x):
         return None
     if eps is None:
-        eps = torch.finfo(_meta(x).dtype).eps
+        eps = torch.finfo(meta(x).dtype).eps
     if not isinstance(eps, (int, float)) or not math.isfinite(eps):
         return None
     w, b = bound.get("weight"), bound.get("bias")
@@ -203,8 +164,6 @@ def _const_operand(call: OpCall, node: fx.Node) -> float | None:
 
 def _rms_pattern(node: fx.Node, root: nn.Module, calls: dict[fx.Node, OpCall]) -> _Core | None:
     """`x * rsqrt(mean(x*x, -1, keepdim=True) + eps) [* w]` (or x / sqrt(...)) matched from its mean."""
-    from search.teams.rules.reductions import read_reduce
-
     def call_of(n: fx.Node | None) -> OpCall | None:
         # x * rstd broadcasts a [..., 1] statistic, which no elementwise region accepts: read it directly
         return None if n is None else calls.get(n) or read_op(n, root)
@@ -243,7 +202,7 @@ def _rms_pattern(node: fx.Node, root: nn.Module, calls: dict[fx.Node, OpCall]) -
     w_call = call_of(w_node)
     if w_node is not None and w_call is not None and w_call.op == "mul" and len(w_call.operands) == 2:
         other = w_call.operands[1] if w_call.operands[0] is y else w_call.operands[0]
-        mo, mw = _meta(y), _meta(other)
+        mo, mw = meta(y), meta(other)
         if (isinstance(other, fx.Node) and other is not y and mw is not None and list(mw.shape) == [mo.shape[-1]]
                 and mw.dtype == mo.dtype):
             members.append(w_node)
@@ -256,24 +215,9 @@ def read_row_op(node: fx.Node, root: nn.Module, calls: dict[fx.Node, OpCall]) ->
     return _softmax(node, root) or _layer_norm(node, root) or _rms_pattern(node, root, calls)
 
 
-def epilogue(last: fx.Node, calls: dict[fx.Node, OpCall], taken: set[fx.Node]) -> list[fx.Node]:
-    """The chain of single-user elementwise ops after last whose other operands are all constants."""
-    shape = list(_meta(last).shape)
-    post: list[fx.Node] = []
-    while len(last.users) == 1:
-        (user,) = last.users
-        call = calls.get(user)
-        if (call is None or user in taken or list(_meta(user).shape) != shape
-                or any(isinstance(a, fx.Node) and a is not last for a in call.operands)):
-            break
-        post.append(user)
-        last = user
-    return post
-
-
 def _row_op(core: _Core, gm: fx.GraphModule, calls: dict[fx.Node, OpCall], taken: set[fx.Node],
             allowed_dtypes: tuple[torch.dtype, ...]) -> tuple[RowOp, set[fx.Node]] | None:
-    mx, mo = _meta(core.x), _meta(core.out)
+    mx, mo = meta(core.x), meta(core.out)
     if mx is None or mo is None or mx.dtype not in allowed_dtypes or mo.dtype != mx.dtype:
         return None
     if list(mo.shape) != list(mx.shape) or math.prod(mx.shape) == 0 or any(m in taken for m in core.members):
@@ -284,7 +228,7 @@ def _row_op(core: _Core, gm: fx.GraphModule, calls: dict[fx.Node, OpCall], taken
     nodes = list(gm.graph.nodes)
     for param in (core.weight, core.bias):
         if param is not None and param.attr is None:
-            m = _meta(next(n for n in nodes if n.name == param.node))
+            m = meta(next(n for n in nodes if n.name == param.node))
             if m is None or m.dtype != mx.dtype or list(m.shape) != [mx.shape[-1]]:
                 return None
     members = set(core.members)

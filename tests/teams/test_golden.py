@@ -1,0 +1,104 @@
+"""Golden files: the candidate source the rules team writes for every sample problem and every kernel backend,
+compared byte for byte with the files committed under tests/teams/golden/ (one per problem and backend).
+
+The problems: the rules tests' own (tests/teams/rules_problems.py), the bundled samples (examples/problems) and the
+scale benchmark's (benchmarks/problems/kb_scale). For each, every fusion the tracer finds is fused with each
+backend of the device (cpp-omp and cpp-serial traced for the CPU, triton and cuda traced for CUDA, as the team's
+tracing child does); a problem with no fusion gets the reference restructured (`none`).
+
+After an intended change to the generator, regenerate them and read what changed:
+
+    STARK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/teams/test_golden.py
+
+which rewrites the files that differ, removes the ones no case writes any more, and prints a diff of each."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+import pytest
+
+from search.teams.rules.candidate import render
+from search.teams.rules.recipe import Recipe
+from tests.teams.samples import ROOT, analysis, problems
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+SUFFIX = ".golden"
+BACKENDS = {False: ("cpp-omp", "cpp-serial"), True: ("triton", "cuda")}  # traced for CUDA: True
+UPDATE = os.environ.get("STARK_UPDATE_GOLDEN", "").strip() not in ("", "0")
+COMMAND = "STARK_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/teams/test_golden.py"
+
+
+def cases() -> dict[str, tuple[str, bool, str]]:
+    """Golden file (relative to GOLDEN) -> (problem id, traced for CUDA, backend or "none")."""
+    out: dict[str, tuple[str, bool, str]] = {}
+    for problem in problems():
+        for cuda, backends in BACKENDS.items():
+            if analysis(problem, cuda).regions:
+                out.update({f"{problem}/{b}{SUFFIX}": (problem, cuda, b) for b in backends})
+            else:
+                out.setdefault(f"{problem}/none{SUFFIX}", (problem, cuda, "none"))
+    return out
+
+
+def generate(problem: str, cuda: bool, backend: str) -> str:
+    a = analysis(problem, cuda)
+    recipe = Recipe() if backend == "none" else Recipe(fused=tuple(r.index for r in a.regions), backend=backend)
+    return render(problems()[problem], recipe, a, problem).source
+
+
+def show(diff: list[str], most: int = 80) -> str:
+    return "\n".join(diff[:most] + ([f"... ({len(diff) - most} more diff lines)"] if len(diff) > most else []))
+
+
+def diff_of(old: str, new: str, name: str) -> list[str]:
+    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"{name} (committed)", f"{name} (generated)",
+                                     lineterm=""))
+
+
+CASES = cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_generated_source_matches_its_golden_file(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    source = generate(*CASES[name])
+    path = GOLDEN / name
+    old = path.read_text() if path.exists() else None
+    if UPDATE:
+        if old != source:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(source)
+            with capsys.disabled():
+                print(f"\n[golden] {'updated' if old is not None else 'created'} {path.relative_to(ROOT)}")
+                print(show(diff_of(old or "", source, name)))
+        return
+    assert old is not None, f"no golden file {path.relative_to(ROOT)}; write it with {COMMAND}"
+    assert source == old, (f"the generated source differs from {path.relative_to(ROOT)} (if intended, regenerate with "
+                           f"{COMMAND}):\n{show(diff_of(old, source, name))}")
+
+
+def test_every_golden_file_belongs_to_a_case(capsys: pytest.CaptureFixture[str]) -> None:
+    """A golden file no case writes (a problem renamed, a fusion no longer found) is stale: removed on update."""
+    stale = sorted(str(p.relative_to(GOLDEN)) for p in GOLDEN.rglob(f"*{SUFFIX}")
+                   if str(p.relative_to(GOLDEN)) not in CASES)
+    if UPDATE:
+        for name in stale:
+            (GOLDEN / name).unlink()
+            with capsys.disabled():
+                print(f"\n[golden] removed {name} (no case writes it any more)")
+        return
+    assert not stale, f"golden files no case writes: {stale}; remove them with {COMMAND}"
+
+
+def test_the_cases_cover_every_fusion_kind_and_backend() -> None:
+    """The golden files pin every writer: each backend writes an elementwise chain, a lone op, a reduction and a
+    row op somewhere among the sample problems."""
+    kinds = {(type(r).__name__, b) for (problem, cuda, b) in CASES.values() if b != "none"
+             for r in analysis(problem, cuda).regions}
+    single = {b for (problem, cuda, b) in CASES.values() if b != "none"
+              for r in analysis(problem, cuda).regions if type(r).__name__ == "Region" and len(r.ops) == 1}
+    for backend in (*BACKENDS[False], *BACKENDS[True]):
+        assert {("Region", backend), ("Reduction", backend), ("RowOp", backend)} <= kinds, backend
+        assert backend in single, backend
