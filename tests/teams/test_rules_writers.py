@@ -114,6 +114,12 @@ def get_init_inputs():
         assert f"def {region.name}(mask_in, po_in, row_max_in, plain):" in section, backend
 
 
+def test_inputs_named_like_a_cxx_namespace_are_renamed() -> None:
+    """fx names torch.std's node `std`; a C++ parameter so named would shadow std:: in the generated host code."""
+    for name in ("std", "at", "c10", "torch"):
+        assert RESERVED.match(name), name
+
+
 def test_a_writer_is_plain_data() -> None:
     """Writers are frozen records: a backend's table cannot be changed behind the registry's back."""
     writer = WRITERS[("row", "cuda")]

@@ -19,6 +19,7 @@ from search.teams.rules.kinds import Fusion, Reduction, Region, RowOp
 from search.teams.rules.writers.base import Backend, Names, Writer
 from search.teams.rules.writers.body import BODY_NAMES, body_lines
 from search.teams.rules.writers.cxx import (
+    CXX_NAMESPACES,
     HOST_NAMES,
     INNER_SIZE,
     LOWEST,
@@ -281,4 +282,4 @@ def backend(variant: str) -> Backend:
                       doc="fused into one C++ kernel, one row per thread with the row in cache",
                       includes=ROW_INCLUDES, helpers=ROW_HELPERS,
                       reserved=(*common, *ROW_NAMES, "n", "N", "rows", "r", "qo", "j", "t", "acc", r"stark_\w+")),
-    }, partial(assemble, variant=variant))
+    }, partial(assemble, variant=variant), reserved=CXX_NAMESPACES)

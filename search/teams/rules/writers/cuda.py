@@ -16,6 +16,7 @@ from search.teams.rules.kinds import Fusion, Reduction, Region, RowOp
 from search.teams.rules.writers.base import Backend, Names, Writer
 from search.teams.rules.writers.body import BODY_NAMES, body_lines
 from search.teams.rules.writers.cxx import (
+    CXX_NAMESPACES,
     HOST_NAMES,
     INNER_SIZE,
     accumulate,
@@ -273,4 +274,4 @@ BACKEND = Backend("cuda", {
     "reduction": Writer(reduction_kernel, reduction_host, DOC, reserved=(*COMMON, "D", "outer", "out_sizes", "s")),
     "row": Writer(row_kernel, row_host, DOC, helpers=ROW_HELPERS,
                   reserved=(*COMMON, *ROW_NAMES, "N", "rows", "threads", r"stark_\w+")),
-}, assemble)
+}, assemble, reserved=CXX_NAMESPACES)

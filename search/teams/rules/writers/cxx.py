@@ -14,6 +14,9 @@ from search.teams.rules.writers.base import Names
 from search.teams.rules.writers.body import body_lines
 
 # The host functions' locals: x<k> (the contiguous inputs), the device guard, the output, the channel strides.
+# C++ namespaces the generated code names (std::, at::, c10::, torch::): an input traced as `std` (fx names
+# torch.std's node so) would shadow them, so such parameters get the suffix `_in` too.
+CXX_NAMESPACES = ("std", "at", "c10", "torch")
 HOST_NAMES = (r"x\d+", "guard", "torch", "out", r"inner\d*", r"size\d*")
 LOWEST = "-3.40282347e+38f"  # -FLT_MAX: -INFINITY is not safe under -ffinite-math-only
 
