@@ -28,6 +28,7 @@ from search.engine.tree import Tree
 Evaluator = Callable[[str, str, dict[str, Any]], dict[str, Any]]
 NOTHING_SELECTABLE = "nothing left to select (every branch is throttled or pruned)"
 LEADERBOARD_SIZE = 10
+RETRY_STATUS = {"expand": "selected", "evaluate": "building"}  # a lost phase's new try starts from this status
 
 
 @dataclass(frozen=True)
@@ -155,16 +156,18 @@ class Engine(Expansion):
                 return Finish("finished", NOTHING_SELECTABLE)
             return Finish("finished" if self.tree.attempts >= self.limits().budget else "stopped", stop)
 
-    def retry(self, node_id: int, reason: str) -> Node:
+    def retry(self, node_id: int, reason: str, phase: str = "expand") -> Node:
         """Hand an unfinished attempt whose phase was lost (killed worker, lost job) to a new try: the reason goes
-        to its log; one lost in evaluation stays "building" (evaluated again), else it goes back to "selected"
-        (its agents run again)."""
+        to its log, and the attempt goes back to "selected" (phase "expand": its agents run again) or "building"
+        (phase "evaluate": its candidate is evaluated again)."""
+        if phase not in RETRY_STATUS:
+            raise ValueError(f"phase {phase!r} is not one of {', '.join(RETRY_STATUS)}")
         with self.lock:
             node = self.tree[node_id]
             if node.finished:
                 raise ValueError(f"node {node_id} is finished ({node.status}); only an attempt in flight is retried")
             self._log(node, f"{reason}; retrying once")
-            self.set_status(node, "building" if node.status == "building" else "selected")
+            self.set_status(node, RETRY_STATUS[phase])
         return node
 
     def route(self, node_id: int) -> str:

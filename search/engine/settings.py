@@ -12,16 +12,16 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
-from kernels.settings import EvalSettings, device_problem
 from search.engine.limits import DEFAULT_BUDGET, Limits
-from search.teams import TEAM_NAMES, default_target
+from search.teams import OFFLINE_TEAM, TEAM_NAMES, default_target
 
 TARGETS = ("cpp", "cuda", "triton", "torch")
 GPU_TARGETS = ("cuda", "triton")
 ROLES = ("plan", "code", "debug")  # the agent roles a run may configure one by one
-DEFAULT_TEAM = "rules"
+DEFAULT_TEAM = OFFLINE_TEAM
 DEFAULT_BASELINES = ("eager", "compile")  # max-autotune only when asked (slow to compile)
 MAX_BUDGET = 1000
 MAX_PARALLEL = 64
@@ -79,7 +79,7 @@ class RunSettings:
         _whole("budget", self.budget, 1, MAX_BUDGET)
         _whole("parallel", self.parallel, 1, MAX_PARALLEL)
         _whole("seed", self.seed, 0, MAX_SEED)
-        problem = device_problem(self.device)
+        problem = _kernels_settings().device_problem(self.device)
         if problem:
             raise SettingError("device", problem)
         target = self.target or default_target(self.team, self.device)
@@ -151,6 +151,15 @@ def team_config(team_options: Mapping[str, Any], settings: Mapping[str, Any]) ->
     if settings.get("cost_limit_usd") is not None:
         out["cost_limit_usd"] = settings["cost_limit_usd"]
     return out
+
+
+def _kernels_settings() -> ModuleType:
+    """kernels.settings (the one check of device names and evaluation settings), imported when settings are first
+    checked: the kernels package loads torch (a second, hundreds of MB), which `python -m search show` and the web
+    pages that only import these constants do not need."""
+    from kernels import settings
+
+    return settings
 
 
 def _whole(name: str, value: Any, low: int, high: int) -> None:
@@ -230,6 +239,6 @@ def _eval_dict(raw: dict[str, Any], device: str, seed: int) -> dict[str, Any]:
     raw.setdefault("baselines", list(DEFAULT_BASELINES))
     raw.setdefault("seed", seed)
     try:
-        return EvalSettings.from_dict(raw).to_dict()
+        return _kernels_settings().EvalSettings.from_dict(raw).to_dict()
     except (TypeError, ValueError) as exc:
         raise SettingError("eval", str(exc)) from None
