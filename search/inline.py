@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from search.engine.engine import Engine
+from search.engine.engine import Engine, selection_settings
 from search.engine.events import Event
 from search.engine.loop import RunSummary, run
 from search.engine.settings import LOCAL_ONLY_OPTIONS, TEAM_OPTIONS, RunSettings, SettingError
@@ -128,7 +128,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
         tree.settings.update(limits)
     else:
         tree = Tree(source, {"problem_file": str(path), "team": settings.team, "team_options": settings.team_config(),
-                             **settings.tree_settings(), **limits, "policy": team.policy.to_dict()},
+                             **settings.tree_settings(), **limits, **selection_settings(team)},
                     meta={"problem_summary": summary})
     sinks: list[Callable[[Event], None]] = [] if args.quiet else [printer(out, settings.budget)]
     if events_file:

@@ -22,7 +22,7 @@ from search.engine.events import Emit, Event, ignore
 from search.engine.expand import Expansion
 from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.engine.node import Node
-from search.engine.policies import selection_rng
+from search.engine.policies import Policy, policy_from_dict, selection_rng
 from search.engine.tree import Tree
 
 Evaluator = Callable[[str, str, dict[str, Any]], dict[str, Any]]
@@ -38,6 +38,12 @@ class Finish:
 
     status: str
     reason: str
+
+
+def selection_settings(team: Team) -> dict[str, Any]:
+    """What the tree records of the team's selection (its policy, whether it can debug), so later steps select
+    without building the team."""
+    return {"policy": team.policy.to_dict(), "can_debug": team.debug is not None}
 
 
 def no_inline_evaluation(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +121,16 @@ class Engine(Expansion):
                     pending[node_id] += 1
             attempt = self.tree.attempts + sum(pending.values()) + 1
             rng = selection_rng(self.seed, attempt)
-            return self.team.policy.select(self.tree, rng, pending, can_debug=self.team.debug is not None)
+            policy, can_debug = self.selection()
+            return policy.select(self.tree, rng, pending, can_debug=can_debug)
+
+    def selection(self) -> tuple[Policy, bool]:
+        """The policy and whether failed nodes can be debugged: the team's once built; before that the tree's record
+        of them (settings "policy" and "can_debug", see selection_settings), so scheduling needs no agents."""
+        settings = self.tree.settings
+        if self._team is None and isinstance(settings.get("policy"), dict) and "can_debug" in settings:
+            return policy_from_dict(settings["policy"]), bool(settings["can_debug"])
+        return self.team.policy, self.team.debug is not None
 
     def limits(self) -> Limits:
         """The run's stop conditions, from the tree's settings (budget B, default 30; time and cost limits)."""

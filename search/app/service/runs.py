@@ -11,6 +11,7 @@ from django.db import transaction
 from search.app.events import Recorder
 from search.app.models import Node, Run
 from search.app.service.settings import OPERATOR_EVAL_KEYS
+from search.app.service.trace_store import RedisTraceStore
 from search.engine.agents import Team
 from search.engine.engine import Engine
 from search.engine.node import Node as EngineNode
@@ -28,9 +29,10 @@ def load_tree(run: Run) -> Tree:
 
 
 def make_team(run: Run) -> Team:
-    """The run's team, built from its stored options (the same shape RunSettings.team_config gives)."""
-    return get_team(run.team, team_config(run.team_options, {**run.settings, "target": run.target,
-                                                             "device": run.device}))
+    """The run's team, built from its stored options (the same shape RunSettings.team_config gives), with the
+    run's trace store (the offline team keeps its tracing children's answers there across expand jobs)."""
+    options = team_config(run.team_options, {**run.settings, "target": run.target, "device": run.device})
+    return get_team(run.team, {**options, "trace_store": RedisTraceStore(run.pk)})
 
 
 def make_engine(run: Run, tree: Tree, recorder: Recorder) -> Engine:

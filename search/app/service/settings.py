@@ -15,6 +15,7 @@ from django.conf import settings as django_settings
 
 from kernels import EvalSettings
 from search.app.service.inputs import check_values, loads, plain_text
+from search.engine.engine import selection_settings
 from search.engine.settings import BASE_URL_OPTIONS, RunSettings, SettingError
 from search.llm.errors import ConfigError
 from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
@@ -75,8 +76,9 @@ def service_settings(settings: RunSettings) -> RunSettings:
 
 def stored_settings(settings: RunSettings) -> dict[str, Any]:
     """The tree settings a run stores: its evaluation settings without the operator's (the workers' own values
-    apply; search.app.service.runs.eval_settings drops them from old runs too)."""
-    out = settings.tree_settings()
+    apply; search.app.service.runs.eval_settings drops them from old runs too), and its team's selection (policy,
+    can_debug), so the steps that only schedule never build the team."""
+    out = {**settings.tree_settings(), **selection_settings(get_team(settings.team, settings.team_config()))}
     out["eval"] = {k: v for k, v in out["eval"].items() if k not in OPERATOR_EVAL_KEYS}
     return out
 
