@@ -108,13 +108,14 @@ def api(owner, monkeypatch) -> Client:
 
 def body_with(option: str) -> dict[str, Any]:
     """A run request that sets `option` (a team option) to a valid value, with the team it belongs to."""
-    base = option.split("_", 1)[1] if option.startswith(tuple(f"{r}_" for r in ROLES)) else option
+    role = option.split("_", 1)[0] + "_" if option.startswith(tuple(f"{r}_" for r in ROLES)) else ""
+    base = option.removeprefix(role)
     body: dict[str, Any] = {"team": "stark", "budget": 1, "problem_source": problem_source(), "eval": CHEAP_EVAL,
                             option: SAMPLES[base]}
     if base in ("script", "cost_per_call", "single_agent", "no_debug"):
         body["team"] = "scripted"
     if base == "base_url":  # an endpoint of the operator's, served by an openai-compatible server
-        body.update({"provider": "openai-compatible", "model": "served-model"})
+        body.update({f"{role}provider": "openai-compatible", f"{role}model": "served-model"})
     return body
 
 
@@ -123,7 +124,9 @@ def created(client: Client, body: dict[str, Any]) -> dict[str, Any]:
     assert response.status_code == 201, f"{sorted(body)}: {response.status_code} {response.content[:400]!r}"
     from search.app.models import Run
 
-    return Run.objects.get(pk=response.json()["id"]).to_dict()
+    run_id = response.json()["id"]
+    assert client.post(f"/api/runs/{run_id}/cancel").status_code == 200  # within the active runs' limit
+    return Run.objects.get(pk=run_id).to_dict()
 
 
 @pytest.mark.django_db
