@@ -12,7 +12,7 @@ from search.engine.policies import POLICY_NAMES
 from search.engine.settings import ROLES, TARGETS
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
-from search.llm.settings import PROVIDERS
+from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS
 from search.teams import TEAM_NAMES
 
 
@@ -41,11 +41,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="environment variable holding the key for --base-url (default: STARK_LLM_API_KEY for "
                         "openai-compatible, else none; see docs/llm.md, Keys)")
     g.add_argument("--max-tokens", type=int, default=None, help="answer token limit per call")
-    defaults = {"plan": 0.8, "code": 0.1, "debug": 0.1}
     for role in ROLES:
         g.add_argument(f"--{role}-model", default=None, help=f"model of the {role} agent (default --model)")
         g.add_argument(f"--{role}-temperature", type=float, default=None,
-                       help=f"temperature of the {role} agent (default {defaults[role]})")
+                       help=f"temperature of the {role} agent (default {DEFAULT_TEMPERATURE[role]})")
         g.add_argument(f"--{role}-provider", choices=PROVIDERS, default=None,
                        help=f"provider of the {role} agent (default --provider)")
     s = p.add_argument_group("search")

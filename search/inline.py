@@ -12,7 +12,15 @@ from typing import Any, TextIO
 from search.engine.engine import Engine, selection_settings
 from search.engine.events import Event
 from search.engine.loop import RunSummary, run
-from search.engine.settings import LOCAL_ONLY_OPTIONS, TEAM_OPTIONS, RunSettings, SettingError
+from search.engine.settings import (
+    DEFAULT_BASELINES,
+    DEFAULT_DEVICE,
+    GPU_DEVICE,
+    LOCAL_ONLY_OPTIONS,
+    TEAM_OPTIONS,
+    RunSettings,
+    SettingError,
+)
 from search.engine.tree import Tree
 from search.teams import TeamUnavailable, get_team
 
@@ -29,8 +37,8 @@ def default_device() -> str:
     try:
         import torch
     except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+        return DEFAULT_DEVICE
+    return GPU_DEVICE if torch.cuda.is_available() else DEFAULT_DEVICE
 
 
 def team_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -40,7 +48,7 @@ def team_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def eval_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The evaluation settings the flags choose (RunSettings adds the device and the seed)."""
-    baselines = ["eager"] if args.no_compile_baseline else ["eager", "compile"]
+    baselines = [b for b in DEFAULT_BASELINES if b == "eager" or not args.no_compile_baseline]
     if args.max_autotune_baseline:
         baselines.append("compile-max-autotune")
     fields: dict[str, Any] = {"baselines": baselines}

@@ -18,8 +18,14 @@ from typing import Any
 from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.teams import OFFLINE_TEAM, TEAM_NAMES, default_target
 
-TARGETS = ("cpp", "cuda", "triton", "torch")
+# The kernel languages a run's agents write, with what each is (the form shows it).
+TARGET_ABOUT = {"cpp": "C++/OpenMP on the CPU", "cuda": "CUDA C++ (load_inline)", "triton": "Triton",
+                "torch": "PyTorch-level rewrites"}
+TARGETS = tuple(TARGET_ABOUT)
 GPU_TARGETS = ("cuda", "triton")
+DEFAULT_DEVICE = "cpu"
+GPU_DEVICE = "cuda"  # "cuda:N" names one GPU (kernels.settings.device_problem checks every device name)
+DEVICE_KINDS = (DEFAULT_DEVICE, GPU_DEVICE)
 ROLES = ("plan", "code", "debug")  # the agent roles a run may configure one by one
 DEFAULT_TEAM = OFFLINE_TEAM
 DEFAULT_BASELINES = ("eager", "compile")  # max-autotune only when asked (slow to compile)
@@ -64,7 +70,7 @@ class RunSettings:
     team: str = DEFAULT_TEAM
     budget: int = DEFAULT_BUDGET
     parallel: int = 1
-    device: str = "cpu"
+    device: str = DEFAULT_DEVICE
     target: str = ""
     seed: int = 0
     time_limit_s: float | None = None
@@ -85,7 +91,7 @@ class RunSettings:
         target = self.target or default_target(self.team, self.device)
         if target not in TARGETS:
             raise SettingError("target", f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-        if not self.device.startswith("cuda") and target in GPU_TARGETS:
+        if not self.device.startswith(GPU_DEVICE) and target in GPU_TARGETS:
             raise SettingError("target", f"target {target} needs a CUDA device; use target cpp (or torch) on cpu")
         object.__setattr__(self, "target", target)
         for name in ("time_limit_s", "cost_limit_usd"):
@@ -105,7 +111,7 @@ class RunSettings:
             team=str(data.get("team") or DEFAULT_TEAM).strip(),
             budget=_int(data, "budget", DEFAULT_BUDGET),
             parallel=_int(data, "parallel", 1),
-            device=str(data.get("device") or "cpu").strip(),
+            device=str(data.get("device") or DEFAULT_DEVICE).strip(),
             target=str(data.get("target") or "").strip(),
             seed=_int(data, "seed", 0),
             time_limit_s=_float(data, "time_limit_s"),
@@ -146,7 +152,7 @@ class RunSettings:
 
 def team_config(team_options: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """RunSettings.team_config of a stored run: its team options and tree settings (no re-validation)."""
-    out = {**team_options, "target": settings.get("target"), "device": settings.get("device", "cpu"),
+    out = {**team_options, "target": settings.get("target"), "device": settings.get("device", DEFAULT_DEVICE),
            "seed": int(settings.get("seed") or 0)}
     if settings.get("cost_limit_usd") is not None:
         out["cost_limit_usd"] = settings["cost_limit_usd"]

@@ -8,15 +8,22 @@ from django import forms
 
 from search.app.pages.providers import any_ready
 from search.engine.limits import DEFAULT_BUDGET
-from search.engine.settings import DEFAULT_BASELINES, MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
+from search.engine.settings import (
+    DEFAULT_BASELINES,
+    DEFAULT_DEVICE,
+    DEVICE_KINDS,
+    GPU_DEVICE,
+    MAX_BUDGET,
+    MAX_PARALLEL,
+    ROLES,
+    TARGET_ABOUT,
+)
 from search.llm.settings import PROVIDERS
 from search.teams import OFFLINE_TEAM, TEAMS
 
 TEAM_HELP = {name: entry.about for name, entry in TEAMS.items() if entry.offered}  # `scripted` is for tests only
 # The form's fields that are run options of LLM teams, sent only when an LLM team is chosen.
 LLM_FIELDS = ("provider", "model", "base_url", *(f"{r}_{x}" for r in ROLES for x in ("provider", "model")))
-TARGET_HELP = {"cpp": "C++/OpenMP on the CPU", "cuda": "CUDA C++ (load_inline)", "triton": "Triton",
-               "torch": "PyTorch-level rewrites"}
 
 
 def host_has_gpu() -> bool:
@@ -31,9 +38,9 @@ class NewRunForm(forms.Form):
     problem_name = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
     name = forms.CharField(required=False, max_length=200, label="Run name")
     team = forms.ChoiceField(choices=[(t, f"{t} — {h}") for t, h in TEAM_HELP.items()])
-    device = forms.ChoiceField(choices=[("cpu", "cpu"), ("cuda", "cuda")])
+    device = forms.ChoiceField(choices=[(d, d) for d in DEVICE_KINDS])
     target = forms.ChoiceField(required=False, choices=[("", "default for the device")]
-                               + [(t, f"{t} — {TARGET_HELP.get(t, t)}") for t in TARGETS])
+                               + [(t, f"{t} — {about}") for t, about in TARGET_ABOUT.items()])
     budget = forms.IntegerField(min_value=1, max_value=MAX_BUDGET, initial=DEFAULT_BUDGET, label="Budget (attempts)")
     parallel = forms.IntegerField(min_value=1, max_value=MAX_PARALLEL, initial=1, label="Attempts in flight")
     seed = forms.IntegerField(required=False, min_value=0, initial=0)
@@ -56,7 +63,7 @@ class NewRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         if not self.is_bound:
             self.initial.setdefault("team", "stark" if any_ready() else OFFLINE_TEAM)
-            self.initial.setdefault("device", "cuda" if host_has_gpu() else "cpu")
+            self.initial.setdefault("device", GPU_DEVICE if host_has_gpu() else DEFAULT_DEVICE)
         for role in ROLES:
             self.fields[f"{role}_provider"] = forms.ChoiceField(required=False, choices=self.fields["provider"].choices)
             self.fields[f"{role}_model"] = forms.CharField(required=False, max_length=200)
