@@ -141,9 +141,12 @@ class Engine(Expansion):
     def schedule(self, slots: int, elapsed_s: float) -> tuple[list[Node], str | None]:
         """Start up to `slots` attempts: before each, the limits (budget, time, cost) are checked, then the policy
         selects a parent and its child enters the tree (status selected). Returns the children started and why
-        no further attempt may start (None when only the slots or the policy stopped it)."""
+        no further attempt may start (None when only the slots or the policy stopped it). Nothing starts before
+        the reference passed."""
         started: list[Node] = []
         with self.lock:
+            if not self.tree.root.correct:  # not evaluated yet, or the reference failed (finish_reason says so)
+                return started, None
             limits = self.limits()
             while len(started) < slots:
                 stop = limits.stop_reason(self.tree, elapsed_s)

@@ -74,7 +74,7 @@ def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit
     futures: dict[Future[Node], int] = {}
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="attempt") as pool:
         while True:
-            if stop is None and failure is None and engine.tree.root.correct:
+            if stop is None and failure is None:
                 children, stop = engine.schedule(parallel - len(futures), time.monotonic() - started)
                 for child in children:
                     assert child.parent is not None

@@ -80,14 +80,12 @@ def schedule(run: Run, engine: Engine) -> None:
     tree = engine.tree
     if not tree.root.finished:
         return
-    stop: str | None = None
-    if tree.root.correct:
-        elapsed = (timezone.now() - run.started_at).total_seconds() if run.started_at else 0.0
-        children, stop = engine.schedule(parallel_now(run) - len(tree.in_flight()), elapsed)
-        for child in children:
-            pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=child.id)
-            Node.objects.filter(pk=pk).update(phase="expand", tries=1, claim="", job_id=queues.expand_job_id(pk, 1))
-            queues.after_commit(queues.enqueue_expand, run.pk, pk, 1)
+    elapsed = (timezone.now() - run.started_at).total_seconds() if run.started_at else 0.0
+    children, stop = engine.schedule(parallel_now(run) - len(tree.in_flight()), elapsed)
+    for child in children:
+        pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=child.id)
+        Node.objects.filter(pk=pk).update(phase="expand", tries=1, claim="", job_id=queues.expand_job_id(pk, 1))
+        queues.after_commit(queues.enqueue_expand, run.pk, pk, 1)
     end = engine.finish_reason(stop)
     if end is not None:
         finish(run, tree, RUN_STATUS[end.status], end.reason)
