@@ -9,7 +9,7 @@ from typing import TextIO
 from search.bench import cmd_bench
 from search.engine.limits import DEFAULT_BUDGET
 from search.engine.policies import POLICY_NAMES
-from search.engine.settings import ROLES, TARGETS
+from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS
@@ -19,10 +19,11 @@ from search.teams import TEAM_NAMES
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options `run` and `bench` share."""
     p.add_argument("--team", required=True, choices=TEAM_NAMES, help="agent team (scripted is for tests)")
-    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="attempts B per problem (default 30)")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                   help=f"attempts B per problem, 1 to {MAX_BUDGET} (default {DEFAULT_BUDGET})")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0, help="seed of selection and evaluation (default 0)")
-    p.add_argument("--parallel", type=int, default=1, help="attempts in flight at once, k (default 1)")
+    p.add_argument("--parallel", type=int, default=1, help=f"attempts in flight at once, k, 1 to {MAX_PARALLEL} (default 1)")
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="kernel language the agents write (default: cpp on the CPU; on a GPU triton for the rules team, cuda for the LLM teams)")
     p.add_argument("--timing-runs", type=int, default=None, help="timed runs per evaluation (default 100)")
