@@ -20,6 +20,7 @@ from statistics import fmean
 from typing import Any, TextIO
 
 from search.engine.tree import Tree
+from search.inline import UsageError, search_problem
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
 BASELINES = ("eager", "compile", "compile_max_autotune")
@@ -35,13 +36,9 @@ def collect_problems(paths: list[str]) -> list[Path]:
         elif p.is_file():
             found.append(p)
         else:
-            from search.cli import UsageError
-
             raise UsageError(f"{raw} is neither a problem file nor a directory of them")
     unique = list(dict.fromkeys(f.resolve() for f in found))
     if not unique:
-        from search.cli import UsageError
-
         raise UsageError(f"no .py problem files under {' '.join(paths)}")
     return unique
 
@@ -145,8 +142,6 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
-    from search.cli import UsageError, search_problem
-
     problems = collect_problems(args.paths)
     trees_dir = Path(args.trees) if args.trees else None
     if trees_dir:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rq import get_current_job
 
-from search.app.service import reaper, steps
+from search.app.service import reaper, reaper_chain, steps
 
 
 def start_run(run_id: int) -> str:
@@ -28,4 +28,4 @@ def reap_job() -> list[str]:
     try:
         return reaper.reap()
     finally:
-        reaper.continue_chain(job.id if job is not None else None)
+        reaper_chain.continue_chain(job.id if job is not None else None)

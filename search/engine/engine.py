@@ -1,7 +1,10 @@
-"""The STARK engine's steps: select → expand (agents) → record (evaluation result), callable one at a time.
+"""The STARK engine's steps: schedule (limits → select → start a child) → expand (agents) → record (evaluation
+result), callable one at a time; finish_reason says when and why a run ends, retry hands a lost phase on.
 
 The engine keeps no state outside the Tree (the selection RNG is derived from seed + attempt number), so
 the service can rebuild it from the database for every step; `search.engine.loop.run` chains the steps inline.
+Bookkeeping (record, fail, retry, progress) needs no agents: the team is built on first use (selection,
+expansion), from a factory when one is given.
 """
 
 from __future__ import annotations
@@ -9,39 +12,69 @@ from __future__ import annotations
 import math
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from search.engine.agents import AgentError, CodeAnswer, MalformedAnswer, PlanAnswer, Team, Usage
-from search.engine.anchors import AnchorError, check_filled, has_markers, resolve_instructions, wrap_all
-from search.engine.context import DEFAULT_TOP_R, ContextWindow, build_window
+from search.engine.agents import Team
 from search.engine.events import Emit, Event, ignore
+from search.engine.expand import Expansion
 from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.engine.node import Node
-from search.engine.policies import selection_rng
+from search.engine.policies import Policy, policy_from_dict, selection_rng
 from search.engine.tree import Tree
 
-if TYPE_CHECKING:
-    from search.engine.loop import RunSummary
-
 Evaluator = Callable[[str, str, dict[str, Any]], dict[str, Any]]
-SINGLE_AGENT_INSTRUCTION = (
-    "Rewrite ModelNew so it runs faster on the target device with custom kernels, computing the same outputs"
-)
+NOTHING_SELECTABLE = "nothing left to select (every branch is throttled or pruned)"
 LEADERBOARD_SIZE = 10
+RETRY_STATUS = {"expand": "selected", "evaluate": "building"}  # a lost phase's new try starts from this status
 
 
-class Engine:
-    """One run's search logic over a Tree, with injected agents (team), evaluator and event sink."""
+@dataclass(frozen=True)
+class Finish:
+    """How a run ends: status "finished" (budget spent, nothing left), "stopped" (time or cost limit) or
+    "failed" (the reference did not pass, a permanent agent error), and the reason the user sees."""
 
-    def __init__(self, tree: Tree, team: Team, evaluate: Evaluator, emit: Emit = ignore) -> None:
+    status: str
+    reason: str
+
+
+def selection_settings(team: Team) -> dict[str, Any]:
+    """What the tree records of the team's selection (its policy, whether it can debug), so later steps select
+    without building the team."""
+    return {"policy": team.policy.to_dict(), "can_debug": team.debug is not None}
+
+
+def no_inline_evaluation(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError("this engine evaluates nothing inline (the service evaluates on the gpu queue)")
+
+
+class Engine(Expansion):
+    """One run's search logic over a Tree, with injected agents (a team, or a factory that builds it when first
+    needed), evaluator and event sink."""
+
+    def __init__(self, tree: Tree, team: Team | Callable[[], Team], evaluate: Evaluator = no_inline_evaluation,
+                 emit: Emit = ignore) -> None:
         self.tree = tree
-        self.team = team
+        self._team = team if isinstance(team, Team) else None
+        self._make_team = None if isinstance(team, Team) else team
         self.evaluate = evaluate
         self._emit = emit
         self.lock = threading.RLock()  # guards the tree: attempts run on worker threads
+
+    @property
+    def team(self) -> Team:
+        """The agents and policy, built on first use."""
+        with self.lock:
+            if self._team is None:
+                assert self._make_team is not None
+                self._team = self._make_team()
+            return self._team
+
+    @property
+    def team_built(self) -> bool:
+        return self._team is not None
 
     # -- settings read from the tree and the team ------------------------------------------------
     @property
@@ -51,10 +84,6 @@ class Engine:
     @property
     def eval_settings(self) -> dict[str, Any]:
         return dict(self.tree.settings.get("eval") or {})
-
-    def _team_setting(self, key: str, default: Any) -> Any:
-        value = self.team.settings.get(key)
-        return default if value is None else value
 
     def emit(self, type_: str, node: int | None = None, **data: Any) -> None:
         with self.lock:
@@ -92,7 +121,72 @@ class Engine:
                     pending[node_id] += 1
             attempt = self.tree.attempts + sum(pending.values()) + 1
             rng = selection_rng(self.seed, attempt)
-            return self.team.policy.select(self.tree, rng, pending, can_debug=self.team.debug is not None)
+            policy, can_debug = self.selection()
+            return policy.select(self.tree, rng, pending, can_debug=can_debug)
+
+    def selection(self) -> tuple[Policy, bool]:
+        """The policy and whether failed nodes can be debugged: the team's once built; before that the tree's record
+        of them (settings "policy" and "can_debug", see selection_settings), so scheduling needs no agents."""
+        settings = self.tree.settings
+        if self._team is None and isinstance(settings.get("policy"), dict) and "can_debug" in settings:
+            return policy_from_dict(settings["policy"]), bool(settings["can_debug"])
+        return self.team.policy, self.team.debug is not None
+
+    def limits(self) -> Limits:
+        """The run's stop conditions, from the tree's settings (budget B, default 30; time and cost limits)."""
+        settings = self.tree.settings
+        return Limits(budget=int(settings.get("budget") or DEFAULT_BUDGET), time_limit_s=settings.get("time_limit_s"),
+                      cost_limit_usd=settings.get("cost_limit_usd"))
+
+    def schedule(self, slots: int, elapsed_s: float) -> tuple[list[Node], str | None]:
+        """Start up to `slots` attempts: before each, the limits (budget, time, cost) are checked, then the policy
+        selects a parent and its child enters the tree (status selected). Returns the children started and why
+        no further attempt may start (None when only the slots or the policy stopped it). Nothing starts before
+        the reference passed."""
+        started: list[Node] = []
+        with self.lock:
+            if not self.tree.root.correct:  # not evaluated yet, or the reference failed (finish_reason says so)
+                return started, None
+            limits = self.limits()
+            while len(started) < slots:
+                stop = limits.stop_reason(self.tree, elapsed_s)
+                if stop is not None:
+                    return started, stop
+                parent = self.select()
+                if parent is None:
+                    break
+                started.append(self.start_child(parent))
+        return started, None
+
+    def finish_reason(self, stop: str | None = None) -> Finish | None:
+        """How the run ends now, or None while it goes on: the reference failed; or nothing is in flight and
+        nothing may start (`stop`: the limit schedule reported, None when nothing was selectable)."""
+        with self.lock:
+            root = self.tree.root
+            if not root.finished:
+                return None
+            if not root.correct:
+                reasons = "; ".join(root.reasons) or "no reason given"
+                return Finish("failed", f"the reference itself did not pass ({root.verdict}): {reasons}")
+            if self.tree.in_flight():
+                return None
+            if stop is None:
+                return Finish("finished", NOTHING_SELECTABLE)
+            return Finish("finished" if self.tree.attempts >= self.limits().budget else "stopped", stop)
+
+    def retry(self, node_id: int, reason: str, phase: str = "expand") -> Node:
+        """Hand an unfinished attempt whose phase was lost (killed worker, lost job) to a new try: the reason goes
+        to its log, and the attempt goes back to "selected" (phase "expand": its agents run again) or "building"
+        (phase "evaluate": its candidate is evaluated again)."""
+        if phase not in RETRY_STATUS:
+            raise ValueError(f"phase {phase!r} is not one of {', '.join(RETRY_STATUS)}")
+        with self.lock:
+            node = self.tree[node_id]
+            if node.finished:
+                raise ValueError(f"node {node_id} is finished ({node.status}); only an attempt in flight is retried")
+            self._log(node, f"{reason}; retrying once")
+            self.set_status(node, RETRY_STATUS[phase])
+        return node
 
     def route(self, node_id: int) -> str:
         """plan+code for a correct node, debug for a failed one."""
@@ -108,173 +202,6 @@ class Engine:
             child = self.tree.add_child(parent_id, self.route(parent_id), status="selected")
             self.emit("node.created", child.id, **child.to_dict())
         return child
-
-    def expand(self, node_id: int, child_id: int | None = None) -> Node:
-        """Run the agents for one attempt from node_id; returns the child, status "building" when it has a
-        candidate to evaluate or "failed" when the agents gave none (malformed after re-asks, agent error).
-        A permanent AgentError is recorded on the child, then raised so the caller stops the run."""
-        child = self.start_child(node_id) if child_id is None else self.tree[child_id]
-        try:
-            if child.role == "debug":
-                self._debug(node_id, child)
-            else:
-                self._plan_and_code(node_id, child)
-        except MalformedAnswer as exc:
-            self.fail(child.id, "malformed", exc.message)
-            return child
-        except AgentError as exc:
-            self.fail(child.id, "agent_error", exc.message)
-            if exc.permanent:
-                raise
-            return child
-        self.set_status(child, "building")
-        return child
-
-    def window(self, role: str, node_id: int, child: Node, feedback: list[str] | None = None) -> ContextWindow:
-        """Role's context window around node_id for the attempt `child`, with re-ask feedback if any."""
-        settings = {
-            **{k: v for k, v in self.tree.settings.items() if k in ("target", "device")},
-            **self.team.settings,
-        }
-        with self.lock:  # other attempts may add nodes meanwhile
-            w = build_window(
-                self.tree, role, node_id,
-                attempt=child.attempt,
-                top_r=int(self._team_setting("top_r", DEFAULT_TOP_R)),
-                problem=self.tree.meta.get("problem_summary") or {},
-                device=self.tree.meta.get("device_info") or {"device": self.tree.settings.get("device", "cpu")},
-                settings=settings,
-                on_stream=lambda text: self.emit("node.stream", child.id, role=role, text=text),
-            )
-        w.feedback = list(feedback or [])
-        return w
-
-    def _charge(self, child: Node, role: str, usage: Usage, reask: int) -> None:
-        """Add an answer's usage to the node and emit one agent.call per provider call."""
-        with self.lock:
-            total = Usage.from_dict(child.usage) + usage
-            child.usage = total.to_dict()
-            for call in usage.calls:
-                self.emit("agent.call", child.id, **{**call, "role": call.get("role", role), "reask": reask})
-
-    def _ask(self, child: Node, role: str, call: Callable[[list[str]], Any], check: Callable[[Any], Any]) -> Any:
-        """Call an agent; on a malformed answer (protocol or anchor check) re-ask with the reason, bounded
-        by max_reasks; transient AgentErrors are retried max_agent_retries times."""
-        max_reasks = int(self._team_setting("max_reasks", 2))
-        retries_left = int(self._team_setting("max_agent_retries", 1))
-        feedback: list[str] = []
-        while True:
-            try:
-                answer = call(feedback)
-            except MalformedAnswer as exc:
-                self._charge(child, role, exc.usage, len(feedback))
-                problem = exc.message
-            except AgentError as exc:
-                self._charge(child, role, exc.usage, len(feedback))
-                self._log(child, f"{role}: provider error: {exc.message}")
-                if exc.permanent or retries_left <= 0:
-                    raise
-                retries_left -= 1
-                continue
-            except Exception as exc:  # a bug in the team: keep the traceback on the node, stop the run
-                self._log(child, f"{role} agent crashed:\n{traceback.format_exc()}")
-                raise AgentError(f"team {self.team.name!r}: the {role} agent crashed: {type(exc).__name__}: {exc}",
-                                 permanent=True) from exc
-            else:
-                self._charge(child, role, answer.usage, len(feedback))
-                try:
-                    return check(answer)
-                except AnchorError as exc:
-                    problem = str(exc)
-            self._log(child, f"{role}: malformed answer: {problem}")
-            if len(feedback) >= max_reasks:
-                raise MalformedAnswer(f"{role} agent answer still malformed after {len(feedback)} re-ask(s): {problem}")
-            feedback.append(problem)
-            with self.lock:
-                child.reasks += 1
-
-    def _log(self, child: Node, line: str) -> None:
-        with self.lock:
-            child.agent_log += line.rstrip() + "\n"
-
-    def _plan_and_code(self, node_id: int, child: Node) -> None:
-        parent = self.tree[node_id]
-        self.set_status(child, "planning")
-        if self.team.plan is None:
-            text = str(self._team_setting("single_agent_instruction", SINGLE_AGENT_INSTRUCTION))
-            plan = PlanAnswer(wrap_all(parent.source, text), [text])
-        else:
-            agent = self.team.plan
-            plan = self._ask(
-                child, "plan",
-                lambda fb: agent.plan(self.window("plan", node_id, child, fb)),
-                lambda ans: _checked_plan(ans),
-            )
-        anchors = resolve_instructions(plan.anchored_source, plan.instructions)
-        plan.instructions = [a.instruction for a in anchors]
-        with self.lock:
-            child.anchored_source = plan.anchored_source
-            child.instructions = list(plan.instructions)
-            child.instruction = _join(plan.instructions)
-            if plan.text:
-                self._log(child, f"plan: {plan.text}")
-        self.set_status(child, "coding")
-        coder = self.team.code
-
-        def check_code(ans: CodeAnswer) -> CodeAnswer:
-            with self.lock:
-                child.source = ans.source
-            check_filled(plan.anchored_source, ans.source)
-            return ans
-
-        code = self._ask(
-            child, "code", lambda fb: coder.code(self.window("code", node_id, child, fb), plan), check_code
-        )
-        with self.lock:
-            child.source = code.source
-            if code.text:
-                self._log(child, f"code: {code.text}")
-
-    def _debug(self, node_id: int, child: Node) -> None:
-        if self.team.debug is None:
-            raise AgentError(f"team {self.team.name!r} has no debug agent but node {node_id} failed", permanent=True)
-        self.set_status(child, "debugging")
-        debugger = self.team.debug
-        parent = self.tree[node_id]
-        with self.lock:
-            child.instruction = f"Fix node {node_id} ({parent.verdict}): " + "; ".join(parent.reasons)[:500]
-
-        def check_fix(ans: CodeAnswer) -> CodeAnswer:
-            with self.lock:
-                child.source = ans.source
-            if has_markers(ans.source):
-                raise AnchorError("the fix still contains IMPROVE markers; return plain code")
-            if not ans.source.strip():
-                raise AnchorError("the fix is empty; return the complete corrected source")
-            return ans
-
-        fix = self._ask(child, "debug", lambda fb: debugger.debug(self.window("debug", node_id, child, fb)),
-                        check_fix)
-        with self.lock:
-            child.source = fix.source
-            if fix.text:
-                self._log(child, f"debug: {fix.text}")
-
-    # -- the inline loop -------------------------------------------------------------------------------
-    def run(self, budget: int | None = None, parallel: int = 1, time_limit_s: float | None = None,
-            cost_limit_usd: float | None = None) -> RunSummary:
-        """select/expand/evaluate/record until the budget B (default from the tree's settings, else 30)
-        or a limit; up to `parallel` attempts in flight. Returns a RunSummary."""
-        from search.engine.loop import run_search
-
-        settings = self.tree.settings
-        limits = Limits(
-            budget=int(budget if budget is not None else settings.get("budget") or DEFAULT_BUDGET),
-            time_limit_s=time_limit_s if time_limit_s is not None else settings.get("time_limit_s"),
-            cost_limit_usd=cost_limit_usd if cost_limit_usd is not None else settings.get("cost_limit_usd"),
-        )
-        settings["budget"] = limits.budget
-        return run_search(self, limits, parallel)
 
     # -- record -----------------------------------------------------------------------------------
     def record(self, node_id: int, result: dict[str, Any]) -> Node:
@@ -346,17 +273,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
-
-
-def _checked_plan(answer: PlanAnswer) -> PlanAnswer:
-    resolve_instructions(answer.anchored_source, answer.instructions)
-    return answer
-
-
-def _join(instructions: list[str]) -> str:
-    if len(instructions) == 1:
-        return instructions[0]
-    return "\n".join(f"{k}. {text}" for k, text in enumerate(instructions, start=1))
 
 
 def _board_entry(node: Node) -> dict[str, Any]:

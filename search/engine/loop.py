@@ -6,14 +6,12 @@ from __future__ import annotations
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from search.engine.agents import AgentError
-from search.engine.limits import Limits
+from search.engine.engine import Engine, Finish
+from search.engine.limits import DEFAULT_BUDGET
 from search.engine.node import Node
-
-if TYPE_CHECKING:
-    from search.engine.engine import Engine
 
 
 @dataclass
@@ -54,57 +52,55 @@ def attempt(engine: Engine, parent_id: int, child_id: int) -> Node:
     return engine.record(child.id, result)
 
 
-def run_search(engine: Engine, limits: Limits, parallel: int = 1) -> RunSummary:
-    """Run the loop inline until the budget, time or cost limit; a permanent agent error stops it."""
+def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit_s: float | None = None,
+        cost_limit_usd: float | None = None) -> RunSummary:
+    """select/expand/evaluate/record until the budget B (default from the tree's settings, else 30) or a limit,
+    with up to `parallel` attempts in flight; the limits given here are written to the tree's settings first.
+    A permanent agent error stops the run. Returns a RunSummary."""
     if parallel < 1:
         raise ValueError(f"parallel must be at least 1 (got {parallel})")
-    tree = engine.tree
+    settings = engine.tree.settings
+    settings["budget"] = int(budget if budget is not None else settings.get("budget") or DEFAULT_BUDGET)
+    for key, value in (("time_limit_s", time_limit_s), ("cost_limit_usd", cost_limit_usd)):
+        if value is not None:
+            settings[key] = value
+    engine.limits()  # a bad budget or limit fails here, before the reference is evaluated
     started = time.monotonic()
     engine.emit("run.status", None, status="running", reason="", best=None)
     engine.recover()
-    root = engine.evaluate_root()
-    if not root.correct:
-        reason = f"the reference itself did not pass ({root.verdict}): {'; '.join(root.reasons) or 'no reason given'}"
-        return _finish(engine, "failed", reason, started)
-
+    engine.evaluate_root()
     stop: str | None = None
-    status = "stopped"  # time or cost limit, unless set below
+    failure: Finish | None = None
     futures: dict[Future[Node], int] = {}
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="attempt") as pool:
         while True:
-            while stop is None and len(futures) < parallel:
-                with engine.lock:
-                    stop = limits.stop_reason(tree, time.monotonic() - started)
-                    if stop is not None:
-                        break
-                    parent = engine.select()
-                    if parent is None:
-                        break
-                    child = engine.start_child(parent)
-                futures[pool.submit(attempt, engine, parent, child.id)] = child.id
+            if stop is None and failure is None:
+                children, stop = engine.schedule(parallel - len(futures), time.monotonic() - started)
+                for child in children:
+                    assert child.parent is not None
+                    futures[pool.submit(attempt, engine, child.parent, child.id)] = child.id
             if not futures:
-                if stop is None:
-                    stop, status = "nothing left to select (every branch is throttled or pruned)", "finished"
                 break
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for fut in done:
                 futures.pop(fut)
                 exc = fut.exception()
                 if isinstance(exc, AgentError):
-                    stop, status = f"agent error: {exc.message}", "failed"
+                    failure = Finish("failed", f"agent error: {exc.message}")
                 elif exc is not None:
                     for other in futures:
                         other.cancel()
                     engine.emit("run.status", None, status="failed", reason=f"{type(exc).__name__}: {exc}", best=None)
                     raise exc
-    if status != "failed" and tree.attempts >= limits.budget:
-        status = "finished"
-    return _finish(engine, status, stop or "", started)
+    end = failure or engine.finish_reason(stop)
+    assert end is not None  # nothing is in flight and the root is evaluated
+    return _finish(engine, end, started)
 
 
-def _finish(engine: Engine, status: str, reason: str, started: float) -> RunSummary:
+def _finish(engine: Engine, end: Finish, started: float) -> RunSummary:
     best = engine.tree.best()
-    engine.emit("run.status", None, status=status, reason=reason, best=None if best is None else best.id)
-    engine.tree.meta["stop_reason"] = reason
-    engine.tree.meta["status"] = status
-    return RunSummary(best, engine.tree.attempts, reason, status, time.monotonic() - started, engine.tree.usage_total())
+    engine.emit("run.status", None, status=end.status, reason=end.reason, best=None if best is None else best.id)
+    engine.tree.meta["stop_reason"] = end.reason
+    engine.tree.meta["status"] = end.status
+    return RunSummary(best, engine.tree.attempts, end.reason, end.status, time.monotonic() - started,
+                      engine.tree.usage_total())

@@ -7,21 +7,39 @@ imported lazily so the engine, the CLI and the offline team work without the LLM
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from search.engine.agents import Team
 
-TEAM_MODULES = {
-    "scripted": "search.teams.scripted",   # deterministic answers, tests only
-    "rules": "search.teams.rules",         # offline, no LLM
-    "stark": "search.teams.llm_teams",     # plan + code + debug agents, adaptive ε-greedy
-    "sampling": "search.teams.llm_teams",  # single agent, best-of-K from the root
-    "reflexion": "search.teams.llm_teams", # single agent, linear refinement of the last attempt
-    "search-single": "search.teams.llm_teams",  # single agent + STARK's policy
-    "ma-only": "search.teams.llm_teams",   # plan + code + debug agents, best-of-K
+
+@dataclass(frozen=True)
+class TeamEntry:
+    """Where a team is built (its module's make_team), what it is (the form and the docs show it), whether it calls
+    LLM providers, and whether the new-run form offers it."""
+
+    module: str
+    about: str
+    llm: bool = True
+    offered: bool = True
+
+
+TEAMS = {
+    "scripted": TeamEntry("search.teams.scripted", "deterministic answers, tests only", llm=False, offered=False),
+    "rules": TeamEntry("search.teams.rules", "offline, no LLM: torch.compile modes, CUDA graphs, fused kernels from "
+                                             "the traced graph", llm=False),
+    "stark": TeamEntry("search.teams.llm_teams", "STARK: plan + code + debug agents over the adaptive ε-greedy tree "
+                                                 "search"),
+    "sampling": TeamEntry("search.teams.llm_teams", "baseline: one agent, best-of-K from the root"),
+    "reflexion": TeamEntry("search.teams.llm_teams", "baseline: one agent refining its last attempt"),
+    "search-single": TeamEntry("search.teams.llm_teams", "ablation: one agent with STARK's tree search"),
+    "ma-only": TeamEntry("search.teams.llm_teams", "ablation: the multi-agent team, best-of-K"),
 }
-TEAM_NAMES = tuple(TEAM_MODULES)
+TEAM_NAMES = tuple(TEAMS)
+TEAM_MODULES = {name: entry.module for name, entry in TEAMS.items()}
+LLM_TEAMS = tuple(name for name, entry in TEAMS.items() if entry.llm)
+OFFLINE_TEAM = "rules"  # the team that needs no provider: the default of a run, and of the form without keys
 
 
 def default_target(team: str, device: str) -> str:
@@ -30,7 +48,7 @@ def default_target(team: str, device: str) -> str:
     C++ for the LLM teams."""
     if not device.startswith("cuda"):
         return "cpp"
-    return "triton" if team == "rules" else "cuda"
+    return "triton" if team == OFFLINE_TEAM else "cuda"
 
 
 class TeamUnavailable(RuntimeError):

@@ -65,7 +65,7 @@ def test_problems_are_collected_from_directories_and_files(tmp_path):
 
 def test_bench_runs_a_suite_and_writes_json_and_markdown(tmp_path, monkeypatch):
     """The bench command in-process, with the scripted evaluator in place of kernels.evaluate."""
-    import search.cli as cli
+    import search.inline as cli
     from tests.engine.helpers import PROBLEM, script_evaluate
 
     for suite in ("level1", "level2"):

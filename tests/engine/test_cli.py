@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from search.cli import build_parser, main, team_options
+from search.cli import build_parser, main
+from search.inline import team_options
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
@@ -91,7 +92,7 @@ def test_run_end_to_end_with_the_real_evaluator_writes_a_tree_whose_attempts_equ
 
 def test_run_prints_progress_to_the_given_stream(tmp_path, monkeypatch):
     """The in-process path of main(), with kernels.evaluate replaced by the scripted evaluator."""
-    import search.cli as cli
+    import search.inline as cli
     from tests.engine.helpers import script_evaluate
 
     monkeypatch.setattr(cli, "kernels_evaluate", script_evaluate)

@@ -10,6 +10,7 @@ import pytest
 
 from search.engine.engine import Engine
 from search.engine.events import EVENT_TYPES, EventLog
+from search.engine.loop import run as search_loop
 from search.engine.tree import Tree
 from search.teams import get_team
 from tests.engine.helpers import BASE_MS, PROBLEM, script_evaluate
@@ -20,7 +21,7 @@ def run(script: str, budget: int = 6, seed: int = 0, parallel: int = 1, evaluate
     tree = Tree(PROBLEM, {"seed": seed, "budget": budget, **limits})
     log = EventLog()
     engine = Engine(tree, get_team("scripted", {"script": script, **options}), evaluate, log)
-    summary = engine.run(parallel=parallel)
+    summary = search_loop(engine, parallel=parallel)
     return tree, summary, log
 
 
@@ -143,7 +144,7 @@ def test_time_and_cost_limits_stop_the_run_early():
         return script_evaluate(problem, candidate, settings)
 
     tree = Tree(PROBLEM, {"seed": 0})
-    summary = Engine(tree, get_team("scripted", {"script": "ok:0.9"}), slow).run(budget=30, time_limit_s=0.4)
+    summary = search_loop(Engine(tree, get_team("scripted", {"script": "ok:0.9"}), slow), budget=30, time_limit_s=0.4)
     assert summary.status == "stopped" and "time limit" in summary.stop_reason and summary.attempts < 30
 
     tree, summary, _ = run("ok:0.9", budget=30, cost_per_call=0.01, cost_limit_usd=0.05)
@@ -167,13 +168,13 @@ def test_parallel_attempts_are_in_flight_together_and_selection_counts_them():
     tree = Tree(PROBLEM, {"seed": 0, "budget": 6})
     engine = Engine(tree, get_team("scripted", {"script": "ok:1.5", "eps": 0.0, "n_root": 2}), slow)
     started = time.monotonic()
-    summary = engine.run(parallel=3)
+    summary = search_loop(engine, parallel=3)
     assert summary.attempts == 6 and len(tree.children(0)) == 2
     assert 2 <= peak[0] <= 3
 
     tree = Tree(PROBLEM, {"seed": 0, "budget": 6})
     started = time.monotonic()
-    Engine(tree, get_team("scripted", {"script": "ok", "policy": "best-of-k"}), slow).run(parallel=3)
+    search_loop(Engine(tree, get_team("scripted", {"script": "ok", "policy": "best-of-k"}), slow), parallel=3)
     assert peak[0] == 3 and time.monotonic() - started < 6 * 0.2
 
 
@@ -220,7 +221,7 @@ def test_interrupted_attempts_are_marked_failed_on_resume():
     tree, _, _ = run("ok:0.9", budget=2)
     lost = tree.add_child(1, "plan+code", status="coding")
     engine = Engine(tree, get_team("scripted", {"script": "ok:0.9"}), script_evaluate)
-    summary = engine.run(budget=4)
+    summary = search_loop(engine, budget=4)
     assert tree.nodes[lost.id].verdict == "interrupted" and tree.nodes[lost.id].status == "failed"
     assert summary.attempts == 4
 
@@ -265,7 +266,7 @@ def test_a_crashing_team_is_recorded_on_the_node_and_stops_the_run():
     team.plan = Broken()
     tree = Tree(PROBLEM, {"seed": 0, "budget": 3})
     log = EventLog()
-    summary = Engine(tree, team, script_evaluate, log).run()
+    summary = search_loop(Engine(tree, team, script_evaluate, log))
     node = tree.nodes[1]
     assert node.status == "failed" and node.verdict == "agent_error"
     assert "plan agent crashed: KeyError" in node.reasons[0] and "Traceback" in node.agent_log

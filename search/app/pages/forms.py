@@ -6,20 +6,24 @@ from pathlib import Path
 
 from django import forms
 
-from search.app.pages.providers import OFFLINE_TEAM, ROLES, any_ready
-from search.app.service.settings import MAX_BUDGET, MAX_PARALLEL, TARGETS
+from search.app.pages.providers import any_ready
+from search.engine.limits import DEFAULT_BUDGET
+from search.engine.settings import (
+    DEFAULT_BASELINES,
+    DEFAULT_DEVICE,
+    DEVICE_KINDS,
+    GPU_DEVICE,
+    MAX_BUDGET,
+    MAX_PARALLEL,
+    ROLES,
+    TARGET_ABOUT,
+)
+from search.llm.settings import PROVIDERS
+from search.teams import OFFLINE_TEAM, TEAMS
 
-TEAM_HELP = {
-    "rules": "offline, no LLM: torch.compile modes, CUDA graphs, fused kernels from the traced graph",
-    "stark": "STARK: plan + code + debug agents over the adaptive ε-greedy tree search",
-    "sampling": "baseline: one agent, best-of-K from the root",
-    "reflexion": "baseline: one agent refining its last attempt",
-    "search-single": "ablation: one agent with STARK's tree search",
-    "ma-only": "ablation: the multi-agent team, best-of-K",
-}
-TEAMS = tuple(TEAM_HELP)  # `scripted` exists for tests only and is not offered here
-TARGET_HELP = {"cpp": "C++/OpenMP on the CPU", "cuda": "CUDA C++ (load_inline)", "triton": "Triton",
-               "torch": "PyTorch-level rewrites"}
+TEAM_HELP = {name: entry.about for name, entry in TEAMS.items() if entry.offered}  # `scripted` is for tests only
+# The form's fields that are run options of LLM teams, sent only when an LLM team is chosen.
+LLM_FIELDS = ("provider", "model", "base_url", *(f"{r}_{x}" for r in ROLES for x in ("provider", "model")))
 
 
 def host_has_gpu() -> bool:
@@ -34,17 +38,15 @@ class NewRunForm(forms.Form):
     problem_name = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
     name = forms.CharField(required=False, max_length=200, label="Run name")
     team = forms.ChoiceField(choices=[(t, f"{t} — {h}") for t, h in TEAM_HELP.items()])
-    device = forms.ChoiceField(choices=[("cpu", "cpu"), ("cuda", "cuda")])
+    device = forms.ChoiceField(choices=[(d, d) for d in DEVICE_KINDS])
     target = forms.ChoiceField(required=False, choices=[("", "default for the device")]
-                               + [(t, f"{t} — {TARGET_HELP.get(t, t)}") for t in TARGETS])
-    budget = forms.IntegerField(min_value=1, max_value=MAX_BUDGET, initial=30, label="Budget (attempts)")
+                               + [(t, f"{t} — {about}") for t, about in TARGET_ABOUT.items()])
+    budget = forms.IntegerField(min_value=1, max_value=MAX_BUDGET, initial=DEFAULT_BUDGET, label="Budget (attempts)")
     parallel = forms.IntegerField(min_value=1, max_value=MAX_PARALLEL, initial=1, label="Attempts in flight")
     seed = forms.IntegerField(required=False, min_value=0, initial=0)
     time_limit_s = forms.FloatField(required=False, min_value=1, label="Time limit (s)")
     cost_limit_usd = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
-    provider = forms.ChoiceField(required=False, choices=[("", "server default"), ("anthropic", "anthropic"),
-                                                          ("openai", "openai"),
-                                                          ("openai-compatible", "openai-compatible")])
+    provider = forms.ChoiceField(required=False, choices=[("", "server default"), *((p, p) for p in PROVIDERS)])
     model = forms.CharField(required=False, max_length=200)
     base_url = forms.CharField(required=False, max_length=500, label="Server URL (openai-compatible)",
                                help_text="one of the LLM endpoints this server allows (STARK_LLM_BASE_URLS)")
@@ -53,7 +55,7 @@ class NewRunForm(forms.Form):
     eval_timing_runs = forms.IntegerField(required=False, min_value=1, max_value=10000, initial=100, label="Timed runs")
     eval_warmup_runs = forms.IntegerField(required=False, min_value=0, max_value=1000, initial=10, label="Warm-up runs")
     eval_baselines = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple, initial=["eager", "compile"], label="Baselines",
+        required=False, widget=forms.CheckboxSelectMultiple, initial=list(DEFAULT_BASELINES), label="Baselines",
         choices=[("eager", "eager"), ("compile", "torch.compile"), ("compile-max-autotune", "max-autotune")])
     eval_roofline = forms.BooleanField(required=False, initial=True, label="Roofline figure")
 
@@ -61,7 +63,7 @@ class NewRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         if not self.is_bound:
             self.initial.setdefault("team", "stark" if any_ready() else OFFLINE_TEAM)
-            self.initial.setdefault("device", "cuda" if host_has_gpu() else "cpu")
+            self.initial.setdefault("device", GPU_DEVICE if host_has_gpu() else DEFAULT_DEVICE)
         for role in ROLES:
             self.fields[f"{role}_provider"] = forms.ChoiceField(required=False, choices=self.fields["provider"].choices)
             self.fields[f"{role}_model"] = forms.CharField(required=False, max_length=200)
@@ -75,7 +77,7 @@ class NewRunForm(forms.Form):
         data = {k: d.get(k) for k in ("team", "device", "target", "budget", "parallel", "seed", "time_limit_s",
                                      "cost_limit_usd", "name")}
         if d.get("team") != OFFLINE_TEAM:
-            for key in ("provider", "model", "base_url", *(f"{r}_{x}" for r in ROLES for x in ("provider", "model"))):
+            for key in LLM_FIELDS:
                 if d.get(key):
                     data[key] = d[key]
         given = {"correctness_trials": d.get("eval_correctness_trials"), "timing_runs": d.get("eval_timing_runs"),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from typing import TypedDict
 
+from search.engine.settings import ROLES
 from search.llm.settings import BASE_URL_ENV, DEFAULT_MODEL, KEY_ENV, PROVIDERS
+from search.teams import LLM_TEAMS, OFFLINE_TEAM
 
-LLM_TEAMS = ("stark", "sampling", "reflexion", "search-single", "ma-only")
-OFFLINE_TEAM = "rules"
-ROLES = ("plan", "code", "debug")
+__all__ = ["LLM_TEAMS", "OFFLINE_TEAM", "ROLES", "Provider", "any_ready", "providers"]
 
 
 class Provider(TypedDict):

@@ -13,10 +13,12 @@ from django.db import transaction
 from search.app.events import Recorder, store_event
 from search.app.models import Node, Problem, Run, source_hash
 from search.app.service import checks, fairness, queues, steps
-from search.app.service.runs import load_tree, locked_run, make_engine
-from search.app.service.settings import MAX_BUDGET, RunSettings, SettingError
+from search.app.service.reaper_chain import ensure_reaper
+from search.app.service.runs import locked_run
+from search.app.service.settings import parse_run_settings, stored_settings
 from search.engine.events import Event as EngineEvent
 from search.engine.node import FINISHED
+from search.engine.settings import MAX_BUDGET, RunSettings, SettingError
 from search.engine.tree import Tree
 
 
@@ -47,13 +49,13 @@ def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = 
 def create_run(owner, problem: Problem, settings: RunSettings, root_source: str | None = None,
                forked_from: tuple[Run, int] | None = None) -> Run:
     """Store the run and its root, then queue its start after commit."""
-    tree = Tree(problem.source, settings.tree_settings(), root_source=root_source,
+    tree = Tree(problem.source, stored_settings(settings), root_source=root_source,
                 meta={"problem_summary": problem.summary, "device_info": {"device": settings.device}})
     with transaction.atomic():
         fairness.check_active_runs(owner)
         run = Run.objects.create(
             owner=owner, problem=problem, name=settings.name or problem.name, team=settings.team,
-            team_options=settings.team_options, settings=settings.tree_settings(), device=settings.device,
+            team_options=dict(settings.team_options), settings=tree.settings, device=settings.device,
             target=settings.target, budget=settings.budget, parallel=settings.parallel, meta=tree.meta,
             forked_from_run=forked_from[0] if forked_from else None,
             forked_from_node=forked_from[1] if forked_from else None,
@@ -73,14 +75,12 @@ def cancel(run_id: int) -> Run:
         if run.status in Run.ENDED:
             raise RunStateError(f"run {run_id} is already {run.status}; only queued, running or paused runs can "
                                 "be cancelled")
-        tree = load_tree(run)
-        recorder = Recorder(run, tree)
-        engine = make_engine(run, tree, recorder)
+        engine = steps.engine_of(run)  # marking nodes failed needs no agents: no team (no API key) is built here
         rows = list(Node.objects.filter(run=run).exclude(status__in=FINISHED))
         for row in rows:
             engine.fail(row.node_id, "interrupted", "the run was cancelled before this attempt finished")
         Node.objects.filter(pk__in=[r.pk for r in rows]).update(phase="", claim="")
-        steps.finish(run, tree, Run.Status.CANCELLED, "cancelled by the user")
+        steps.finish(run, engine.tree, Run.Status.CANCELLED, "cancelled by the user")
         job_ids = [r.job_id for r in rows if r.job_id] + [queues.start_job_id(run.pk)]
         queues.after_commit(queues.cancel_jobs, job_ids)
     return run
@@ -130,8 +130,7 @@ def extend(run_id: int, more: int) -> Run:
             run.save(update_fields=["finished_at", "stop_reason"])
             _restart(run, f"budget extended to {run.budget}")
         elif run.status == Run.Status.RUNNING:
-            tree = load_tree(run)
-            steps.schedule(run, tree, Recorder(run, tree))  # slots the old budget left idle start now
+            steps.schedule(run, steps.engine_of(run))  # slots the old budget left idle start now
     return run
 
 
@@ -163,17 +162,14 @@ def _restart(run: Run, reason: str) -> None:
     run.status = Run.Status.RUNNING
     run.save(update_fields=["status", "updated_at"])
     steps.announce(run, reason)
-    tree = load_tree(run)
-    recorder = Recorder(run, tree)
-    if tree.root.finished:
-        steps.schedule(run, tree, recorder)
-    queues.after_commit(steps.ensure_reaper)
+    engine = steps.engine_of(run)
+    if engine.tree.root.finished:
+        steps.schedule(run, engine)
+    queues.after_commit(ensure_reaper)
 
 
 def fork(run: Run, node_id: int, owner, overrides: dict[str, Any] | None = None) -> Run:
     """A new run whose root is the given node's candidate, with the same settings unless overridden."""
-    from search.app.service.settings import parse_run_settings
-
     node = Node.objects.filter(run=run, node_id=node_id).first()
     if node is None:
         raise SettingError("node", f"run {run.pk} has no node {node_id}")

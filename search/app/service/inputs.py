@@ -11,7 +11,7 @@ import re
 import unicodedata
 from typing import Any
 
-from search.app.service.errors import SettingError
+from search.engine.settings import SettingError
 
 # Run settings are at most three levels deep ({"team_options": {"plan": {...}}}); more is an attack or a mistake.
 MAX_JSON_DEPTH = 16

@@ -4,34 +4,24 @@ hands them on, so a run never waits forever and never loses a node silently.
 It first lets RQ fail abandoned jobs (StartedJobRegistry.cleanup: a job whose worker stopped sending
 heartbeats), which also releases the record step that depends on a lost evaluation; then it checks every
 unfinished node of every active run against its job in Redis. It runs from the rq scheduler every
-STARK_REAP_INTERVAL_S seconds while runs are active, and from `manage.py stark_reap`.
+STARK_REAP_INTERVAL_S seconds while runs are active (search.app.service.reaper_chain), and from
+`manage.py stark_reap`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import uuid
-from datetime import timedelta
 
 from rq.registry import StartedJobRegistry
 
 from search.app.models import Node, Run
 from search.app.service import queues, steps
-from search.app.service.runs import locked_run, make_engine
+from search.app.service.runs import locked_run
 from search.engine.node import FINISHED
 
 log = logging.getLogger(__name__)
 
 ALIVE = ("queued", "started", "deferred", "scheduled")
-
-
-def chain_key() -> str:
-    return queues.redis_key("reaper", "next")
-
-
-def interval_s() -> int:
-    return max(1, int(os.environ.get("STARK_REAP_INTERVAL_S", "30")))
 
 
 def cleanup_abandoned() -> None:
@@ -100,36 +90,6 @@ def reap_run(run: Run) -> list[str]:
         with locked_run(run.pk) as locked:
             if locked.status == Run.Status.RUNNING and not Node.objects.filter(run=locked).exclude(
                     status__in=FINISHED).exists():
-                from search.app.events import Recorder
-                from search.app.service.runs import load_tree
-
-                tree = load_tree(locked)
-                recorder = Recorder(locked, tree)
-                steps.schedule(locked, tree, recorder, make_engine(locked, tree, recorder))
+                steps.schedule(locked, steps.engine_of(locked))
                 actions.append(f"run {run.pk}: scheduled (nothing was in flight)")
     return actions
-
-
-def ensure_reaper() -> None:
-    """Start the periodic reaper chain on the rq scheduler unless one is already pending."""
-    conn = queues.connection()
-    job_id = queues.make_job_id("reaper", uuid.uuid4().hex[:12])
-    if conn.set(chain_key(), job_id, nx=True, ex=interval_s() * 4):
-        queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=interval_s()), "search.app.jobs.reap_job",
-                                                     job_id=job_id, result_ttl=60)
-
-
-def continue_chain(my_job_id: str | None) -> None:
-    """Schedule the next reaper pass if this job owns the chain and some run is still active."""
-    conn = queues.connection()
-    current = conn.get(chain_key())
-    current = current.decode() if isinstance(current, bytes) else current
-    if current not in (None, my_job_id):
-        return  # another chain owns the schedule; let this one end
-    if not Run.objects.filter(status__in=(*Run.ACTIVE, Run.Status.PAUSED)).exists():
-        conn.delete(chain_key())
-        return
-    job_id = queues.make_job_id("reaper", uuid.uuid4().hex[:12])
-    conn.set(chain_key(), job_id, ex=interval_s() * 4)
-    queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=interval_s()), "search.app.jobs.reap_job",
-                                                 job_id=job_id, result_ttl=60)

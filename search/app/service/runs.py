@@ -10,9 +10,14 @@ from django.db import transaction
 
 from search.app.events import Recorder
 from search.app.models import Node, Run
+from search.app.service.settings import OPERATOR_EVAL_KEYS
+from search.app.service.trace_store import RedisTraceStore
+from search.engine.agents import Team
 from search.engine.engine import Engine
 from search.engine.node import Node as EngineNode
+from search.engine.settings import team_config
 from search.engine.tree import Tree
+from search.teams import get_team
 
 MAX_TRIES = 2  # a lost phase (killed worker, lost job) is retried once, then recorded as failed
 
@@ -23,19 +28,17 @@ def load_tree(run: Run) -> Tree:
     return Tree(run.problem.source, dict(run.settings), meta=dict(run.meta), nodes=nodes)
 
 
-def team_options(run: Run) -> dict[str, Any]:
-    return {**run.team_options, "target": run.target, "device": run.device}
+def make_team(run: Run) -> Team:
+    """The run's team, built from its stored options (the same shape RunSettings.team_config gives), with the
+    run's trace store (the offline team keeps its tracing children's answers there across expand jobs)."""
+    options = team_config(run.team_options, {**run.settings, "target": run.target, "device": run.device})
+    return get_team(run.team, {**options, "trace_store": RedisTraceStore(run.pk)})
 
 
 def make_engine(run: Run, tree: Tree, recorder: Recorder) -> Engine:
-    from search.teams import get_team
-
-    team = get_team(run.team, team_options(run))
-
-    def no_inline_evaluation(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
-        raise RuntimeError("the service evaluates on the gpu queue, never inline")
-
-    return Engine(tree, team, evaluate=no_inline_evaluation, emit=recorder)
+    """The run's engine over `tree`, its events stored by `recorder`; the team is built only when a step needs
+    its agents or its policy (record, fail, retry and cancel never do), and nothing is evaluated inline."""
+    return Engine(tree, lambda: make_team(run), emit=recorder)
 
 
 @contextlib.contextmanager
@@ -49,6 +52,4 @@ def locked_run(run_id: int) -> Iterator[Run]:
 
 def eval_settings(run: Run) -> dict[str, Any]:
     """The run's evaluation settings, less the operator's (sandbox, caches, device lock), even from an old run."""
-    from search.app.service.settings import OPERATOR_EVAL_KEYS
-
     return {k: v for k, v in (run.settings.get("eval") or {}).items() if k not in OPERATOR_EVAL_KEYS}

@@ -1,15 +1,17 @@
 """The engine's steps as idempotent service steps over the stored tree.
 
-start (claim the run, evaluate the root) → schedule (select + start up to k attempts) → expand (agents,
-outside the lock, under a claim) → evaluation on the gpu queue → record (under the lock) → schedule ...
-Every step re-reads the tree from the database and checks that its work is still due, so a job that runs
-twice, late, or after the reaper handed its node to another job changes nothing.
+start (claim the run, evaluate the root) → schedule (Engine.schedule: limits, select, start up to k attempts) →
+expand (agents, outside the lock, under a claim) → evaluation on the gpu queue → record (under the lock) →
+schedule ... until Engine.finish_reason says the run ends. Every step re-reads the tree from the database and
+checks that its work is still due, so a job that runs twice, late, or after the reaper handed its node to another
+job changes nothing. Node fields change only through the engine; these steps keep the service's own columns
+(phase, tries, claim, job id) and the queues.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils import timezone
 
@@ -17,19 +19,23 @@ from search.app.events import Recorder, StaleClaim, store_event, sync_run_totals
 from search.app.models import Node, Run
 from search.app.service import queues
 from search.app.service.fairness import parallel_now
+from search.app.service.reaper_chain import ensure_reaper
 from search.app.service.runs import MAX_TRIES, eval_settings, load_tree, locked_run, make_engine
 from search.engine.agents import AgentError
-from search.engine.events import Event as EngineEvent
-from search.engine.limits import Limits
+from search.engine.engine import Engine
 from search.engine.node import FINISHED
-
-if TYPE_CHECKING:
-    from search.engine.engine import Engine
-    from search.engine.tree import Tree
+from search.engine.tree import Tree
 
 log = logging.getLogger(__name__)
 
-NOTHING_SELECTABLE = "nothing left to select (every branch is throttled or pruned)"
+# The run status of each way the engine ends a run: the service has no "stopped", a time or cost limit finishes it.
+RUN_STATUS = {"finished": Run.Status.FINISHED, "stopped": Run.Status.FINISHED, "failed": Run.Status.FAILED}
+
+
+def engine_of(run: Run, claim: str = "") -> Engine:
+    """The run's engine over its stored tree; its events are stored (under `claim`, when a job holds one)."""
+    tree = load_tree(run)
+    return make_engine(run, tree, Recorder(run, tree, claim=claim or None))
 
 
 def start_run(run_id: int) -> str:
@@ -41,12 +47,11 @@ def start_run(run_id: int) -> str:
         run.started_at = run.started_at or timezone.now()
         run.save(update_fields=["status", "started_at", "updated_at"])
         announce(run, "")
-        tree = load_tree(run)
-        recorder = Recorder(run, tree)
-        if not tree.root.finished:
-            submit_evaluation(run, recorder, tree.root.id, 1)
+        engine = engine_of(run)
+        if not engine.tree.root.finished:
+            submit_evaluation(run, engine, engine.tree.root.id, 1)
         else:
-            schedule(run, tree, recorder)
+            schedule(run, engine)
     queues.after_commit(ensure_reaper)
     return f"run {run_id} started"
 
@@ -57,52 +62,36 @@ def announce(run: Run, reason: str) -> None:
                 {"status": run.status, "reason": reason, "best": run.best_node, "run": run.to_dict()})
 
 
-def submit_evaluation(run: Run, recorder: Recorder, node_id: int, tries: int) -> None:
+def submit_evaluation(run: Run, engine: Engine, node_id: int, tries: int) -> None:
     """Mark the node building and queue its evaluation (and the step that records it) after commit."""
-    tree = recorder.tree
-    node = tree[node_id]
+    node = engine.tree[node_id]
     if node.status != "building":
-        node.status = "building"
-        recorder(EngineEvent("node.status", node_id, {"status": "building"}))
+        engine.set_status(node, "building")
     pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=node_id)
     Node.objects.filter(pk=pk).update(phase="evaluate", tries=tries, claim="", job_id=queues.eval_job_id(pk, tries))
-    queues.after_commit(queues.enqueue_evaluation, run.pk, pk, tries, tree.problem_source, node.source,
+    queues.after_commit(queues.enqueue_evaluation, run.pk, pk, tries, engine.tree.problem_source, node.source,
                         eval_settings(run))
 
 
-def schedule(run: Run, tree: Tree, recorder: Recorder, engine: Engine | None = None) -> None:
-    """Start attempts until k are in flight or a limit is reached; finish the run when nothing is left."""
+def schedule(run: Run, engine: Engine) -> None:
+    """Start attempts until k are in flight or a limit is reached; finish the run when the engine says it ends."""
     if run.status != Run.Status.RUNNING:
         return
-    root = tree.root
-    if not root.finished:
+    tree = engine.tree
+    if not tree.root.finished:
         return
-    if not root.correct:
-        reason = f"the reference itself did not pass ({root.verdict}): {'; '.join(root.reasons) or 'no reason given'}"
-        finish(run, tree, Run.Status.FAILED, reason)
-        return
-    engine = engine or make_engine(run, tree, recorder)
-    limits = Limits(budget=run.budget, time_limit_s=run.settings.get("time_limit_s"),
-                    cost_limit_usd=run.settings.get("cost_limit_usd"))
     elapsed = (timezone.now() - run.started_at).total_seconds() if run.started_at else 0.0
-    stop: str | None = None
-    limit = parallel_now(run)
-    while len(tree.in_flight()) < limit:
-        stop = limits.stop_reason(tree, elapsed)
-        if stop is not None:
-            break
-        parent = engine.select()
-        if parent is None:
-            break
-        child = engine.start_child(parent)
+    children, stop = engine.schedule(parallel_now(run) - len(tree.in_flight()), elapsed)
+    for child in children:
         pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=child.id)
         Node.objects.filter(pk=pk).update(phase="expand", tries=1, claim="", job_id=queues.expand_job_id(pk, 1))
         queues.after_commit(queues.enqueue_expand, run.pk, pk, 1)
+    end = engine.finish_reason(stop)
+    if end is not None:
+        finish(run, tree, RUN_STATUS[end.status], end.reason)
+        return
     sync_run_totals(run, tree)
-    if not tree.in_flight():
-        finish(run, tree, Run.Status.FINISHED, stop or NOTHING_SELECTABLE)
-    else:
-        queues.after_commit(ensure_reaper)  # also restarts the periodic reaper after a Redis restart
+    queues.after_commit(ensure_reaper)  # also restarts the periodic reaper after a Redis restart
 
 
 def finish(run: Run, tree: Tree, status: str, reason: str) -> None:
@@ -127,12 +116,10 @@ def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
     if claimed != 1:
         return f"node pk {node_pk} try {tries}: not due (already claimed, finished or the run is not running)"
     run = Run.objects.select_related("problem", "owner").get(pk=run_id)
-    tree = load_tree(run)
     row = Node.objects.get(pk=node_pk)
-    recorder = Recorder(run, tree, claim=claim)
     fatal: str | None = None
     try:
-        make_engine(run, tree, recorder).expand(row.parent, row.node_id)
+        engine_of(run, claim).expand(row.parent, row.node_id)
     except StaleClaim:
         return f"node pk {node_pk}: taken over while its agents ran; dropped this try"
     except AgentError as exc:  # permanent: the engine recorded it on the node; the run cannot go on
@@ -140,17 +127,15 @@ def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
     with locked_run(run_id) as run:
         if not Node.objects.filter(pk=node_pk, claim=claim).exists():
             return f"node pk {node_pk}: taken over before it could be submitted"
-        tree = load_tree(run)
-        recorder = Recorder(run, tree)
-        engine = make_engine(run, tree, recorder)
-        if tree[row.node_id].status == "building":
-            submit_evaluation(run, recorder, row.node_id, 1)
+        engine = engine_of(run)
+        if engine.tree[row.node_id].status == "building":
+            submit_evaluation(run, engine, row.node_id, 1)
         else:
             Node.objects.filter(pk=node_pk).update(phase="", claim="")
             engine.progress()
             if fatal is not None and run.status == Run.Status.RUNNING:
-                finish(run, tree, Run.Status.FAILED, fatal)
-            schedule(run, tree, recorder, engine)
+                finish(run, engine.tree, Run.Status.FAILED, fatal)
+            schedule(run, engine)
     return f"node pk {node_pk} expanded"
 
 
@@ -185,26 +170,22 @@ def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
                .exclude(status__in=FINISHED).first())
         if row is None:
             return f"node pk {node_pk} try {tries}: already recorded or superseded"
-        tree = load_tree(run)
-        recorder = Recorder(run, tree)
-        engine = make_engine(run, tree, recorder)
+        engine = engine_of(run)
         if kind == "result":
             engine.record(row.node_id, value)
-            if tree.meta != run.meta:  # the root's evaluation adds the device facts the prompts show
-                run.meta = dict(tree.meta)
+            if engine.tree.meta != run.meta:  # the root's evaluation adds the device facts the prompts show
+                run.meta = dict(engine.tree.meta)
                 run.save(update_fields=["meta"])
         elif tries < MAX_TRIES:
             verdict, reason = value
-            node = tree[row.node_id]
-            node.agent_log += f"evaluation try {tries} lost: {reason}; retrying once\n"
-            recorder(EngineEvent("node.status", row.node_id, {"status": node.status}))
-            submit_evaluation(run, recorder, row.node_id, tries + 1)
+            engine.retry(row.node_id, f"evaluation try {tries} lost: {reason}", "evaluate")
+            submit_evaluation(run, engine, row.node_id, tries + 1)
             return f"node pk {node_pk}: evaluation retried ({reason})"
         else:
             verdict, reason = value
             engine.fail(row.node_id, verdict, f"{reason} (after {tries} tries)")
         Node.objects.filter(pk=node_pk).update(phase="", claim="")
-        schedule(run, tree, recorder, engine)
+        schedule(run, engine)
     return f"node pk {node_pk} recorded"
 
 
@@ -214,25 +195,15 @@ def retry_lost_expand(run_id: int, node_pk: int, tries: int, reason: str) -> str
         row = Node.objects.filter(pk=node_pk, phase="expand", tries=tries).exclude(status__in=FINISHED).first()
         if row is None:
             return "not lost"
-        tree = load_tree(run)
-        recorder = Recorder(run, tree)
-        node = tree[row.node_id]
+        engine = engine_of(run)
         if tries < MAX_TRIES and run.status in (Run.Status.RUNNING, Run.Status.PAUSED):
-            node.agent_log += f"agents' try {tries} lost: {reason}; retrying once\n"
-            node.status = "selected"
-            recorder(EngineEvent("node.status", row.node_id, {"status": "selected"}))
+            engine.retry(row.node_id, f"agents' try {tries} lost: {reason}", "expand")
             Node.objects.filter(pk=node_pk).update(tries=tries + 1, claim="",
                                                    job_id=queues.expand_job_id(node_pk, tries + 1))
             queues.after_commit(queues.enqueue_expand, run.pk, node_pk, tries + 1)
             return f"node pk {node_pk}: agents retried"
-        engine = make_engine(run, tree, recorder)
-        engine.fail(row.node_id, "interrupted", f"the attempt was lost while {node.status}: {reason}")
+        status = engine.tree[row.node_id].status
+        engine.fail(row.node_id, "interrupted", f"the attempt was lost while {status}: {reason}")
         Node.objects.filter(pk=node_pk).update(phase="", claim="")
-        schedule(run, tree, recorder, engine)
+        schedule(run, engine)
         return f"node pk {node_pk}: recorded as interrupted"
-
-
-def ensure_reaper() -> None:
-    from search.app.service.reaper import ensure_reaper as ensure
-
-    ensure()

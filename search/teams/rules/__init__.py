@@ -19,10 +19,12 @@ SETTINGS = ("max_reasks", "max_agent_retries", "top_r", "context_tokens")
 def build_team(options: dict[str, Any] | None = None) -> Team:
     """Options: seed (move choice, default 0), analysis_timeout_s (the tracing child's deadline, default
     $STARK_RULES_ANALYSIS_TIMEOUT_S or 120), policy (default adaptive-egreedy) with n_root, n_child, eps, and the
-    engine settings max_reasks, max_agent_retries, top_r, context_tokens."""
+    engine settings max_reasks, max_agent_retries, top_r, context_tokens; trace_store (a TraceStore: the tracing
+    children's answers kept beyond this process, e.g. across a run's expand jobs in the service)."""
     options = dict(options or {})
     timeout = options.get("analysis_timeout_s")
-    ctx = RulesContext(seed=int(options.get("seed") or 0), analysis_timeout_s=None if timeout is None else float(timeout))
+    ctx = RulesContext(seed=int(options.get("seed") or 0), analysis_timeout_s=None if timeout is None else float(timeout),
+                       store=options.get("trace_store"))
     params = {k: options[k] for k in POLICY_PARAMS if options.get(k) is not None}
     policy = get_policy(options.get("policy") or "adaptive-egreedy", **params)
     settings = {k: options[k] for k in SETTINGS if options.get(k) is not None}

@@ -8,11 +8,12 @@ kernels.isolated -> search.teams.rules.traced): these roles only ever see plain 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from search.engine.agents import AgentError, CodeAnswer, ContextWindow, MalformedAnswer, PlanAnswer, Usage
 from search.engine.anchors import resolve_instructions, strip_markers
@@ -30,15 +31,25 @@ def usage(role: str, started: float) -> Usage:
                               "latency_s": round(time.perf_counter() - started, 4), "retries": 0}])
 
 
+class TraceStore(Protocol):
+    """Where the tracing children's answers outlive one process (the service: a run's Redis hash), so a later
+    expand job of the same run asks a child only for what no earlier one rendered. Entries are text."""
+
+    def load(self, key: str) -> dict[str, str]: ...
+
+    def save(self, key: str, entries: dict[str, str]) -> None: ...
+
+
 @dataclass
 class RulesContext:
     """Facts shared by the three roles: the seed, and what the tracing child answered per (problem, device): the
     Facts, and the rendered source per recipe (each child call renders every recipe the role may need next, so a
     plan step and the code step after it cost one child). analysis_timeout_s: the child's deadline (None: from
-    STARK_RULES_ANALYSIS_TIMEOUT_S)."""
+    STARK_RULES_ANALYSIS_TIMEOUT_S); store: where the answers are kept beyond this process (None: here only)."""
 
     seed: int = 0
     analysis_timeout_s: float | None = None
+    store: TraceStore | None = None
     _facts: dict[tuple[str, bool], Facts] = field(default_factory=dict)
     _sources: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
     _errors: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
@@ -76,6 +87,8 @@ class RulesContext:
         digest, cuda = key = self._key(window)
         name = self.name(window)
         with self._lock:
+            if key not in self._facts and self.store is not None:
+                self._restore(digest, cuda, name)
             if key in self._facts:  # the facts say which moves or fixes the request means: ask only for those
                 wanted = expand(request, self._facts[key])
                 missing = tuple(dict.fromkeys(r for r in wanted if not self._known((digest, cuda, name, r.to_text()))))
@@ -89,7 +102,26 @@ class RulesContext:
                 self._sources[(digest, cuda, name, text)] = source
             for text, error in traced.render_errors.items():
                 self._errors[(digest, cuda, name, text)] = error
+            if self.store is not None:
+                entries = {"facts": json.dumps(traced.facts.to_dict()),
+                           **{f"source:{t}": v for t, v in traced.sources.items()},
+                           **{f"error:{t}": v for t, v in traced.render_errors.items()}}
+                self.store.save(_store_key(digest, cuda, name), entries)
             return traced.facts
+
+    def _restore(self, digest: str, cuda: bool, name: str) -> None:
+        """What earlier processes of this run learnt about the problem (nothing when the store has nothing)."""
+        assert self.store is not None
+        entries = self.store.load(_store_key(digest, cuda, name))
+        if "facts" not in entries:
+            return
+        self._facts[(digest, cuda)] = Facts.from_dict(json.loads(entries["facts"]))
+        for entry, text in entries.items():
+            kind, _, recipe = entry.partition(":")
+            if kind == "source":
+                self._sources[(digest, cuda, name, recipe)] = text
+            elif kind == "error":
+                self._errors[(digest, cuda, name, recipe)] = text
 
     def _known(self, key: tuple[str, bool, str, str]) -> bool:
         return key in self._sources or key in self._errors
@@ -107,6 +139,10 @@ class RulesContext:
             if key in self._errors:
                 raise RuntimeError(f"rendering recipe {recipe.to_text()} failed: {self._errors[key]}")
             return self._sources[key]
+
+
+def _store_key(digest: str, cuda: bool, name: str) -> str:
+    return f"{digest}:{'cuda' if cuda else 'cpu'}:{name}"
 
 
 def _known_recipes(window: ContextWindow) -> set[Recipe]:

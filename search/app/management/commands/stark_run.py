@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import time
+from argparse import Namespace
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from search.app.events import events_after
 from search.app.models import Run
+from search.app.service.control import create_run, problem_for
+from search.app.service.runs import load_tree
 from search.app.service.settings import SettingError, parse_run_settings
-from search.cli import add_run_options, default_device, eval_settings, team_options
-
-TOP_LEVEL = ("target", "device", "seed")
+from search.cli import add_run_options
+from search.inline import UsageError, eval_fields, run_settings
 
 
 class Command(BaseCommand):
@@ -31,25 +34,17 @@ class Command(BaseCommand):
         parser.add_argument("--wait-timeout", type=float, default=0.0, help="give up following after N s")
 
     def handle(self, *args, **opts) -> None:
-        from argparse import Namespace
-
-        from search.app.service.control import create_run, problem_for
-
         ns = Namespace(**opts)
-        ns.device = ns.device or default_device()
         path = Path(ns.problem)
         if not path.is_file():
             raise CommandError(f"{path}: no such file; pass a KernelBench-format .py problem")
         owner = self.owner(ns.owner)
-        options = {k: v for k, v in team_options(ns).items() if k not in TOP_LEVEL}
-        data = {"team": ns.team, "budget": ns.budget, "parallel": ns.parallel, "device": ns.device,
-                "target": ns.target, "seed": ns.seed, "time_limit_s": ns.time_limit, "cost_limit_usd": ns.cost_limit,
-                "eval": {k: v for k, v in eval_settings(ns).items() if k != "device"}, "team_options": options,
-                "name": ns.name}
         try:
+            data = run_settings(ns, ns.name).to_data()
+            data["eval"] = eval_fields(ns)  # the flags' choices: the operator's ceilings apply as for the API
             settings = parse_run_settings(data)
             problem = problem_for(owner, path.read_text(), path.stem)
-        except SettingError as exc:
+        except (UsageError, SettingError) as exc:
             raise CommandError(str(exc)) from None
         run = create_run(owner, problem, settings)
         self.stdout.write(f"run {run.pk} queued (owner {owner.get_username()}); web page /runs/{run.pk}/")
@@ -57,8 +52,6 @@ class Command(BaseCommand):
             return
         run = self.follow(run.pk, ns.quiet, ns.wait_timeout)
         if ns.out:
-            from search.app.service.runs import load_tree
-
             tree = load_tree(run)
             Path(ns.out).write_text(json.dumps(tree.to_dict(), indent=1) + "\n")
         if run.status != Run.Status.FINISHED:
@@ -78,8 +71,6 @@ class Command(BaseCommand):
 
     def follow(self, run_id: int, quiet: bool, timeout: float) -> Run:
         """Print progress from the stored events until the run ends (workers do the work)."""
-        from search.app.events import events_after
-
         seen = 0
         started = time.monotonic()
         while True:

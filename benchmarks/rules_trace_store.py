@@ -1,0 +1,104 @@
+"""How many tracing children the offline team starts over a run's expand steps, and how long they take: the service
+builds the team afresh in every expand job (a new RQ work-horse), so without a store each job traced the problem
+again; with the run's trace store (search.app.service.trace_store) a job asks a child only for renders no earlier
+job made. The CLI keeps one team for the whole run (the floor).
+
+    python benchmarks/rules_trace_store.py [--budget 8] [--out docs/benchmarks/rules_trace_store.json]
+
+Expand only: each candidate is recorded as correct at 0.9x its parent's time instead of being evaluated, so the
+numbers are the agents' tracing work alone (children are real kernels.isolated children). Modes:
+  per-job      a fresh team per attempt, no store (the service before the store)
+  per-job+store a fresh team per attempt sharing one store (the service now; a dict here, a Redis hash there)
+  one-team     one team for the run (python -m search run)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from search.engine.engine import Engine  # noqa: E402
+from search.engine.tree import Tree  # noqa: E402
+from search.teams import get_team  # noqa: E402
+
+PROBLEMS = ("level2/linear_gelu_scale.py", "level2/residual_sub_leaky_relu_div.py", "level1/softmax.py")
+
+
+class DictStore:
+    """The TraceStore protocol over a dict (what RedisTraceStore does over a run's Redis hash)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, str]] = {}
+
+    def load(self, key: str) -> dict[str, str]:
+        return dict(self.data.get(key, {}))
+
+    def save(self, key: str, entries: dict[str, str]) -> None:
+        self.data.setdefault(key, {}).update(entries)
+
+
+def search(problem: str, name: str, budget: int, mode: str) -> dict[str, Any]:
+    tree = Tree(problem, {"device": "cpu", "target": "cpp", "seed": 0, "budget": budget},
+                meta={"problem_summary": {"name": name}})
+    tree.root.status, tree.root.verdict, tree.root.runtime_ms = "done", "pass", 1.0
+    store = DictStore() if mode == "per-job+store" else None
+    teams: list[Any] = []
+
+    def team() -> Any:
+        if mode == "one-team" and teams:
+            return teams[0]
+        options = {"device": "cpu", "target": "cpp", "seed": 0}
+        if store is not None:
+            options["trace_store"] = store
+        teams.append(get_team("rules", options))
+        return teams[-1]
+
+    started = time.perf_counter()
+    for _ in range(budget):
+        engine = Engine(tree, team)  # a step of the service: the engine (and its team) afresh
+        children, stop = engine.schedule(1, 0.0)
+        if not children:
+            break
+        child = engine.expand(children[0].parent or 0, children[0].id)
+        if child.status == "building":
+            parent = tree[child.parent or 0]
+            engine.record(child.id, {"verdict": "pass", "timing": {"median_ms": (parent.runtime_ms or 1.0) * 0.9}})
+    wall = time.perf_counter() - started
+    unique = {id(t) for t in teams}
+    calls = sum(t.plan.ctx.calls for t in {id(t): t for t in teams}.values())
+    return {"problem": name, "mode": mode, "attempts": tree.attempts, "tracing_children": calls,
+            "teams_built": len(unique), "wall_s": round(wall, 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=8)
+    parser.add_argument("--out", default=str(ROOT / "docs/benchmarks/rules_trace_store.json"))
+    args = parser.parse_args()
+    rows = []
+    for rel in PROBLEMS:
+        path = ROOT / "examples/problems" / rel
+        for mode in ("per-job", "per-job+store", "one-team"):
+            rows.append(search(path.read_text(), path.stem, args.budget, mode))
+            print(rows[-1], flush=True)
+    lines = ["| problem | mode | attempts | teams built | tracing children | wall s |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['problem']} | {r['mode']} | {r['attempts']} | {r['teams_built']} | {r['tracing_children']} | "
+              f"{r['wall_s']} |" for r in rows]
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"budget": args.budget, "rows": rows}, indent=1) + "\n")
+    out.with_suffix(".md").write_text(f"# Rules team: tracing children per run (budget {args.budget}, CPU, expand "
+                                      f"only)\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""One problem searched inline (no Redis, no database): its RunSettings from the command line's flags, the team,
+the real evaluator, progress lines and the tree file. `python -m search run` and `bench` both use it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from search.engine.engine import Engine, selection_settings
+from search.engine.events import Event
+from search.engine.loop import RunSummary, run
+from search.engine.settings import (
+    DEFAULT_BASELINES,
+    DEFAULT_DEVICE,
+    GPU_DEVICE,
+    LOCAL_ONLY_OPTIONS,
+    TEAM_OPTIONS,
+    RunSettings,
+    SettingError,
+)
+from search.engine.tree import Tree
+from search.teams import TeamUnavailable, get_team
+
+# The flag that sets each field of RunSettings where it is not --<field with dashes>.
+FLAGS = {"time_limit_s": "--time-limit", "cost_limit_usd": "--cost-limit", "eval": "evaluation settings",
+         "team_options": "team options"}
+
+
+class UsageError(Exception):
+    """Something the user can fix on the command line or in the problem file; printed, exit code 2."""
+
+
+def default_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        return DEFAULT_DEVICE
+    return GPU_DEVICE if torch.cuda.is_available() else DEFAULT_DEVICE
+
+
+def team_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The team options among the flags (provider, models, temperatures, policy, ...), those given only."""
+    return {k: getattr(args, k) for k in (*TEAM_OPTIONS, *LOCAL_ONLY_OPTIONS) if getattr(args, k, None) is not None}
+
+
+def eval_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The evaluation settings the flags choose (RunSettings adds the device and the seed)."""
+    baselines = [b for b in DEFAULT_BASELINES if b == "eager" or not args.no_compile_baseline]
+    if args.max_autotune_baseline:
+        baselines.append("compile-max-autotune")
+    fields: dict[str, Any] = {"baselines": baselines}
+    if args.timing_runs is not None:
+        fields["timing_runs"] = args.timing_runs
+    return fields
+
+
+def run_settings(args: argparse.Namespace, name: str = "") -> RunSettings:
+    """RunSettings from the flags of `run`, `bench` and `manage.py stark_run`; a bad value is a UsageError naming
+    its flag."""
+    try:
+        return RunSettings(team=args.team, budget=args.budget, parallel=args.parallel,
+                           device=args.device or default_device(), target=args.target or "", seed=args.seed,
+                           time_limit_s=args.time_limit, cost_limit_usd=args.cost_limit, eval=eval_fields(args),
+                           name=name, team_options=team_options(args))
+    except SettingError as exc:
+        flag = FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
+        raise UsageError(f"{flag}: {exc.message}") from None
+
+
+def kernels_evaluate(problem_source: str, candidate_source: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The real evaluator: kernels.evaluate in fresh subprocesses."""
+    from kernels import evaluate
+
+    return evaluate(problem_source, candidate_source, settings).to_dict()
+
+
+def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
+    from kernels import ProblemError, inspect_problem
+
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"problem file {path} does not exist; pass a KernelBench-format .py file")
+    source = file.read_text()
+    try:
+        summary = inspect_problem(source, device=device).to_dict()
+    except ProblemError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    summary["name"] = file.stem
+    return source, summary
+
+
+def printer(out: TextIO, budget: int) -> Callable[[Event], None]:
+    """Progress lines: one per finished attempt, plus run status changes."""
+
+    def emit(event: Event) -> None:
+        d = event.data
+        if event.type == "node.result" and event.node != 0:
+            line = f"[{event.node}/{budget}] {d['verdict']}"
+            if d.get("runtime_ms") is not None:
+                line += f"  {d['runtime_ms']:.4g} ms"
+            if d.get("speedup_vs_eager") is not None:
+                line += f"  {d['speedup_vs_eager']:.3g}x eager"
+            if d.get("speedup_vs_compile") is not None:
+                line += f"  {d['speedup_vs_compile']:.3g}x compile"
+            if d.get("verdict") != "pass" and d.get("reasons"):
+                line += "  (" + str(d["reasons"][0])[:140].replace("\n", " ") + ")"
+            print(line, file=out, flush=True)
+        elif event.type == "node.result" and event.node == 0:
+            ms = d.get("runtime_ms")
+            print(f"reference: {d['verdict']}" + (f"  {ms:.4g} ms" if ms is not None else ""), file=out, flush=True)
+        elif event.type == "node.created":
+            print(f"  attempt {d['attempt']}: {d['role']} from node {d['parent']}", file=out, flush=True)
+        elif event.type == "run.status" and d.get("status") != "running":
+            print(f"run {d['status']}: {d.get('reason', '')}", file=out, flush=True)
+
+    return emit
+
+
+def search_problem(path: str, args: argparse.Namespace, out: TextIO,
+                   tree_file: str | None = None, events_file: str | None = None) -> tuple[Tree, RunSummary]:
+    """Search one problem inline with the team, budget and limits of args."""
+    settings = run_settings(args)
+    args.device, args.target = settings.device, settings.target  # the bench's results name them
+    source, summary = read_problem(path, settings.device)
+    try:
+        team = get_team(settings.team, settings.team_config())
+    except (ValueError, TeamUnavailable) as exc:
+        raise UsageError(str(exc)) from None
+    limits = {"budget": settings.budget, "parallel": settings.parallel, "time_limit_s": settings.time_limit_s,
+              "cost_limit_usd": settings.cost_limit_usd}
+    if getattr(args, "resume", False) and tree_file and Path(tree_file).exists():
+        tree = Tree.load(tree_file)
+        tree.settings.update(limits)
+    else:
+        tree = Tree(source, {"problem_file": str(path), "team": settings.team, "team_options": settings.team_config(),
+                             **settings.tree_settings(), **limits, **selection_settings(team)},
+                    meta={"problem_summary": summary})
+    sinks: list[Callable[[Event], None]] = [] if args.quiet else [printer(out, settings.budget)]
+    if events_file:
+        Path(events_file).parent.mkdir(parents=True, exist_ok=True)
+    handle = open(events_file, "w") if events_file else None  # noqa: SIM115
+    if handle is not None:
+        sinks.append(lambda e: handle.write(json.dumps(e.to_dict(), default=str) + "\n"))
+
+    def emit(event: Event) -> None:
+        for sink in sinks:
+            sink(event)
+
+    try:
+        result = run(Engine(tree, team, kernels_evaluate, emit), parallel=settings.parallel)
+    finally:
+        if handle is not None:
+            handle.close()
+        if tree_file:
+            tree.save(tree_file)
+    return tree, result
