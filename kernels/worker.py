@@ -100,10 +100,10 @@ def main(argv: list[str]) -> None:
     redirect_output(work_dir / "build.log")
     handlers: dict[str, Callable[[dict[str, Any], Path, Channel], None]] = {}
     try:
-        from kernels import candidate_task, isolated, reference_task
+        from kernels import candidate_task, isolated, reference_task, retime
 
         handlers = {"inspect": reference_task.inspect, "reference": reference_task.reference,
-                    "candidate": candidate_task.run, "call": isolated.run}
+                    "candidate": candidate_task.run, "call": isolated.run, "retime": retime.run}
         channel.send("environment", environment=environment(task.get("device", "cpu")))
         handlers[task["kind"]](task, work_dir, channel)
     except MemoryError:

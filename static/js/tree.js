@@ -2,12 +2,15 @@
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
+import { fmtX, moveLabel, speed } from "./speed.js";
+
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
 
 const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
 const ROLE_LABEL = { "plan+code": "plan", debug: "debug", root: "" };
 const ROW = 24; // vertical distance between leaves
 const COLUMN = 230;
+const MIN_AUTO_K = 0.8; // automatic fits never shrink labels below ~10 px: past that they follow the newest node
 const LAYOUT_MS = 150; // the most often new nodes re-lay out the tree // horizontal distance between depths
 
 const speedColour = d3
@@ -23,27 +26,31 @@ export function statusClass(n) {
   return "st-pending";
 }
 
-export function fillColour(n) {
+// Colour by the speed-up against the reference (timed the same way): slower than the reference is orange.
+export function fillColour(n, root = null) {
   const cls = statusClass(n);
-  if (cls === "st-pass") return speedColour(n.speedup_vs_eager ?? 1);
+  if (cls === "st-pass") return speedColour(speed(n, root)?.value ?? 1);
   return null; // the CSS class decides
 }
 
-function fmtX(v) {
-  return v == null ? "" : `${v >= 10 ? v.toFixed(0) : v.toFixed(2)}×`;
-}
-
-// The text shown beside a node: its id and, in words, what it is doing or how it ended.
-export function nodeLabel(n) {
+// The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
+// ("~" marks a speed-up whose timing was unstable).
+export function nodeLabel(n, root = null) {
+  const phase = n.eval_phase ? `${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
   if (n.parent == null) {
     if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
-    if (RUNNING.has(n.status) && n.eval_phase) return `#${n.id} reference: ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…`;
+    if (RUNNING.has(n.status) && phase) return `#${n.id} reference: ${phase}`;
     return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
   }
-  if (RUNNING.has(n.status) && n.eval_phase) return `#${n.id} ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…`;
-  if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…`;
-  if (n.verdict === "pass") return `#${n.id} pass ${fmtX(n.speedup_vs_eager)}`;
-  return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}`;
+  const move = moveLabel(n);
+  const head = move ? `#${n.id} ${move} ·` : `#${n.id}`;
+  if (RUNNING.has(n.status) && phase) return `${head} ${phase}`;
+  if (RUNNING.has(n.status) || n.status === "pending") return `${head} ${n.status}…`;
+  if (n.verdict === "pass") {
+    const s = speed(n, root);
+    return `${head} ${s ? `${s.unstable ? "~" : ""}${fmtX(s.value)}` : "pass"}`;
+  }
+  return `${head} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}`;
 }
 
 export class TreeView {
@@ -187,7 +194,8 @@ export class TreeView {
     this.svg.classed("far", far).classed("tiny", tiny);
 
     // Edges leave a node after its label (estimated width), so they never cross the text.
-    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data).length * 6.6));
+    const root = this.rootNode();
+    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data, root).length * 6.6));
     const linkPath = d3.linkHorizontal();
     this.linkLayer
       .selectAll("path")
@@ -232,7 +240,7 @@ export class TreeView {
       if (n.id === self.selected) cls += " selected";
       if (n.id === self.focused) cls += " focused";
       if (closed) cls += " collapsed";
-      const words = nodeLabel(n);
+      const words = nodeLabel(n, root);
       const label = tiny ? "" : closed ? `${words}  (+${countBelow(n.id, kids)})` : words;
       const toggle = !tiny && hasKids ? (closed ? "+" : "−") : "";
       set(this, "id", `tn-${n.id}`);
@@ -243,7 +251,7 @@ export class TreeView {
       set(this, "aria-expanded", hasKids ? String(!closed) : null);
       set(this, "aria-label", words);
       set(this, "transform", `translate(${d.y},${d.x})`);
-      const fill = fillColour(n) || "";
+      const fill = fillColour(n, root) || "";
       if (this.__fill !== fill) { this.firstChild.style.fill = fill; this.__fill = fill; }
       if (this.__label !== label) { this.childNodes[1].textContent = label; this.__label = label; }
       if (this.__toggle !== toggle) { this.childNodes[2].textContent = toggle; this.__toggle = toggle; }
@@ -302,8 +310,8 @@ export class TreeView {
     const w = y1 - y0 + 260, h = x1 - x0 + 60;
     let k = Math.min(1.5, width / w, height / h);
     let cx = (y0 + y1 + 200) / 2, cy = (x0 + x1) / 2;
-    if (!userAsked && k < 0.35) {
-      k = 0.35;
+    if (!userAsked && k < MIN_AUTO_K) {
+      k = MIN_AUTO_K;
       let newest = null;
       for (const d of this.all) if (!newest || d.data.id > newest.data.id) newest = d;
       // Follow lazily: move only when the newest node is near an edge (or out) of the box.

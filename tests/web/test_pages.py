@@ -124,6 +124,7 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     skeleton = (root.source + "\n# <<<IMPROVE BEGINS>>> fuse the relu into one pass\n"
                 "y = 1\n# <<<IMPROVE ENDS>>>\n")
     filled = root.source + "\ny = 2\nz = 3\n"
+    Node.objects.filter(pk=root.pk).update(status="done", verdict="pass", runtime_ms=2.0)  # the reference: 2 ms
     Node.objects.create(run=run, node_id=1, parent=0, attempt=1, role="plan+code", status="done", verdict="pass",
                         anchored_source=skeleton, source=filled, instructions=["fuse the relu into one pass"],
                         runtime_ms=1.0, speedup_vs_eager=2.0, created_at=0.0)
@@ -134,7 +135,9 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     assert 'id="filled-code"' in html and "filled" in html
     assert "+ y = 2" in html  # the diff against the root
     compare = client.get(reverse("pages:compare"), {"a": f"{run.pk}:0", "b": f"{run.pk}:1"}).content.decode()
-    assert 'id="compare-metrics"' in compare and "2.00×" in compare and "z = 3" in compare
+    # speed-ups are against the reference timed the same way (2 ms / 1 ms), never a separately timed eager
+    assert 'id="compare-metrics"' in compare and "2.00× vs reference" in compare and "z = 3" in compare
+    assert "1.00× (the reference)" in compare
 
 
 def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source):
