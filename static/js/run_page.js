@@ -150,7 +150,7 @@ function drawBest(best) {
   badge.title = s.unstable ? `${s.why}; re-time it before trusting this number` : "";
   const range = rangeText(s);
   spread.textContent = faster ? `${range ? `range ${range} · ` : ""}${s.how}`
-    : `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed`;
+    : `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed · ${s.how}`;
 }
 
 // What the evaluations in flight are doing (the reference first): "reference: baselines 12 s".

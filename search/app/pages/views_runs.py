@@ -73,7 +73,8 @@ def header_context(run: Run) -> dict[str, Any]:
             out["spread"] = speed["how"]
         else:
             out["best"] = "No faster kernel found yet"
-            out["spread"] = f"best correct attempt #{best.node_id}: {speed['value']:.2f}× the reference's speed"
+            out["spread"] = (f"best correct attempt #{best.node_id}: {speed['value']:.2f}× the reference's speed · "
+                             f"{speed['how']}")
     return out
 
 
