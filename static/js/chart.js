@@ -48,7 +48,9 @@ export class BestChart {
       .attr("x1", m.left).attr("x2", width - m.right).attr("y1", y(1)).attr("y2", y(1));
     const stepped = pts.map((p, i) => ({ i: i + 1, best: p.best })).filter((p) => p.best != null);
     const line = d3.line().curve(d3.curveStepAfter).x((p) => x(p.i)).y((p) => y(p.best));
-    svg.selectAll("path.best").data([stepped]).join("path").attr("class", "best").attr("d", line);
+    const top = stepped.length ? stepped[stepped.length - 1].best : null;
+    svg.selectAll("path.best").data([stepped]).join("path").attr("class", top != null && top <= 1 ? "best slower" : "best")
+      .attr("d", line);
     svg.selectAll("circle.attempt").data(pts.map((p, i) => ({ ...p, i: i + 1 })).filter((p) => p.value != null), (p) => p.id)
       .join("circle").attr("class", (p) => (p.value > 1 ? "attempt" : "attempt slower")).attr("r", 3).attr("cx", (p) => x(p.i)).attr("cy", (p) => y(p.value));
     svg.selectAll("line.fail").data(pts.map((p, i) => ({ ...p, i: i + 1 })).filter((p) => p.value == null), (p) => p.id)

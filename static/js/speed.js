@@ -63,7 +63,7 @@ export function moveLabel(n) {
   let text = first.replace(/\s*\[rules:[^\]]*\]\s*/g, " ").replace(/\s*\(part \d+\/\d+[^)]*\)/g, "").trim();
   text = text.split(/[.;:\n]/)[0].trim().replace(/^(Same move \()?/, "").replace(/\)$/, "");
   const words = text.split(/\s+/).filter(Boolean).slice(0, 4).join(" ");
-  let label = words.length > 20 ? `${words.slice(0, 19)}…` : words;
+  let label = words.length > 16 ? `${words.slice(0, 15)}…` : words;
   const parts = n.instructions ? n.instructions.length : 0;
   if (label && parts > 1) label += ` ×${parts}`;
   if (n.role === "debug") return label ? `debug: ${label}` : "debug";

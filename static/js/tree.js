@@ -9,7 +9,7 @@ const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic scr
 const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
 const ROLE_LABEL = { "plan+code": "plan", debug: "debug", root: "" };
 const ROW = 24; // vertical distance between leaves
-const COLUMN = 230;
+const COLUMN = 260;
 const MIN_AUTO_K = 0.8; // automatic fits never shrink labels below ~10 px: past that they follow the newest node
 const LAYOUT_MS = 150; // the most often new nodes re-lay out the tree // horizontal distance between depths
 
@@ -43,14 +43,14 @@ export function nodeLabel(n, root = null) {
     return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
   }
   const move = moveLabel(n);
-  const head = move ? `#${n.id} ${move} ·` : `#${n.id}`;
-  if (RUNNING.has(n.status) && phase) return `${head} ${phase}`;
-  if (RUNNING.has(n.status) || n.status === "pending") return `${head} ${n.status}…`;
+  const tail = move ? ` · ${move}` : "";
+  if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
+  if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {
     const s = speed(n, root);
-    return `${head} ${s ? `${s.unstable ? "~" : ""}${fmtX(s.value)}` : "pass"}`;
+    return `#${n.id} ${s ? `${s.unstable ? "~" : ""}${fmtX(s.value)}` : "pass"}${tail}`;
   }
-  return `${head} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}`;
+  return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
 }
 
 export class TreeView {

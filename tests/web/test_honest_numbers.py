@@ -25,9 +25,17 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(path / f"{name}.png"), full_page=True)
 
 
-def watch_errors(page, errors: list[str]) -> None:
+def watch_errors(page, errors: list[str], expected: tuple[int, ...] = ()) -> None:
+    """Collect uncaught errors and console errors; `expected`: statuses the test provokes on purpose (chromium logs
+    "Failed to load resource: ... status of 404" for them)."""
+    allowed = tuple(f"status of {code} " for code in expected)
+
+    def console(m) -> None:
+        if m.type == "error" and not (m.text.startswith("Failed to load resource") and any(a in m.text for a in allowed)):
+            errors.append(f"{page.url}: {m.text}")
+
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
-    page.on("console", lambda m: m.type == "error" and errors.append(f"{page.url}: {m.text}"))
+    page.on("console", console)
 
 
 @pytest.fixture

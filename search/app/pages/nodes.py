@@ -73,7 +73,7 @@ def move_label(node: Any) -> str:
     text = re.split(r"[.;:\n]", TAGS.sub(" ", first).strip())[0].strip()
     text = re.sub(r"^Same move \(", "", text).rstrip(")")
     words = " ".join(text.split()[:4])
-    label = words if len(words) <= 20 else words[:19] + "…"
+    label = words if len(words) <= 16 else words[:15] + "…"
     if label and len(node.instructions or []) > 1:
         label += f" ×{len(node.instructions)}"
     if node.role == "debug":

@@ -109,7 +109,8 @@ def start_run(user, source: str, name: str, run_settings: RunSettings, summary: 
 @require_POST
 async def validate(request: HttpRequest) -> HttpResponse:
     """htmx partial: the problem's summary (shapes, dtypes, FLOPs, bytes, memory) and warnings, or its error.
-    Each keystroke pause sends one; htmx aborts the previous request, which cancels its check here."""
+    Each keystroke pause sends one; htmx queues the last one behind a check in flight (each check ends within its
+    deadline), and a browser that goes away cancels its check here (the harness child is killed)."""
     try:
         source, _ = problem_from(request)
     except SettingError as exc:
