@@ -48,7 +48,7 @@ export function nodeLabel(n, root = null) {
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {
     const s = speed(n, root);
-    return `#${n.id} ${s ? `${s.unstable ? "~" : ""}${fmtX(s.value)}` : "pass"}${tail}`;
+    return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${fmtX(s.value)}` : ""}${tail}`;
   }
   return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
 }
