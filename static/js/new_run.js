@@ -128,6 +128,8 @@ form?.addEventListener("input", (e) => {
 
 function syncTeam() {
   if (!team || !llm) return;
+  const help = document.getElementById("team-help");
+  if (help) help.textContent = team.selectedOptions[0]?.textContent || ""; // the whole description, never cut
   const offline = team.value === "rules";
   llm.disabled = offline;
   llm.classList.toggle("muted", offline);
