@@ -6,7 +6,7 @@ import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
-import { fmtX, moveLabel, rangeText } from "./speed.js";
+import { fmtX, moveLabel, phaseWords, rangeText } from "./speed.js";
 import { rooflineView } from "./roofline.js";
 
 const config = JSON.parse(document.getElementById("run-config").textContent);
@@ -56,7 +56,7 @@ function drawNodePhase() {
   if (!box || !n) return;
   const parts = [];
   if (n.eval_phase && !["done", "failed"].includes(n.status)) {
-    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${n.eval_phase} · ${Math.round(n.eval_elapsed_s || 0)} s elapsed`);
+    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${phaseWords(n.eval_phase)} · ${Math.round(n.eval_elapsed_s || 0)} s elapsed${etaText(n)}`);
   }
   const r = n.result && n.result.retime;
   if (r && (r.state === "queued" || r.state === "running") && n.retime_phase) {
@@ -153,12 +153,23 @@ function drawBest(best) {
     : `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed · ${s.how}`;
 }
 
+// An estimate for an attempt's evaluation: the median harness time of the attempts already evaluated in this
+// run, less what this one has spent ("" when nothing is known yet, e.g. for the reference).
+function etaText(n) {
+  if (n.parent == null) return "";
+  const walls = [...state.nodes.values()].filter((m) => m.parent != null && m.result && m.result.wall_s)
+    .map((m) => m.result.wall_s).sort((a, b) => a - b);
+  if (walls.length < 2) return "";
+  const left = Math.round(walls[Math.floor(walls.length / 2)] - (n.eval_elapsed_s || 0));
+  return left > 0 ? `, ≈${left} s left` : "";
+}
+
 // What the evaluations in flight are doing (the reference first): "reference: baselines 12 s".
 function phaseText() {
   const parts = [];
   for (const n of state.nodes.values()) {
     if (!n.eval_phase || ["done", "failed"].includes(n.status)) continue;
-    parts.push(`${n.parent == null ? "reference" : `#${n.id}`}: ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s`);
+    parts.push(`${n.parent == null ? "reference" : `#${n.id}`}: ${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s${etaText(n)}`);
   }
   for (const n of state.nodes.values()) {
     const r = n.result && n.result.retime;

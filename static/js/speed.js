@@ -22,6 +22,7 @@ export function retimed(n) {
 export function speed(n, root) {
   if (!n || !root) return null;
   if (n.parent == null) {
+    if (n.verdict !== "pass") return null;
     const unstable = flags(n).includes(UNSTABLE);
     return { value: 1, low: null, high: null, unstable, reference: true,
       why: unstable ? "the reference's timed runs spread widely" : "", how: "the reference itself" };
@@ -68,4 +69,10 @@ export function moveLabel(n) {
   if (label && parts > 1) label += ` ×${parts}`;
   if (n.role === "debug") return label ? `debug: ${label}` : "debug";
   return label;
+}
+
+// The harness phase in words: the reference worker's own work is "reference outputs" (its baselines and device
+// ceilings have their own names).
+export function phaseWords(phase) {
+  return phase === "reference" ? "reference outputs" : phase;
 }

@@ -2,7 +2,7 @@
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
-import { fmtX, moveLabel, speed } from "./speed.js";
+import { fmtX, moveLabel, phaseWords, speed } from "./speed.js";
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
 
@@ -36,7 +36,7 @@ export function fillColour(n, root = null) {
 // The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
 // ("~" marks a speed-up whose timing was unstable).
 export function nodeLabel(n, root = null) {
-  const phase = n.eval_phase ? `${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
+  const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
   if (n.parent == null) {
     if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
     if (RUNNING.has(n.status) && phase) return `#${n.id} reference: ${phase}`;

@@ -119,6 +119,11 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     assert best is not None, page.evaluate(TREE_JS)
     assert_same_tree_as_server(page, base, run_id)
     lap("run finished")
+    # The run ends on one number timed one way: the best and the reference re-timed side by side, shown live.
+    page.wait_for_function(f"() => ((window.stark.state.nodes.get({best}).result || {{}}).retime || {{}}).state === 'done'",
+                           timeout=300_000)
+    page.wait_for_function("() => document.querySelector('[data-fig=spread]').textContent.includes('alternately')")
+    lap("best re-timed side by side")
     screenshot(page, "05-run-finished")
 
     # Keyboard: focus the tree, move to the first attempt, open it with Enter.

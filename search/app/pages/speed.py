@@ -31,6 +31,8 @@ def speed(node: Any, root: Any | None) -> dict[str, Any] | None:
     if node is None or root is None:
         return None
     if getattr(node, "parent", None) is None:
+        if node.verdict != "pass":
+            return None
         unstable = UNSTABLE in flags(node)
         return {"value": 1.0, "low": None, "high": None, "unstable": unstable, "reference": True,
                 "why": "the reference's timed runs spread widely" if unstable else "",
