@@ -6,7 +6,7 @@ import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
-import { fmtX, moveLabel, phaseWords, rangeText } from "./speed.js";
+import { anchorOf, fmtX, moveLabel, phaseWords, rangeText, retimed } from "./speed.js";
 import { rooflineView } from "./roofline.js";
 
 const config = JSON.parse(document.getElementById("run-config").textContent);
@@ -95,7 +95,11 @@ function drawSummary() {
   const base = (root && root.result && root.result.baselines) || {};
   const names = [["eager", base.eager_ms], ["compile", base.compile_ms], ["max-autotune", base.compile_max_autotune_ms]]
     .filter(([, v]) => v != null).map(([k, v]) => `${k} ${ms(v)}`);
-  fig("baselines").textContent = names.length ? `baselines (own protocol): ${names.join(" · ")}` : "";
+  const anchor = anchorOf(state.nodes);
+  const side = anchor ? retimed(anchor) : null;
+  fig("baselines").textContent = [
+    side ? `side by side with #${anchor.id}: ${ms(side.reference.median_ms)}` : "",
+    names.length ? `baselines (own protocol): ${names.join(" · ")}` : ""].filter(Boolean).join(" · ");
   const roof = rooflineView(t.best && t.best.result);
   const rf = fig("roofline");
   rf.textContent = roof.short;

@@ -1,7 +1,7 @@
 // The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
 // Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
 
-import { rootOf, speed } from "./speed.js";
+import { anchorOf, rootOf, speed } from "./speed.js";
 
 const FINISHED = new Set(["done", "failed"]);
 
@@ -120,7 +120,7 @@ export class RunState {
 
   // The speed-up of a node against the reference, timed the same way (static/js/speed.js).
   speedOf(n) {
-    return speed(n, this.root());
+    return speed(n, this.root(), anchorOf(this.nodes));
   }
 
   // Figures for the header, computed from the nodes so they agree with the tree on screen. "In flight"
@@ -151,10 +151,11 @@ export class RunState {
       .filter((n) => n.parent != null && isFinished(n))
       .sort((a, b) => a.attempt - b.attempt || a.id - b.id);
     const root = this.root();
+    const anchor = anchorOf(this.nodes);
     const points = [];
     let best = null;
     for (const n of done) {
-      const value = isPass(n) ? speed(n, root)?.value ?? null : null;
+      const value = isPass(n) ? speed(n, root, anchor)?.value ?? null : null;
       if (value != null && (best == null || value > best)) best = value;
       points.push({ attempt: n.attempt, id: n.id, best, value });
     }

@@ -1,7 +1,7 @@
 // The one speed-up the UI shows: a candidate against the reference, both timed the same way. The same rules as
-// search/app/pages/speed.py (keep the two in step): a side-by-side re-time (result.retime) wins; otherwise the
-// reference node's median over the candidate's median (both evaluated as candidates, same protocol), with a range
-// from their IQRs. Eager/torch.compile baselines are another protocol: shown as runtimes, never divided.
+// search/app/pages/speed.py (keep the two in step): a side-by-side re-time (result.retime) wins; then another
+// attempt's re-time carried over through the two attempts' medians; otherwise the reference node's median over
+// the candidate's median (both evaluated as candidates, same protocol), with a range from their IQRs. Eager/torch.compile baselines are another protocol: shown as runtimes, never divided.
 
 const UNSTABLE = "timing_unstable";
 
@@ -19,7 +19,17 @@ export function retimed(n) {
   return r && r.state === "done" && r.speedup ? r : null;
 }
 
-export function speed(n, root) {
+// The run's most recently re-timed attempt (never the root): other attempts are measured through it.
+export function anchorOf(nodes) {
+  let best = null;
+  for (const n of nodes.values()) {
+    const r = retimed(n);
+    if (n.parent != null && n.verdict === "pass" && r && n.runtime_ms && (!best || (r.at || 0) > (retimed(best).at || 0))) best = n;
+  }
+  return best;
+}
+
+export function speed(n, root, anchor = null) {
   if (!n || !root) return null;
   if (n.parent == null) {
     if (n.verdict !== "pass") return null;
@@ -33,6 +43,16 @@ export function speed(n, root) {
     const spread = side.spread || {};
     return { value: side.speedup, low: spread.low ?? null, high: spread.high ?? null, unstable: !!side.unstable,
       why: side.unstable_why || "", reference: false, how: side.protocol || "re-timed side by side" };
+  }
+  const via = anchor && anchor !== n && n.runtime_ms ? retimed(anchor) : null;
+  if (via) {
+    const scale = anchor.runtime_ms / n.runtime_ms;
+    const spread = via.spread || {};
+    const why = [via.unstable_why || "", flags(n).includes(UNSTABLE) ? "this attempt's timed runs spread widely" : ""]
+      .filter(Boolean).join("; ");
+    return { value: via.speedup * scale, low: spread.low != null ? spread.low * scale : null,
+      high: spread.high != null ? spread.high * scale : null, unstable: !!why, why, reference: false,
+      how: `through #${anchor.id}'s side-by-side re-time and both attempts' medians` };
   }
   if (!root.runtime_ms || !n.runtime_ms) return null;
   const a = (root.result && root.result.timing) || {};

@@ -2,7 +2,7 @@
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
-import { fmtX, moveLabel, phaseWords, speed } from "./speed.js";
+import { anchorOf, fmtX, moveLabel, phaseWords, speed } from "./speed.js";
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
 
@@ -27,15 +27,15 @@ export function statusClass(n) {
 }
 
 // Colour by the speed-up against the reference (timed the same way): slower than the reference is orange.
-export function fillColour(n, root = null) {
+export function fillColour(n, root = null, anchor = null) {
   const cls = statusClass(n);
-  if (cls === "st-pass") return speedColour(speed(n, root)?.value ?? 1);
+  if (cls === "st-pass") return speedColour(speed(n, root, anchor)?.value ?? 1);
   return null; // the CSS class decides
 }
 
 // The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
 // ("~" marks a speed-up whose timing was unstable).
-export function nodeLabel(n, root = null) {
+export function nodeLabel(n, root = null, anchor = null) {
   const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
   if (n.parent == null) {
     if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
@@ -47,7 +47,7 @@ export function nodeLabel(n, root = null) {
   if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {
-    const s = speed(n, root);
+    const s = speed(n, root, anchor);
     return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${fmtX(s.value)}` : ""}${tail}`;
   }
   return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
@@ -195,7 +195,8 @@ export class TreeView {
 
     // Edges leave a node after its label (estimated width), so they never cross the text.
     const root = this.rootNode();
-    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data, root).length * 6.6));
+    const anchor = anchorOf(this.nodes);
+    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data, root, anchor).length * 6.6));
     const linkPath = d3.linkHorizontal();
     this.linkLayer
       .selectAll("path")
@@ -240,7 +241,7 @@ export class TreeView {
       if (n.id === self.selected) cls += " selected";
       if (n.id === self.focused) cls += " focused";
       if (closed) cls += " collapsed";
-      const words = nodeLabel(n, root);
+      const words = nodeLabel(n, root, anchor);
       const label = tiny ? "" : closed ? `${words}  (+${countBelow(n.id, kids)})` : words;
       const toggle = !tiny && hasKids ? (closed ? "+" : "−") : "";
       set(this, "id", `tn-${n.id}`);
@@ -251,7 +252,7 @@ export class TreeView {
       set(this, "aria-expanded", hasKids ? String(!closed) : null);
       set(this, "aria-label", words);
       set(this, "transform", `translate(${d.y},${d.x})`);
-      const fill = fillColour(n, root) || "";
+      const fill = fillColour(n, root, anchor) || "";
       if (this.__fill !== fill) { this.firstChild.style.fill = fill; this.__fill = fill; }
       if (this.__label !== label) { this.childNodes[1].textContent = label; this.__label = label; }
       if (this.__toggle !== toggle) { this.childNodes[2].textContent = toggle; this.__toggle = toggle; }

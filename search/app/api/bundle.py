@@ -14,7 +14,7 @@ from search.app.pages import speed as speeds
 
 
 def speed_of(run: Run, node: Node) -> dict[str, Any] | None:
-    return speeds.speed(node, Node.objects.filter(run=run, parent__isnull=True).first())
+    return speeds.speed(node, *speeds.references(run.pk))
 
 
 def slower_note(run: Run, node: Node) -> str:

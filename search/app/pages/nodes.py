@@ -81,7 +81,7 @@ def move_label(node: Any) -> str:
     return label
 
 
-def node_view(node: Node, root: Node | None = None) -> dict[str, Any]:
+def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) -> dict[str, Any]:
     result = node.result or {}
     correctness = result.get("correctness") or {}
     timing = result.get("timing") or {}
@@ -89,7 +89,7 @@ def node_view(node: Node, root: Node | None = None) -> dict[str, Any]:
     roofline = result.get("roofline") or {}
     usage = node.usage or {}
     roof = roofline_view(result)
-    speed = speeds.speed(node, root)
+    speed = speeds.speed(node, root, anchor)
     settings = result.get("settings") or {}
     logs = result.get("logs") or {}
     trials = correctness.get("trials")

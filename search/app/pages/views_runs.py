@@ -29,9 +29,12 @@ def runs_context(user) -> dict[str, Any]:
     ids = [r.pk for r in runs]
     best = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, node_id=F("run__best_node"))}
     roots = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, parent__isnull=True)}
+    retimed: dict[int, list[Node]] = {}
+    for n in Node.objects.filter(run_id__in=ids, parent__isnull=False, verdict="pass", result__retime__state="done"):
+        retimed.setdefault(n.run_id, []).append(n)
     rows = []
     for r in runs:
-        speed = speeds.speed(best.get(r.pk), roots.get(r.pk))
+        speed = speeds.speed(best.get(r.pk), roots.get(r.pk), speeds.anchor_of(retimed.get(r.pk, [])))
         rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": speeds.faster(speed)})
     return {"rows": rows, "active": any(r.status in Run.ACTIVE or r.status == Run.Status.PAUSED for r in runs)}
 
@@ -61,9 +64,9 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 
 def header_context(run: Run) -> dict[str, Any]:
     """The run header's figures as the server sees them (static/js/run_page.js redraws them live)."""
-    root = Node.objects.filter(run=run, parent__isnull=True).first()
+    root, anchor = speeds.references(run.pk)
     best = Node.objects.filter(run=run, node_id=run.best_node).first() if run.best_node is not None else None
-    speed = speeds.speed(best, root)
+    speed = speeds.speed(best, root, anchor)
     out = {"best": "—", "spread": "", "unstable": False, "why": "",
            "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": ""}
     if speed is not None and best is not None:
@@ -85,8 +88,7 @@ def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpRespo
     run = get_run(request.user, run_id)
     node = get_node(run, node_id)
     parent = Node.objects.filter(run=run, node_id=node.parent).first() if node.parent is not None else None
-    root = Node.objects.filter(run=run, parent__isnull=True).first()
-    view = node_view(node, root)
+    view = node_view(node, *speeds.references(run.pk))
     skeleton, skeleton_error = code_marks.skeleton_marks(node.anchored_source)
     context = {
         "run": run, "node": node, "v": view, "parent": parent,
@@ -124,8 +126,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             run = get_run(request.user, run_id)
             sides.append({"key": k.upper(), "run": run, "node": get_node(run, node_id)})
         for side in sides:
-            root = Node.objects.filter(run=side["run"], parent__isnull=True).first()
-            side["v"] = node_view(side["node"], root)
+            side["v"] = node_view(side["node"], *speeds.references(side["run"].pk))
         rows = diffs.side_by_side_rows(sides[0]["node"].source, sides[1]["node"].source)
         context.update(sides=sides, rows=rows, stats=diffs.stats(rows), metrics=metric_rows(sides))
     return render(request, "pages/compare.html", context, status=400 if context["errors"] else 200)
