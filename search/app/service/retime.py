@@ -119,14 +119,12 @@ def record(run_id: int, node_pk: int, job_id: str) -> str:
 def retime_phases(run_id: int) -> list[dict[str, Any]]:
     """Unsequenced `node.phase` messages for the re-times in flight (what their harness child is doing)."""
     out = []
-    for row in Node.objects.filter(run_id=run_id, verdict="pass").only("node_id", "result"):
-        retime = (row.result or {}).get("retime") or {}
-        if retime.get("state") not in BUSY:
-            continue
-        job = queues.fetch(retime.get("job", ""))
+    busy = Node.objects.filter(run_id=run_id, verdict="pass", result__retime__state__in=BUSY)
+    for node_id, job_id in busy.values_list("node_id", "result__retime__job"):
+        job = queues.fetch(str(job_id or ""))
         phase = (job.meta or {}).get("phase") if job is not None else None
         if isinstance(phase, dict) and phase.get("phase"):
-            out.append({"type": "node.phase", "node": row.node_id,
+            out.append({"type": "node.phase", "node": node_id,
                         "data": {"changes": {"retime_phase": str(phase["phase"])[:40],
                                              "retime_elapsed_s": float(phase.get("elapsed_s") or 0.0)}}})
     return out
