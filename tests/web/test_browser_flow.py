@@ -57,7 +57,7 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     def lap(what: str) -> None:
         print(f"[{time.monotonic() - started:6.1f} s] {what}")
 
-    start_worker("search", *WORKER_CLASS)
+    start_worker("search", *WORKER_CLASS, STARK_RETIME_AT_END="1")  # the run ends with a side-by-side re-time
     start_worker("gpu", *WORKER_CLASS)
     base = daphne_server
     context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
