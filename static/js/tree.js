@@ -2,56 +2,18 @@
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
-import { anchorOf, fmtX, moveLabel, phaseWords, speed } from "./speed.js";
+import { anchorOf } from "./speed.js";
+import { fillColour, nodeLabel, statusClass } from "./tree_labels.js";
+
+export { fillColour, nodeLabel, statusClass };
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
 
-const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
 const ROLE_LABEL = { "plan+code": "plan", debug: "debug", root: "" };
 const ROW = 24; // vertical distance between leaves
 const COLUMN = 260;
 const MIN_AUTO_K = 0.8; // automatic fits never shrink labels below ~10 px: past that they follow the newest node
 const LAYOUT_MS = 150; // the most often new nodes re-lay out the tree // horizontal distance between depths
-
-const speedColour = d3
-  ? d3.scaleLinear().domain([0.5, 1, 2, 4]).range(["#c2410c", "#8a8f98", "#3f9d57", "#116b34"]).clamp(true)
-  : () => "#888";
-
-export function statusClass(n) {
-  if (n.parent == null) return (n.status === "done" || n.status === "failed") && n.verdict !== "pass" ? "st-failed" : "st-root";
-  if (RUNNING.has(n.status)) return "st-running";
-  if (n.status === "pending") return "st-pending";
-  if (n.verdict === "pass") return "st-pass";
-  if (n.status === "done" || n.status === "failed") return "st-failed";
-  return "st-pending";
-}
-
-// Colour by the speed-up against the reference (timed the same way): slower than the reference is orange.
-export function fillColour(n, root = null, anchor = null) {
-  const cls = statusClass(n);
-  if (cls === "st-pass") return speedColour(speed(n, root, anchor)?.value ?? 1);
-  return null; // the CSS class decides
-}
-
-// The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
-// ("~" marks a speed-up whose timing was unstable).
-export function nodeLabel(n, root = null, anchor = null) {
-  const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
-  if (n.parent == null) {
-    if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
-    if (RUNNING.has(n.status) && phase) return `#${n.id} reference: ${phase}`;
-    return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
-  }
-  const move = moveLabel(n);
-  const tail = move ? ` · ${move}` : "";
-  if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
-  if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
-  if (n.verdict === "pass") {
-    const s = speed(n, root, anchor);
-    return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${fmtX(s.value)}` : ""}${tail}`;
-  }
-  return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
-}
 
 export class TreeView {
   // autoFit: "follow" (fit while the labels stay readable, else follow the newest node), "all" or null.
