@@ -123,6 +123,8 @@ form?.addEventListener("input", (e) => {
   if (e.target.id === "id_problem_source" && fileInput) {
     fileInput.value = "";
     fileProblem = "";
+    const note = document.getElementById("file-note");
+    if (note) note.hidden = true; // what the editor holds now is the user's text, not a file
   }
 });
 
