@@ -30,3 +30,17 @@ def evaluate_job(problem_source: str, candidate_source: str, settings: dict[str,
     except ProblemError as exc:
         return EvalResult(verdict="runtime_error", reasons=[f"problem: {exc.message}"], settings=parsed.to_dict(),
                           logs={"build": "", "run": exc.log}).to_dict()
+
+
+def retime_job(problem_source: str, candidate_source: str | None, settings: dict[str, Any] | None = None,
+               rounds: int = 6) -> dict[str, Any]:
+    """The reference and a candidate timed alternately in one harness child (kernels.retime); no database access.
+    Returns {"state": "done", ...figures} or {"state": "failed", "message": why}."""
+    from kernels.retime import RetimeError, retime
+
+    try:
+        figures = retime(problem_source, candidate_source, EvalSettings.from_dict(settings), rounds=rounds,
+                         progress=publish_phase)
+    except (RetimeError, ProblemError) as exc:
+        return {"state": "failed", "message": exc.message}
+    return {"state": "done", **figures}

@@ -39,7 +39,7 @@ IDLE_S = 600.0
 START_WAIT_S = 60.0
 MAX_FDS = 16
 PRELOAD = ("torch", "kernels.worker", "kernels.candidate_task", "kernels.reference_task", "kernels.call_task",
-           "kernels.isolation")
+           "kernels.retime_task", "kernels.isolation")
 # Imported too when they import (torch.compile's front and back end: 1-3.5 s a child would pay at its first
 # torch.compile, the compile baselines and compiled candidates). They must leave CUDA untouched (checked).
 WARM_IMPORTS = ("torch._dynamo", "torch._inductor.compile_fx")

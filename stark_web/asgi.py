@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from stark_web.body_limit import BodyLimitMiddleware  # noqa: E402
 from stark_web.routing import websocket_urlpatterns  # noqa: E402
 from stark_web.socket_auth import TokenAuthMiddleware  # noqa: E402
 
@@ -21,7 +22,8 @@ application = ProtocolTypeRouter(
     {
         # /static/ (the pages' CSS, JS, vendored libraries) is served by the app itself, so daphne alone is
         # a complete server with DEBUG off; a proxy in front may serve `collectstatic`'s copy instead.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        # Bodies over the limit are refused from their Content-Length before anything reads them (413, in words).
+        "http": BodyLimitMiddleware(ASGIStaticFilesHandler(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
     }
 )

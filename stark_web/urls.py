@@ -9,6 +9,11 @@ from django.urls import include, path
 from stark_web import health, views
 from stark_web.throttle import AdminLoginForm, LoginForm
 
+handler400 = "stark_web.views.bad_request"
+handler403 = "stark_web.views.permission_denied"
+handler404 = "stark_web.views.not_found"
+handler500 = "stark_web.views.server_error"
+
 admin.site.login_form = AdminLoginForm  # throttled like the site's login (stark_web/throttle.py)
 
 urlpatterns = [

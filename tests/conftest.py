@@ -14,7 +14,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Tests follow a run to its end: no side-by-side re-time after it (STARK_RETIME_AT_END), unless a test asks for one
+# (its workers' environment); workers and servers inherit this environment.
+os.environ.setdefault("STARK_RETIME_AT_END", "0")
 ARTIFACTS = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+def pytest_configure(config) -> None:
+    """This process's settings follow STARK_RETIME_AT_END as set above (Django read its settings earlier)."""
+    from django.conf import settings
+
+    if settings.configured:
+        settings.STARK_RETIME_AT_END = os.environ["STARK_RETIME_AT_END"].lower() in ("1", "true", "yes", "on")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -4,7 +4,8 @@ The channel layer may drop or reorder messages, so the consumer never trusts it 
 last seq it sent, drops what it already sent, and fills any gap from the stored events before sending.
 Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}. A slow poll of the run's
 last seq also sends what the channel layer lost when nothing follows it (e.g. the final run.status), and every
-2 s the live phase of each evaluation in flight (unsequenced `node.phase`, search/app/service/live_phase.py).
+2 s the live phase of each evaluation and re-time in flight (unsequenced `node.phase`, search/app/service/live_phase.py,
+search/app/service/retime.py).
 Before each batch it sends, and every STARK_SOCKET_AUTH_S, it re-checks that the user may still watch the
 run (token not revoked, session not ended, run still theirs or shared with them); if not, it closes with
 4401/4403 and the reason.
@@ -22,6 +23,7 @@ from channels.db import database_sync_to_async
 from search.app.events import events_after, group_name, snapshot
 from search.app.models import Run
 from search.app.service.live_phase import evaluation_phases
+from search.app.service.retime import retime_phases
 from stark_web.socket_auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from stark_web.sockets import GuardedJsonConsumer
 
@@ -50,6 +52,11 @@ def parse_after(raw: Any) -> int | None:
     if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_SEQ:
         return None
     return raw
+
+
+def live_phases(run_id: int) -> list[dict[str, Any]]:
+    """The phases of the run's evaluations and re-times in flight (unsequenced node.phase messages)."""
+    return evaluation_phases(run_id) + retime_phases(run_id)
 
 
 class RunConsumer(GuardedJsonConsumer):
@@ -98,7 +105,7 @@ class RunConsumer(GuardedJsonConsumer):
     async def poll(self) -> None:
         """Every PHASE_POLL_S the evaluations' live phases; every POLL_S what the channel layer lost."""
         since_store = 0.0
-        shown: dict[int, tuple[str, float]] = {}
+        shown: dict[tuple[int, str], tuple] = {}
         while not self.closing:
             await asyncio.sleep(PHASE_POLL_S)
             since_store += PHASE_POLL_S
@@ -107,11 +114,12 @@ class RunConsumer(GuardedJsonConsumer):
                 if await last_seq(self.run_id) > self.sent:
                     async with self.sending:
                         await self.send_from_store(self.sent)
-            for message in await database_sync_to_async(evaluation_phases)(self.run_id):
+            for message in await database_sync_to_async(live_phases)(self.run_id):
                 changes = message["data"]["changes"]
-                key = (changes["eval_phase"], changes["eval_elapsed_s"])
-                if shown.get(message["node"]) != key and await self.allowed():
-                    shown[message["node"]] = key
+                key = tuple(sorted(changes.items()))
+                slot = (message["node"], next(iter(changes)))
+                if shown.get(slot) != key and await self.allowed():
+                    shown[slot] = key
                     async with self.sending:
                         await self.send_json(message)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rq import get_current_job
 
-from search.app.service import reaper, reaper_chain, steps
+from search.app.service import reaper, reaper_chain, retime, steps
 
 
 def start_run(run_id: int) -> str:
@@ -29,3 +29,8 @@ def reap_job() -> list[str]:
         return reaper.reap()
     finally:
         reaper_chain.continue_chain(job.id if job is not None else None)
+
+
+def record_retime(run_id: int, node_pk: int, job_id: str) -> str:
+    """Store a side-by-side re-time's figures on its node (search.app.service.retime)."""
+    return retime.record(run_id, node_pk, job_id)

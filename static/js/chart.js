@@ -1,5 +1,6 @@
-// Best-so-far chart: the best speed-up vs eager after each attempt (a step line), each correct attempt
-// as a dot, failed attempts as ticks on the axis, and the eager baseline at 1×.
+// Best-so-far chart: the best speed-up vs the reference after each attempt (a step line), each correct attempt
+// as a dot (green when faster than the reference, orange when slower), failed attempts as ticks on the axis,
+// and the reference at 1×.
 
 const d3 = globalThis.d3;
 
@@ -24,7 +25,7 @@ export class BestChart {
   render() {
     const width = this.container.clientWidth || 320;
     const height = this.container.clientHeight || 160;
-    const m = { top: 10, right: 12, bottom: 24, left: 40 };
+    const m = { top: 10, right: 12, bottom: 36, left: 54 };
     const pts = this.points;
     const svg = this.svg.attr("viewBox", `0 0 ${width} ${height}`).attr("width", width).attr("height", height);
     const last = pts.length ? pts[pts.length - 1] : null;
@@ -38,13 +39,20 @@ export class BestChart {
       .attr("transform", `translate(0,${height - m.bottom})`).call(d3.axisBottom(x).ticks(6).tickFormat(d3.format("d")));
     svg.selectAll("g.axis-y").data([0]).join("g").attr("class", "axis axis-y")
       .attr("transform", `translate(${m.left},0)`).call(d3.axisLeft(y).ticks(4).tickFormat((v) => `${v}×`));
+    svg.selectAll("text.axis-title-x").data([0]).join("text").attr("class", "axis-title axis-title-x")
+      .attr("x", (m.left + width - m.right) / 2).attr("y", height - 4).attr("text-anchor", "middle").text("attempt");
+    svg.selectAll("text.axis-title-y").data([0]).join("text").attr("class", "axis-title axis-title-y")
+      .attr("transform", `translate(12,${(m.top + height - m.bottom) / 2}) rotate(-90)`).attr("text-anchor", "middle")
+      .text("speed-up vs reference");
     svg.selectAll("line.baseline").data([1]).join("line").attr("class", "baseline")
       .attr("x1", m.left).attr("x2", width - m.right).attr("y1", y(1)).attr("y2", y(1));
     const stepped = pts.map((p, i) => ({ i: i + 1, best: p.best })).filter((p) => p.best != null);
     const line = d3.line().curve(d3.curveStepAfter).x((p) => x(p.i)).y((p) => y(p.best));
-    svg.selectAll("path.best").data([stepped]).join("path").attr("class", "best").attr("d", line);
+    const top = stepped.length ? stepped[stepped.length - 1].best : null;
+    svg.selectAll("path.best").data([stepped]).join("path").attr("class", top != null && top <= 1 ? "best slower" : "best")
+      .attr("d", line);
     svg.selectAll("circle.attempt").data(pts.map((p, i) => ({ ...p, i: i + 1 })).filter((p) => p.value != null), (p) => p.id)
-      .join("circle").attr("class", "attempt").attr("r", 3).attr("cx", (p) => x(p.i)).attr("cy", (p) => y(p.value));
+      .join("circle").attr("class", (p) => (p.value > 1 ? "attempt" : "attempt slower")).attr("r", 3).attr("cx", (p) => x(p.i)).attr("cy", (p) => y(p.value));
     svg.selectAll("line.fail").data(pts.map((p, i) => ({ ...p, i: i + 1 })).filter((p) => p.value == null), (p) => p.id)
       .join("line").attr("class", "fail").attr("x1", (p) => x(p.i)).attr("x2", (p) => x(p.i))
       .attr("y1", height - m.bottom).attr("y2", height - m.bottom - 6);

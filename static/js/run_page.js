@@ -6,6 +6,8 @@ import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
+import { anchorOf, fmtX, moveLabel, phaseWords, rangeText, retimed } from "./speed.js";
+import { rooflineView } from "./roofline.js";
 
 const config = JSON.parse(document.getElementById("run-config").textContent);
 const inspector = document.getElementById("inspector");
@@ -44,11 +46,29 @@ function refreshInspectorSoon() {
 
 inspector.addEventListener("htmx:afterSwap", () => {
   enhanceInspector(inspector, { streamText: state.streams.get(selected), onSelectNode: (id) => openNode(id) });
+  drawNodePhase();
 });
+
+// The open node's live phase ("timing 12 s"), from the unsequenced node.phase messages.
+function drawNodePhase() {
+  const box = inspector.querySelector("#node-phase");
+  const n = state.nodes.get(selected);
+  if (!box || !n) return;
+  const parts = [];
+  if (n.eval_phase && !["done", "failed"].includes(n.status)) {
+    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${phaseWords(n.eval_phase)} · ${Math.round(n.eval_elapsed_s || 0)} s elapsed${etaText(n)}`);
+  }
+  const r = n.result && n.result.retime;
+  if (r && (r.state === "queued" || r.state === "running") && n.retime_phase) {
+    parts.push(`Re-timing against the reference: ${n.retime_phase} · ${Math.round(n.retime_elapsed_s || 0)} s elapsed`);
+  }
+  box.textContent = parts.join(" — ");
+  box.hidden = parts.length === 0;
+}
 
 // ---- header, chart, leaderboard ----
 const fig = (name) => document.querySelector(`[data-fig="${name}"]`);
-const x = (v) => (v == null ? "—" : `${v.toFixed(2)}×`);
+const ms = (v) => (v == null ? "—" : v < 0.1 ? `${(v * 1000).toFixed(1)} µs` : `${v.toFixed(3)} ms`);
 let summaryPending = false;
 
 function scheduleSummary() {
@@ -68,10 +88,23 @@ function drawSummary() {
   status.className = `badge ${run.status || ""}`;
   fig("attempts").textContent = `${Math.max(t.attempts, run.attempts || 0)} / ${run.budget ?? "—"}`;
   fig("in_flight").textContent = String(t.inFlight);
-  fig("best_eager").textContent = t.best ? `${x(t.best.speedup_vs_eager)} (#${t.best.id})` : "—";
-  fig("best_compile").textContent = t.best ? x(t.best.speedup_vs_compile) : "—";
-  const pct = t.best?.result?.roofline?.pct_of_peak;
-  fig("roofline").textContent = pct == null ? "—" : `${pct.toFixed(0)}%`;
+  fig("phase").textContent = phaseText();
+  drawBest(t.best);
+  const root = state.root();
+  fig("reference").textContent = root && root.runtime_ms != null ? ms(root.runtime_ms) : root?.eval_phase ? "timing…" : "—";
+  const base = (root && root.result && root.result.baselines) || {};
+  const names = [["eager", base.eager_ms], ["compile", base.compile_ms], ["max-autotune", base.compile_max_autotune_ms]]
+    .filter(([, v]) => v != null).map(([k, v]) => `${k} ${ms(v)}`);
+  const anchor = anchorOf(state.nodes);
+  const side = anchor ? retimed(anchor) : null;
+  fig("baselines").textContent = [
+    side ? `side by side with #${anchor.id}: ${ms(side.reference.median_ms)}` : "",
+    names.length ? `baselines (own protocol): ${names.join(" · ")}` : ""].filter(Boolean).join(" · ");
+  const roof = rooflineView(t.best && t.best.result);
+  const rf = fig("roofline");
+  rf.textContent = roof.short;
+  rf.className = roof.over ? "warn" : "";
+  rf.title = roof.explain;
   fig("tokens").textContent = `${t.tokensIn.toLocaleString()} / ${t.tokensOut.toLocaleString()}`;
   fig("cost").textContent = `$${t.cost.toFixed(4)}`;
   fig("reason").textContent = run.error || run.stop_reason || run.reason || "";
@@ -85,9 +118,70 @@ function drawSummary() {
       : !["cancelled", "failed"].includes(run.status);
     for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on;
   }
-  document.getElementById("download-bundle").toggleAttribute("hidden", !t.best);
+  const download = document.getElementById("download-bundle");
+  download.toggleAttribute("hidden", !t.best);
+  const bestSpeed = t.best ? state.speedOf(t.best) : null;
+  const slower = bestSpeed && bestSpeed.value <= 1;
+  download.textContent = slower ? "Download best attempt — slower than the reference (.zip)" : "Download winner bundle (.zip)";
+  download.classList.toggle("warn", !!slower);
+  const retime = document.getElementById("retime-run");
+  if (retime) {
+    const r = t.best && t.best.result && t.best.result.retime;
+    const busy = r && (r.state === "queued" || r.state === "running");
+    retime.hidden = !t.best;
+    retime.disabled = !!busy;
+    retime.textContent = busy ? "Re-timing…" : "Re-time best vs reference";
+  }
   chart.update(state.bestSoFar());
   drawLeaderboard();
+}
+
+// The best attempt against the reference, its range and an "unstable" badge; "No faster kernel found yet"
+// when the best correct attempt does not beat the reference.
+function drawBest(best) {
+  const s = best ? state.speedOf(best) : null;
+  const box = fig("best"), badge = fig("unstable"), spread = fig("spread");
+  if (!best || !s) {
+    box.textContent = "—";
+    badge.hidden = true;
+    spread.textContent = "";
+    return;
+  }
+  const faster = s.value > 1;
+  box.textContent = faster ? `${fmtX(s.value)} (#${best.id})` : "No faster kernel found yet";
+  box.className = faster ? "" : "warn";
+  badge.hidden = !s.unstable;
+  badge.title = s.unstable ? `${s.why}; re-time it before trusting this number` : "";
+  const range = rangeText(s);
+  spread.textContent = faster ? `${range ? `range ${range} · ` : ""}${s.how}`
+    : `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed · ${s.how}`;
+}
+
+// An estimate for an attempt's evaluation: the median harness time of the attempts already evaluated in this
+// run, less what this one has spent ("" when nothing is known yet, e.g. for the reference).
+function etaText(n) {
+  if (n.parent == null) return "";
+  const walls = [...state.nodes.values()].filter((m) => m.parent != null && m.result && m.result.wall_s)
+    .map((m) => m.result.wall_s).sort((a, b) => a - b);
+  if (walls.length < 2) return "";
+  const left = Math.round(walls[Math.floor(walls.length / 2)] - (n.eval_elapsed_s || 0));
+  return left > 0 ? `, ≈${left} s left` : "";
+}
+
+// What the evaluations in flight are doing (the reference first): "reference: baselines 12 s".
+function phaseText() {
+  const parts = [];
+  for (const n of state.nodes.values()) {
+    if (!n.eval_phase || ["done", "failed"].includes(n.status)) continue;
+    parts.push(`${n.parent == null ? "reference" : `#${n.id}`}: ${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s${etaText(n)}`);
+  }
+  for (const n of state.nodes.values()) {
+    const r = n.result && n.result.retime;
+    if (r && (r.state === "queued" || r.state === "running")) {
+      parts.push(`re-timing #${n.id}${n.retime_phase ? `: ${n.retime_phase} ${Math.round(n.retime_elapsed_s || 0)} s` : " (queued)"}`);
+    }
+  }
+  return parts.slice(0, 3).join(" · ");
 }
 
 function drawElapsed() {
@@ -105,18 +199,27 @@ function drawLeaderboard() {
   const body = document.querySelector("#leaderboard tbody");
   const ranked = state.ranked().slice(0, 10);
   if (!ranked.length) {
-    body.innerHTML = '<tr><td colspan="6" class="muted">No correct attempt yet.</td></tr>';
+    body.innerHTML = '<tr><td colspan="5" class="muted">No correct attempt yet.</td></tr>';
     return;
   }
   body.replaceChildren(...ranked.map((n, i) => {
     const tr = document.createElement("tr");
     tr.dataset.node = n.id;
     tr.tabIndex = 0;
-    const cells = [i + 1, `#${n.id}`, x(n.speedup_vs_eager), x(n.speedup_vs_compile), `${n.runtime_ms.toFixed(3)} ms`, n.role];
+    const s = state.speedOf(n);
+    const cells = [i + 1, `#${n.id}`, s ? fmtX(s.value) : "—", ms(n.runtime_ms), moveLabel(n) || n.role];
     cells.forEach((c, k) => {
       const td = document.createElement("td");
       td.textContent = c;
-      if (k >= 2 && k <= 4) td.className = "num";
+      if (k === 2 || k === 3) td.className = "num";
+      if (k === 2 && s && s.value <= 1) td.classList.add("slower");
+      if (k === 2 && s && s.unstable) {
+        const badge = document.createElement("span");
+        badge.className = "badge flag unstable";
+        badge.textContent = "unstable";
+        badge.title = s.why;
+        td.append(" ", badge);
+      }
       tr.append(td);
     });
     tr.addEventListener("click", () => openNode(n.id));
@@ -138,6 +241,10 @@ state.subscribe((kind, payload) => {
     tree.upsert(payload);
     scheduleSummary();
     if (payload.id === selected) refreshInspectorSoon();
+  } else if (kind === "phase") {
+    tree.upsert(payload);
+    scheduleSummary();
+    if (payload.id === selected) drawNodePhase();
   } else if (kind === "run" || kind === "leaderboard") {
     scheduleSummary();
   } else if (kind === "stream" && payload.id === selected) {

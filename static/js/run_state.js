@@ -1,6 +1,8 @@
 // The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
 // Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
 
+import { anchorOf, rootOf, speed } from "./speed.js";
+
 const FINISHED = new Set(["done", "failed"]);
 
 export function isFinished(node) {
@@ -21,7 +23,7 @@ export class RunState {
     this.listeners = new Set();
   }
 
-  // fn(kind, payload): kind is "snapshot", "node", "run", "leaderboard" or "stream".
+  // fn(kind, payload): kind is "snapshot", "node", "phase", "run", "leaderboard" or "stream".
   subscribe(fn) {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
@@ -76,6 +78,12 @@ export class RunState {
         this.notify("run", this.run);
         break;
       }
+      case "node.phase": // unsequenced: what an evaluation or re-time in flight is doing now
+        if (node && data.changes) {
+          Object.assign(node, data.changes);
+          this.notify("phase", node);
+        }
+        break;
       case "leaderboard":
         this.leaderboard = data.nodes || [];
         this.notify("leaderboard", this.leaderboard);
@@ -106,7 +114,17 @@ export class RunState {
       .sort((a, b) => a.runtime_ms - b.runtime_ms);
   }
 
-  // Figures for the header, computed from the nodes so they agree with the tree on screen.
+  root() {
+    return rootOf(this.nodes);
+  }
+
+  // The speed-up of a node against the reference, timed the same way (static/js/speed.js).
+  speedOf(n) {
+    return speed(n, this.root(), anchorOf(this.nodes));
+  }
+
+  // Figures for the header, computed from the nodes so they agree with the tree on screen. "In flight"
+  // counts the reference while it is evaluated (it is work in progress like any attempt).
   totals() {
     let attempts = 0, inFlight = 0, passed = 0, failed = 0, tokensIn = 0, tokensOut = 0, cost = 0;
     for (const n of this.nodes.values()) {
@@ -114,7 +132,10 @@ export class RunState {
       tokensIn += u.input_tokens || 0;
       tokensOut += u.output_tokens || 0;
       cost += u.cost_usd || 0;
-      if (n.parent == null) continue;
+      if (n.parent == null) {
+        if (!isFinished(n) && n.status !== "pending") inFlight += 1;
+        continue;
+      }
       attempts += 1;
       if (!isFinished(n)) inFlight += 1;
       else if (isPass(n)) passed += 1;
@@ -124,18 +145,19 @@ export class RunState {
     return { attempts, inFlight, passed, failed, tokensIn, tokensOut, cost, best };
   }
 
-  // Best speed-up vs eager after each finished attempt, in attempt order (the best-so-far chart).
+  // Best speed-up vs the reference after each finished attempt, in attempt order (the best-so-far chart).
   bestSoFar() {
     const done = [...this.nodes.values()]
       .filter((n) => n.parent != null && isFinished(n))
       .sort((a, b) => a.attempt - b.attempt || a.id - b.id);
+    const root = this.root();
+    const anchor = anchorOf(this.nodes);
     const points = [];
     let best = null;
     for (const n of done) {
-      if (isPass(n) && n.speedup_vs_eager != null && (best == null || n.speedup_vs_eager > best)) {
-        best = n.speedup_vs_eager;
-      }
-      points.push({ attempt: n.attempt, id: n.id, best, value: isPass(n) ? n.speedup_vs_eager : null });
+      const value = isPass(n) ? speed(n, root, anchor)?.value ?? null : null;
+      if (value != null && (best == null || value > best)) best = value;
+      points.push({ attempt: n.attempt, id: n.id, best, value });
     }
     return points;
   }

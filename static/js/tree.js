@@ -2,49 +2,18 @@
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
+import { anchorOf } from "./speed.js";
+import { fillColour, nodeLabel, statusClass } from "./tree_labels.js";
+
+export { fillColour, nodeLabel, statusClass };
+
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
 
-const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
 const ROLE_LABEL = { "plan+code": "plan", debug: "debug", root: "" };
 const ROW = 24; // vertical distance between leaves
-const COLUMN = 230;
+const COLUMN = 260;
+const MIN_AUTO_K = 0.8; // automatic fits never shrink labels below ~10 px: past that they follow the newest node
 const LAYOUT_MS = 150; // the most often new nodes re-lay out the tree // horizontal distance between depths
-
-const speedColour = d3
-  ? d3.scaleLinear().domain([0.5, 1, 2, 4]).range(["#c2410c", "#8a8f98", "#3f9d57", "#116b34"]).clamp(true)
-  : () => "#888";
-
-export function statusClass(n) {
-  if (n.parent == null) return (n.status === "done" || n.status === "failed") && n.verdict !== "pass" ? "st-failed" : "st-root";
-  if (RUNNING.has(n.status)) return "st-running";
-  if (n.status === "pending") return "st-pending";
-  if (n.verdict === "pass") return "st-pass";
-  if (n.status === "done" || n.status === "failed") return "st-failed";
-  return "st-pending";
-}
-
-export function fillColour(n) {
-  const cls = statusClass(n);
-  if (cls === "st-pass") return speedColour(n.speedup_vs_eager ?? 1);
-  return null; // the CSS class decides
-}
-
-function fmtX(v) {
-  return v == null ? "" : `${v >= 10 ? v.toFixed(0) : v.toFixed(2)}×`;
-}
-
-// The text shown beside a node: its id and, in words, what it is doing or how it ended.
-export function nodeLabel(n) {
-  if (n.parent == null) {
-    if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
-    if (RUNNING.has(n.status) && n.eval_phase) return `#${n.id} reference: ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…`;
-    return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
-  }
-  if (RUNNING.has(n.status) && n.eval_phase) return `#${n.id} ${n.eval_phase} ${Math.round(n.eval_elapsed_s || 0)} s…`;
-  if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…`;
-  if (n.verdict === "pass") return `#${n.id} pass ${fmtX(n.speedup_vs_eager)}`;
-  return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}`;
-}
 
 export class TreeView {
   // autoFit: "follow" (fit while the labels stay readable, else follow the newest node), "all" or null.
@@ -187,7 +156,9 @@ export class TreeView {
     this.svg.classed("far", far).classed("tiny", tiny);
 
     // Edges leave a node after its label (estimated width), so they never cross the text.
-    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data).length * 6.6));
+    const root = this.rootNode();
+    const anchor = anchorOf(this.nodes);
+    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data, root, anchor).length * 6.6));
     const linkPath = d3.linkHorizontal();
     this.linkLayer
       .selectAll("path")
@@ -232,7 +203,7 @@ export class TreeView {
       if (n.id === self.selected) cls += " selected";
       if (n.id === self.focused) cls += " focused";
       if (closed) cls += " collapsed";
-      const words = nodeLabel(n);
+      const words = nodeLabel(n, root, anchor);
       const label = tiny ? "" : closed ? `${words}  (+${countBelow(n.id, kids)})` : words;
       const toggle = !tiny && hasKids ? (closed ? "+" : "−") : "";
       set(this, "id", `tn-${n.id}`);
@@ -243,7 +214,7 @@ export class TreeView {
       set(this, "aria-expanded", hasKids ? String(!closed) : null);
       set(this, "aria-label", words);
       set(this, "transform", `translate(${d.y},${d.x})`);
-      const fill = fillColour(n) || "";
+      const fill = fillColour(n, root, anchor) || "";
       if (this.__fill !== fill) { this.firstChild.style.fill = fill; this.__fill = fill; }
       if (this.__label !== label) { this.childNodes[1].textContent = label; this.__label = label; }
       if (this.__toggle !== toggle) { this.childNodes[2].textContent = toggle; this.__toggle = toggle; }
@@ -302,8 +273,8 @@ export class TreeView {
     const w = y1 - y0 + 260, h = x1 - x0 + 60;
     let k = Math.min(1.5, width / w, height / h);
     let cx = (y0 + y1 + 200) / 2, cy = (x0 + x1) / 2;
-    if (!userAsked && k < 0.35) {
-      k = 0.35;
+    if (!userAsked && k < MIN_AUTO_K) {
+      k = MIN_AUTO_K;
       let newest = null;
       for (const d of this.all) if (!newest || d.data.id > newest.data.id) newest = d;
       // Follow lazily: move only when the newest node is near an edge (or out) of the box.

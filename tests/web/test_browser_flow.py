@@ -57,7 +57,7 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     def lap(what: str) -> None:
         print(f"[{time.monotonic() - started:6.1f} s] {what}")
 
-    start_worker("search", *WORKER_CLASS)
+    start_worker("search", *WORKER_CLASS, STARK_RETIME_AT_END="1")  # the run ends with a side-by-side re-time
     start_worker("gpu", *WORKER_CLASS)
     base = daphne_server
     context = browser.new_context(viewport={"width": 1500, "height": 1000}, accept_downloads=True)
@@ -119,6 +119,11 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     assert best is not None, page.evaluate(TREE_JS)
     assert_same_tree_as_server(page, base, run_id)
     lap("run finished")
+    # The run ends on one number timed one way: the best and the reference re-timed side by side, shown live.
+    page.wait_for_function(f"() => ((window.stark.state.nodes.get({best}).result || {{}}).retime || {{}}).state === 'done'",
+                           timeout=300_000)
+    page.wait_for_function("() => document.querySelector('[data-fig=spread]').textContent.includes('alternately')")
+    lap("best re-timed side by side")
     screenshot(page, "05-run-finished")
 
     # Keyboard: focus the tree, move to the first attempt, open it with Enter.

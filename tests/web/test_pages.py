@@ -124,6 +124,7 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     skeleton = (root.source + "\n# <<<IMPROVE BEGINS>>> fuse the relu into one pass\n"
                 "y = 1\n# <<<IMPROVE ENDS>>>\n")
     filled = root.source + "\ny = 2\nz = 3\n"
+    Node.objects.filter(pk=root.pk).update(status="done", verdict="pass", runtime_ms=2.0)  # the reference: 2 ms
     Node.objects.create(run=run, node_id=1, parent=0, attempt=1, role="plan+code", status="done", verdict="pass",
                         anchored_source=skeleton, source=filled, instructions=["fuse the relu into one pass"],
                         runtime_ms=1.0, speedup_vs_eager=2.0, created_at=0.0)
@@ -134,7 +135,9 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     assert 'id="filled-code"' in html and "filled" in html
     assert "+ y = 2" in html  # the diff against the root
     compare = client.get(reverse("pages:compare"), {"a": f"{run.pk}:0", "b": f"{run.pk}:1"}).content.decode()
-    assert 'id="compare-metrics"' in compare and "2.00×" in compare and "z = 3" in compare
+    # speed-ups are against the reference timed the same way (2 ms / 1 ms), never a separately timed eager
+    assert 'id="compare-metrics"' in compare and "2.00× vs reference" in compare and "z = 3" in compare
+    assert "1.00× (the reference)" in compare
 
 
 def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source):
@@ -145,3 +148,39 @@ def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source
     ev = Run.objects.get().settings["eval"]
     assert (ev["correctness_trials"], ev["timing_runs"], ev["warmup_runs"]) == (7, 20, 2)
     assert ev["baselines"] == ["eager"] and ev["roofline"] is False  # the unticked box
+
+
+def test_every_speed_up_agrees_with_a_side_by_side_re_time(client, owner):
+    """Once an attempt was re-timed beside the reference, the others are measured through it (both attempts timed
+    by the same candidate protocol), never against a reference evaluation taken at another time."""
+    from tests.web.seed import seeded_run
+
+    run = seeded_run(owner)  # reference 40.1 ms, #1 20.05 ms
+    best = Node.objects.get(run=run, node_id=1)
+    best.result = {**best.result, "retime": {"state": "done", "speedup": 4.0, "spread": {"low": 3.5, "high": 4.5},
+                                              "unstable": False, "unstable_why": "", "at": 1.0,
+                                              "protocol": "reference and candidate alternately in one process",
+                                              "reference": {"median_ms": 8.0}, "candidate": {"median_ms": 2.0}}}
+    best.save()
+    other = Node.objects.get(run=run, node_id=2)
+    other.verdict, other.status, other.runtime_ms, other.source = "pass", "done", 40.1, best.source
+    other.result = {**best.result, "retime": None, "flags": []}
+    other.save()
+    client.force_login(owner)
+    compare = client.get(reverse("pages:compare"), {"a": f"{run.pk}:1", "b": f"{run.pk}:2"}).content.decode()
+    assert "4.00× vs reference (3.50–4.50×)" in compare  # the re-time itself
+    assert "2.00× vs reference (1.75–2.25×)" in compare  # 4.0 × 20.05 / 40.1, not 40.1 / 40.1 = 1.00×
+    page = client.get(reverse("pages:run", args=[run.pk])).content.decode()
+    assert "4.00× (#1)" in page
+    assert "4.00×" in client.get(reverse("pages:runs")).content.decode()
+
+
+def test_missing_and_foreign_pages_are_styled_404s(client, owner, stranger, relu_source):
+    run = make_run(owner, relu_source)
+    client.force_login(stranger)
+    for url in (reverse("pages:run", args=[run.pk]), "/runs/99999/", "/no/such/page/"):
+        response = client.get(url)
+        html = response.content.decode()
+        assert response.status_code == 404 and 'id="error-page"' in html and 'class="topnav"' in html, url
+    assert f"no run {run.pk} that you can see" in client.get(reverse("pages:run", args=[run.pk])).content.decode()
+    assert "Resolver404" not in client.get("/no/such/page/").content.decode()

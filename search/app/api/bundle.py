@@ -10,6 +10,20 @@ import zipfile
 from typing import Any
 
 from search.app.models import Node, Run
+from search.app.pages import speed as speeds
+
+
+def speed_of(run: Run, node: Node) -> dict[str, Any] | None:
+    return speeds.speed(node, *speeds.references(run.pk))
+
+
+def slower_note(run: Run, node: Node) -> str:
+    """Words for a download whose node does not beat the reference ('' when it does, or is the reference)."""
+    s = speed_of(run, node)
+    if s is None or s["reference"] or s["value"] > 1.0:
+        return ""
+    return (f"NOTE: this attempt is SLOWER than the reference ({s['value']:.2f}x its speed, timed the same way): "
+            "no faster kernel was found in this run; it is the best correct attempt, not a speed-up.")
 
 
 def header(run: Run, node: Node) -> str:
@@ -17,9 +31,13 @@ def header(run: Run, node: Node) -> str:
         f"# STARK Studio run {run.pk} ({run.problem.name}), node {node.node_id}, attempt {node.attempt}",
         f"# verdict: {node.verdict or node.status}",
     ]
+    s = speed_of(run, node)
     if node.runtime_ms is not None:
         lines.append(f"# runtime: {node.runtime_ms:.4g} ms on {run.device}"
-                     + (f", {node.speedup_vs_eager:.3g}x vs eager" if node.speedup_vs_eager else ""))
+                     + (f", {s['value']:.3g}x vs the reference{' (unstable timing)' if s['unstable'] else ''}"
+                        if s and not s["reference"] else ""))
+    if note := slower_note(run, node):
+        lines.append("# " + note)
     for text in node.instructions or ([node.instruction] if node.instruction else []):
         lines.append("# instruction: " + " ".join(str(text).split())[:300])
     return "\n".join(lines) + "\n"
@@ -115,10 +133,17 @@ def main():
                 sys.exit(f"trial {trial}: INCORRECT, max abs error {err:.3g} (atol {a.atol}, rtol {a.rtol})")
     print(f"correct on {a.trials} trials (atol {a.atol}, rtol {a.rtol})")
     args = inputs(problem, 7, a.device)
-    ref_ms = timed(ref, args, a.runs, a.warmup, a.device)
-    new_ms = timed(new, args, a.runs, a.warmup, a.device)
-    print(f"reference {ref_ms:.4f} ms, kernel {new_ms:.4f} ms, speed-up {ref_ms / new_ms:.3f}x "
-          f"(median of {a.runs} runs on {a.device})")
+    # Alternate the two in rounds (as the studio's re-time does), so both see the same minutes of the machine.
+    rounds, per = 6, max(3, a.runs // 6)
+    ref_ms, new_ms = [], []
+    for r in range(rounds):
+        pair = [(ref, ref_ms), (new, new_ms)]
+        for model, out in (pair if r % 2 == 0 else pair[::-1]):
+            out.append(timed(model, args, per, a.warmup if r < 2 else 1, a.device))
+    ratios = sorted(x / y for x, y in zip(ref_ms, new_ms))
+    ref_med, new_med = statistics.median(ref_ms), statistics.median(new_ms)
+    print(f"reference {ref_med:.4f} ms, kernel {new_med:.4f} ms, speed-up {ref_med / new_med:.3f}x "
+          f"(per round {ratios[0]:.2f}-{ratios[-1]:.2f}x; {rounds} alternating rounds of {per} runs on {a.device})")
 
 
 if __name__ == "__main__":
@@ -138,29 +163,46 @@ def report(run: Run, node: Node) -> dict[str, Any]:
     }
 
 
+def fmt_ms(value: Any) -> str:
+    return f"{value:.4g} ms" if isinstance(value, (int, float)) else "n/a"
+
+
 def report_markdown(run: Run, node: Node) -> str:
     result = node.result or {}
     timing = result.get("timing") or {}
     baselines = result.get("baselines") or {}
+    s = speed_of(run, node)
     rows = [
         ("Problem", run.problem.name), ("Run", f"{run.pk} ({run.team}, {run.status})"),
         ("Node", f"{node.node_id} (attempt {node.attempt}, {node.role})"), ("Verdict", node.verdict or node.status),
-        ("Runtime", f"{node.runtime_ms:.4g} ms" if node.runtime_ms is not None else "n/a"),
-        ("Median / IQR", f"{timing.get('median_ms')} / {timing.get('iqr_ms')} ms over {timing.get('runs')} runs"),
-        ("Eager", f"{baselines.get('eager_ms')} ms"), ("torch.compile", f"{baselines.get('compile_ms')} ms"),
-        ("Speed-up vs eager", f"{node.speedup_vs_eager}"), ("Speed-up vs torch.compile", f"{node.speedup_vs_compile}"),
+        ("Runtime", fmt_ms(node.runtime_ms)),
+        ("Median / IQR", f"{fmt_ms(timing.get('median_ms'))} / {fmt_ms(timing.get('iqr_ms'))} over "
+                         f"{timing.get('runs', 'n/a')} runs"),
+        ("Speed-up vs the reference", speeds.text(s).replace("×", "x")
+         + (f" (unstable: {s['why']})" if s and s["unstable"] else "") + (f"; {s['how']}" if s else "")),
+        ("Eager (baseline protocol)", fmt_ms(baselines.get("eager_ms"))),
+        ("torch.compile (baseline protocol)", fmt_ms(baselines.get("compile_ms"))),
         ("Device", run.device), ("Target", run.target), ("Attempts", f"{run.attempts} of {run.budget}"),
         ("LLM cost", f"${run.cost_usd:.4f}"),
     ]
-    lines = [f"# STARK Studio report: {run.problem.name}, node {node.node_id}", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows]
+    lines = [f"# STARK Studio report: {run.problem.name}, node {node.node_id}", ""]
+    if note := slower_note(run, node):
+        lines += [f"**{note}**", ""]
+    lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     if node.instruction:
         lines += ["", "## Instruction", "", node.instruction]
     if node.reasons:
         lines += ["", "## Evaluation notes", ""] + [f"- {r}" for r in node.reasons]
     correctness = result.get("correctness") or {}
     if correctness:
-        lines += ["", "## Correctness", "", "```json", json.dumps(correctness, indent=1), "```"]
+        def num(v: Any) -> str:
+            return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+        lines += ["", "## Correctness", ""] + [
+            f"- {label}: {num(correctness.get(key))}" for label, key in (
+                ("Trials passed", "passed"), ("Trials", "trials"), ("atol", "atol"), ("rtol", "rtol"),
+                ("Max abs error", "max_abs_error"), ("Max rel error", "max_rel_error"), ("Mode", "mode"))
+            if correctness.get(key) is not None]
     integrity = result.get("integrity") or []
     if integrity:
         lines += ["", "## Integrity checks", ""] + [f"- {c.get('name')}: {c.get('status')} {c.get('detail') or ''}"
@@ -173,7 +215,10 @@ def build_bundle(run: Run, node: Node) -> bytes:
     result = node.result or {}
     environment = {"measured_in": result.get("environment"), "settings": result.get("settings"),
                    "run_settings": run.settings, "team": run.team, "team_options": run.team_options}
+    note = slower_note(run, node)
     readme = (f"STARK Studio bundle: run {run.pk}, node {node.node_id} ({run.problem.name})\n\n"
+              + (f"{note}\n\n" if note else "")
+              +
               "kernel.py          the candidate (defines ModelNew; runs on its own)\n"
               "problem.py         the reference (Model, get_inputs, get_init_inputs)\n"
               "check_and_time.py  checks kernel.py against problem.py, then times both: python check_and_time.py\n"

@@ -239,6 +239,9 @@ def run_bundle(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         raise BadRequest("run", f"run {run.pk} has no correct attempt yet, so there is no winner to bundle; "
                                 "pass ?node=ID to bundle a given node", status=409)
+    if not node.source.strip():
+        raise BadRequest("node", f"node {node.node_id} has no candidate source ({node.verdict or node.status}), so "
+                                 "there is no kernel to bundle", status=409)
     response = HttpResponse(build_bundle(run, node), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="stark_run{run.pk}_node{node.node_id}.zip"'
     return response

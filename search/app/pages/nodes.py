@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from search.app.models import Node
+from search.app.pages import speed as speeds
 
 
 def ms(value: float | None) -> str:
@@ -25,14 +27,71 @@ def sci(value: float | None) -> str:
     return "—" if value is None else f"{value:.2e}"
 
 
-def node_view(node: Node) -> dict[str, Any]:
+def baseline(baselines: dict[str, Any], settings: dict[str, Any], key: str, kind: str) -> str:
+    if baselines.get(key) is not None:
+        return ms(baselines[key])
+    asked = kind in (settings.get("baselines") or [])
+    return "not measured (failed or skipped)" if asked else f"not measured (the {kind} baseline was not asked for)"
+
+
+def roofline_view(result: dict[str, Any]) -> dict[str, Any]:
+    """The roofline in words (static/js/roofline.js says the same): bound, margin, and over 100% a warning."""
+    roofline = result.get("roofline") or {}
+    pct = roofline.get("pct_of_peak")
+    if pct is None:
+        return {"text": "—", "pct": None, "width": 0, "over": False, "explain": ""}
+    settings = result.get("settings") or {}
+    margin = settings.get("roofline_margin")
+    if margin is None:
+        margin = 1.25 if str(settings.get("device", "cpu")).startswith("cuda") else 3.0
+    bound = roofline.get("bound", "?")
+    achieved = (f"{roofline.get('achieved_gbps', 0):.1f} GB/s achieved" if bound == "memory"
+                else f"{roofline.get('achieved_tflops', 0):.3f} TFLOP/s achieved")
+    explain = f"{pct:.0f}% of the {bound}-bound ceiling measured on this device ({achieved})."
+    if not roofline.get("flops"):
+        explain += " FLOPs are not counted for these ops, so only the memory bound applies."
+    if roofline.get("ceilings_implausible"):
+        explain += " The ceilings were measured under load: nothing is flagged."
+    over = pct > 100
+    if over:
+        explain += (f" Above 100%: faster than the measured ceiling. The harness flags beyond_roofline only past "
+                    f"{margin:g}× the ceiling (measured ceilings are rough); check the time before trusting it.")
+        text = f"{pct:.0f}% — exceeds the measured ceiling, check"
+    else:
+        text = f"{pct:.0f}% of peak ({bound}-bound)"
+    return {"text": text, "pct": pct, "width": min(100.0, max(0.0, float(pct))), "over": over, "explain": explain}
+
+
+TAGS = re.compile(r"\s*\[rules:[^\]]*\]\s*|\s*\(part \d+/\d+[^)]*\)")
+
+
+def move_label(node: Any) -> str:
+    """A short name for the move that made a node (static/js/speed.js moveLabel says the same)."""
+    if node.parent is None:
+        return "reference"
+    first = (node.instructions or [None])[0] or node.instruction or ""
+    text = re.split(r"[.;:\n]", TAGS.sub(" ", first).strip())[0].strip()
+    text = re.sub(r"^Same move \(", "", text).rstrip(")")
+    words = " ".join(text.split()[:4])
+    label = words if len(words) <= 16 else words[:15] + "…"
+    if label and len(node.instructions or []) > 1:
+        label += f" ×{len(node.instructions)}"
+    if node.role == "debug":
+        return f"debug: {label}" if label else "debug"
+    return label
+
+
+def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) -> dict[str, Any]:
     result = node.result or {}
     correctness = result.get("correctness") or {}
     timing = result.get("timing") or {}
     baselines = result.get("baselines") or {}
     roofline = result.get("roofline") or {}
     usage = node.usage or {}
-    pct = roofline.get("pct_of_peak")
+    roof = roofline_view(result)
+    speed = speeds.speed(node, root, anchor)
+    settings = result.get("settings") or {}
+    logs = result.get("logs") or {}
     trials = correctness.get("trials")
     return {
         "verdict": node.verdict or "—",
@@ -40,10 +99,14 @@ def node_view(node: Node) -> dict[str, Any]:
         "role": node.role,
         "attempt": str(node.attempt),
         "runtime": ms(node.runtime_ms),
-        "speedup_eager": times(node.speedup_vs_eager),
-        "speedup_compile": times(node.speedup_vs_compile),
-        "roofline": "—" if pct is None else f"{pct:.0f}% of peak ({roofline.get('bound', '?')}-bound)",
-        "roofline_pct": None if pct is None else max(0.0, min(100.0, float(pct))),
+        "speed": speed,
+        "speedup": speeds.text(speed),
+        "speed_unstable": bool(speed and speed["unstable"]),
+        "slower": bool(speed and not speed["reference"] and speed["value"] <= 1.0),
+        "move": move_label(node),
+        "roofline": roof["text"],
+        "roof": roof,
+        "retime": retime_view(result.get("retime")),
         "max_abs_error": sci(correctness.get("max_abs_error")),
         "max_rel_error": sci(correctness.get("max_rel_error")),
         "trials": "—" if trials is None else f"{correctness.get('passed', 0)}/{trials} passed",
@@ -58,12 +121,35 @@ def node_view(node: Node) -> dict[str, Any]:
         "timing": {"median": ms(timing.get("median_ms")), "iqr": ms(timing.get("iqr_ms")), "min": ms(timing.get("min_ms")),
                    "mean": ms(timing.get("mean_ms")), "runs": timing.get("runs"), "warmup": timing.get("warmup")}
         if timing else None,
-        "baselines": {"eager": ms(baselines.get("eager_ms")), "compile": ms(baselines.get("compile_ms")),
-                      "max_autotune": ms(baselines.get("compile_max_autotune_ms"))} if baselines else None,
+        "baselines": {"eager": baseline(baselines, settings, "eager_ms", "eager"),
+                      "compile": baseline(baselines, settings, "compile_ms", "compile"),
+                      "max_autotune": baseline(baselines, settings, "compile_max_autotune_ms", "compile-max-autotune")}
+        if baselines else None,
         "roofline_detail": roofline,
-        "build_log": (result.get("logs") or {}).get("build", ""),
-        "run_log": (result.get("logs") or {}).get("run", ""),
+        "build_log": logs.get("build", "") or build_log_note(node, result),
+        "run_log": logs.get("run", ""),
         "environment": result.get("environment") or {},
         "instructions": node.instructions or ([node.instruction] if node.instruction else []),
         "wall_s": result.get("wall_s"),
     }
+
+
+def build_log_note(node: Node, result: dict[str, Any]) -> str:
+    """Why a build log is empty, in words (a C++ extension may compile without printing anything)."""
+    if not result:
+        return "(not built yet)"
+    compiled = "load_inline" in (node.source or "") or "cpp_extension" in (node.source or "")
+    if compiled and result.get("verdict") not in ("build_error", None):
+        return ("(the compiler printed nothing: the C++ extension built quietly — torch prints compiler output only "
+                "for warnings and errors)")
+    return "(the build printed nothing)"
+
+
+def retime_view(retime: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not retime:
+        return None
+    out = dict(retime)
+    if retime.get("state") == "done":
+        out["reference_text"] = ms((retime.get("reference") or {}).get("median_ms"))
+        out["candidate_text"] = ms((retime.get("candidate") or {}).get("median_ms"))
+    return out

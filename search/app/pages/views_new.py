@@ -19,22 +19,33 @@ from search.app.service import checks, control
 from search.app.service.checks import LimitError
 from search.app.service.settings import RunSettings, SettingError, parse_run_settings
 
+BINARY = ("is a binary file, not Python source text; upload the problem's .py file (a KernelBench-format module "
+          "with Model, get_inputs and get_init_inputs)")
+
 
 def problem_from(request: HttpRequest) -> tuple[str, str]:
     """(source, name) from the uploaded file, else the pasted text; raises SettingError("problem", ...)."""
     limit = settings.STARK_MAX_UPLOAD_BYTES
     upload = request.FILES.get("problem")
     if upload is not None and upload.size:
+        name = (upload.name or "problem.py").rsplit("/", 1)[-1]
         if upload.size > limit:
-            raise SettingError("problem", f"the file is {upload.size} bytes; the limit is {limit} bytes "
-                                          "(STARK_MAX_UPLOAD_BYTES)")
+            raise SettingError("problem", f"{name} is {upload.size / 1024:.0f} KB; problems are limited to "
+                                          f"{limit / 1024:.0f} KB (STARK_MAX_UPLOAD_BYTES): upload the .py source only")
+        raw = upload.read()
         try:
-            return upload.read().decode("utf-8"), (upload.name or "problem.py").rsplit("/", 1)[-1].removesuffix(".py")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise SettingError("problem", "the file is not UTF-8 text; upload the Python source file") from None
+            raise SettingError("problem", f"{name} {BINARY}") from None
+        if "\x00" in text:
+            raise SettingError("problem", f"{name} {BINARY}")
+        return text, name.removesuffix(".py")
     source = request.POST.get("problem_source", "")
     if len(source.encode()) > limit:
-        raise SettingError("problem", f"the source is {len(source.encode())} bytes; the limit is {limit} bytes")
+        raise SettingError("problem", f"the source is {len(source.encode()) / 1024:.0f} KB; problems are limited "
+                                      f"to {limit / 1024:.0f} KB (STARK_MAX_UPLOAD_BYTES)")
+    if "\x00" in source:
+        raise SettingError("problem", f"the pasted text contains NUL bytes: it {BINARY}")
     name = (request.POST.get("problem_name") or "pasted").removesuffix(".py")
     if not source.strip():
         raise SettingError("problem", "no problem given: upload a KernelBench-format .py file, paste its source, "
@@ -44,7 +55,8 @@ def problem_from(request: HttpRequest) -> tuple[str, str]:
 
 def page_context(form: NewRunForm, **extra: Any) -> dict[str, Any]:
     return {"form": form, "gallery": gallery.by_level(), "providers": providers(), "llm_ready": any_ready(),
-            "llm_teams": LLM_TEAMS, "team_help": TEAM_HELP, **extra}
+            "llm_teams": LLM_TEAMS, "team_help": TEAM_HELP, "max_upload_bytes": settings.STARK_MAX_UPLOAD_BYTES,
+            "check_timeout_s": settings.STARK_CHECK_TIMEOUT_S, **extra}
 
 
 @login_required
@@ -54,6 +66,7 @@ async def new_run(request: HttpRequest) -> HttpResponse:
         return await sync_to_async(blank_page)(request)
     form = NewRunForm(request.POST, request.FILES)
     status = 400
+    problem_error = ""
     if form.is_valid():
         try:
             run_settings = parse_run_settings(form.run_data())
@@ -67,9 +80,16 @@ async def new_run(request: HttpRequest) -> HttpResponse:
             status = getattr(exc, "status", 400)
             field = {"problem": "problem_source", "team_options": None, "eval": None}.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)
+            if exc.field == "problem":
+                problem_error = exc.message
         else:
             return redirect("pages:run", run_id=run.pk)
-    return await sync_to_async(render)(request, "pages/new_run.html", page_context(form), status=status)
+    # The form keeps what the user gave: the text (an uploaded file's text is in the editor too), the file's
+    # name, and the check panel shows why the problem was refused.
+    upload = request.FILES.get("problem")
+    kept = (upload.name if upload is not None else "") or request.POST.get("problem_name", "")
+    return await sync_to_async(render)(request, "pages/new_run.html",
+                                       page_context(form, problem_error=problem_error, kept_file=kept), status=status)
 
 
 def blank_page(request: HttpRequest) -> HttpResponse:
@@ -89,7 +109,8 @@ def start_run(user, source: str, name: str, run_settings: RunSettings, summary: 
 @require_POST
 async def validate(request: HttpRequest) -> HttpResponse:
     """htmx partial: the problem's summary (shapes, dtypes, FLOPs, bytes, memory) and warnings, or its error.
-    Each keystroke pause sends one; htmx aborts the previous request, which cancels its check here."""
+    Each keystroke pause sends one; htmx queues the last one behind a check in flight (each check ends within its
+    deadline), and a browser that goes away cancels its check here (the harness child is killed)."""
     try:
         source, _ = problem_from(request)
     except SettingError as exc:

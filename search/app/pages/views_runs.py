@@ -14,8 +14,9 @@ from django.views.decorators.http import require_GET
 
 from search.app.models import Node, Run
 from search.app.pages import code_marks, diffs
+from search.app.pages import speed as speeds
 from search.app.pages.access import get_node, get_run, visible_runs
-from search.app.pages.nodes import node_view
+from search.app.pages.nodes import ms, node_view
 
 
 @login_required
@@ -25,8 +26,16 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def runs_context(user) -> dict[str, Any]:
     runs = list(visible_runs(user).order_by("-created_at", "-pk")[:200])
-    best = {n.run_id: n for n in Node.objects.filter(run_id__in=[r.pk for r in runs], node_id=F("run__best_node"))}
-    rows = [{"run": r, "best": best.get(r.pk)} for r in runs]
+    ids = [r.pk for r in runs]
+    best = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, node_id=F("run__best_node"))}
+    roots = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, parent__isnull=True)}
+    retimed: dict[int, list[Node]] = {}
+    for n in Node.objects.filter(run_id__in=ids, parent__isnull=False, verdict="pass", result__retime__state="done"):
+        retimed.setdefault(n.run_id, []).append(n)
+    rows = []
+    for r in runs:
+        speed = speeds.speed(best.get(r.pk), roots.get(r.pk), speeds.anchor_of(retimed.get(r.pk, [])))
+        rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": speeds.faster(speed)})
     return {"rows": rows, "active": any(r.status in Run.ACTIVE or r.status == Run.Status.PAUSED for r in runs)}
 
 
@@ -49,8 +58,27 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "api": f"/api/runs/{run.pk}",
         "owner": run.owner_id == request.user.pk,
     }
-    return render(request, "pages/run.html", {"run": run, "config": config,
+    return render(request, "pages/run.html", {"run": run, "config": config, "header": header_context(run),
                                               "is_owner": run.owner_id == request.user.pk})
+
+
+def header_context(run: Run) -> dict[str, Any]:
+    """The run header's figures as the server sees them (static/js/run_page.js redraws them live)."""
+    root, anchor = speeds.references(run.pk)
+    best = Node.objects.filter(run=run, node_id=run.best_node).first() if run.best_node is not None else None
+    speed = speeds.speed(best, root, anchor)
+    out = {"best": "—", "spread": "", "unstable": False, "why": "",
+           "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": ""}
+    if speed is not None and best is not None:
+        out["unstable"], out["why"] = speed["unstable"], speed["why"]
+        if speeds.faster(speed):
+            out["best"] = f"{speed['value']:.2f}× (#{best.node_id})"
+            out["spread"] = speed["how"]
+        else:
+            out["best"] = "No faster kernel found yet"
+            out["spread"] = (f"best correct attempt #{best.node_id}: {speed['value']:.2f}× the reference's speed · "
+                             f"{speed['how']}")
+    return out
 
 
 @login_required
@@ -60,7 +88,7 @@ def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpRespo
     run = get_run(request.user, run_id)
     node = get_node(run, node_id)
     parent = Node.objects.filter(run=run, node_id=node.parent).first() if node.parent is not None else None
-    view = node_view(node)
+    view = node_view(node, *speeds.references(run.pk))
     skeleton, skeleton_error = code_marks.skeleton_marks(node.anchored_source)
     context = {
         "run": run, "node": node, "v": view, "parent": parent,
@@ -98,16 +126,18 @@ def compare(request: HttpRequest) -> HttpResponse:
             run = get_run(request.user, run_id)
             sides.append({"key": k.upper(), "run": run, "node": get_node(run, node_id)})
         for side in sides:
-            side["v"] = node_view(side["node"])
+            side["v"] = node_view(side["node"], *speeds.references(side["run"].pk))
         rows = diffs.side_by_side_rows(sides[0]["node"].source, sides[1]["node"].source)
         context.update(sides=sides, rows=rows, stats=diffs.stats(rows), metrics=metric_rows(sides))
     return render(request, "pages/compare.html", context, status=400 if context["errors"] else 200)
 
 
-def metric_rows(sides: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+def metric_rows(sides: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     names = [("Verdict", "verdict"), ("Status", "status"), ("Role", "role"), ("Attempt", "attempt"),
-             ("Runtime", "runtime"), ("Speed-up vs eager", "speedup_eager"), ("Speed-up vs torch.compile",
-             "speedup_compile"), ("Roofline", "roofline"), ("Max abs error", "max_abs_error"),
+             ("Move", "move"), ("Runtime", "runtime"), ("Speed-up vs its run's reference", "speedup"),
+             ("Roofline", "roofline"), ("Max abs error", "max_abs_error"),
              ("Correctness trials", "trials"), ("Tokens in / out", "tokens"), ("Cost", "cost"),
              ("Flags", "flags")]
-    return [(label, [s["v"].get(key, "") for s in sides]) for label, key in names]
+    return [(label, [{"text": s["v"].get(key, ""), "unstable": key == "speedup" and s["v"]["speed_unstable"],
+                      "why": s["v"]["speed"]["why"] if s["v"]["speed"] else ""} for s in sides])
+            for label, key in names]

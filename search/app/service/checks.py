@@ -32,7 +32,14 @@ from search.app.service.settings import SettingError
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[3]
-SLACK_S = 10.0  # the check process's own start (importing torch) and its harness child's teardown
+SLACK_S = 10.0  # the check process's own start (importing torch) and its harness child's teardown, at most
+
+
+def slack_s(limit: float) -> float:
+    """The whole check ends within limit + this, whatever its phases do: half the deadline, 3 to 10 s (a short
+    deadline gives a hanging problem its message within seconds; a long one leaves the harness time to name the
+    phase that hung)."""
+    return min(SLACK_S, max(3.0, limit / 2))
 
 ACQUIRE = """
 local now = tonumber(ARGV[1])
@@ -139,7 +146,7 @@ async def run_check(source: str, user_id: int) -> dict[str, Any]:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(
-                proc.communicate(json.dumps({"source": source, "timeout_s": limit}).encode()), limit + SLACK_S)
+                proc.communicate(json.dumps({"source": source, "timeout_s": limit}).encode()), limit + slack_s(limit))
         except TimeoutError:
             raise SettingError("problem", f"checking the problem took longer than {limit:g} s "
                                           "(STARK_CHECK_TIMEOUT_S); remove anything slow at import or in "

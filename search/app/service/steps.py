@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from search.app.events import Recorder, StaleClaim, store_event, sync_run_totals
 from search.app.models import Node, Run
-from search.app.service import queues
+from search.app.service import queues, retime
 from search.app.service.fairness import parallel_now
 from search.app.service.reaper_chain import ensure_reaper
 from search.app.service.runs import MAX_TRIES, eval_settings, load_tree, locked_run, make_engine
@@ -104,6 +104,8 @@ def finish(run: Run, tree: Tree, status: str, reason: str) -> None:
     run.save(update_fields=["status", "finished_at", "stop_reason", "error", "updated_at"])
     sync_run_totals(run, tree)
     announce(run, reason)
+    if status == Run.Status.FINISHED:
+        queues.after_commit(retime.at_end, run.pk)  # the final number: best and reference timed side by side
 
 
 def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:

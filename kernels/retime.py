@@ -1,0 +1,124 @@
+"""Side-by-side re-timing: the reference and one candidate timed alternately in ONE harness child, so both numbers
+come from the same process, the same inputs, the same protocol and the same minutes of the device's life.
+
+Parent:  retime(problem_source, candidate_source, settings, rounds=6, progress=cb) -> dict (below), or RetimeError.
+Child:   task kind "retime" (kernels.worker -> kernels.retime_task.run): imports the problem, builds the reference and times one round of it
+         BEFORE the candidate is imported (`reference_before`: a candidate that slows the reference down from its
+         import shows as a slower reference later), then builds the candidate, checks its output against the
+         reference's on the same inputs (atol/rtol of the settings), and times them in rounds, alternating which
+         goes first (ABBA...), each round under the exclusive device lock. Only raw per-run times come back;
+         the parent makes every summary (kernels.stats).
+
+Answer: {"reference": summary, "candidate": summary, "reference_before": summary,   (summaries: kernels.stats)
+         "speedup": reference median / candidate median over all rounds,
+         "spread": {"low", "high"} the lowest and highest per-round ratio, "rounds", "runs_per_round",
+         "unstable": bool, "unstable_why": str, "protocol": str, "wall_s", "environment": {...}}
+The reference and the candidate share one process, so a candidate could still reach the reference's code at
+run time; the before/after reference comparison flags a reference that got slower once the candidate was loaded,
+and a candidate that replaced the timer, torch's functions or the harness's own (kernels.probes.HarnessSnapshot,
+the same check as an evaluation's) gets no re-timed figures at all.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from typing import Any
+
+from kernels import cache
+from kernels.isolation import new_work_dir
+from kernels.phases import PhaseClock, Progress
+from kernels.problem import reference_candidate
+from kernels.reference import device_lock, worker_env
+from kernels.sandbox import run_worker
+from kernels.settings import EvalSettings
+from kernels.stats import summarize, valid_times
+
+SLOWED_REFERENCE = 1.25  # the reference's median after the candidate loaded vs before: above this, it is flagged
+
+
+class RetimeError(Exception):
+    """The side-by-side timing gave no numbers; the message says why (and the candidate's output tail)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def retime(problem_source: str, candidate_source: str | None, settings: EvalSettings | dict[str, Any] | None = None,
+           rounds: int = 6, progress: Progress | None = None) -> dict[str, Any]:
+    """Time the reference and `candidate_source` alternately in one child (None: the reference against itself)."""
+    settings = EvalSettings.coerce(settings)
+    rounds = max(2, int(rounds))
+    runs = max(3, settings.timing_runs // rounds)
+    start = time.monotonic()
+    clock = PhaseClock(progress)
+    root = cache.cache_root(settings.cache_dir)
+    work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
+    task = {"kind": "retime", "problem_source": problem_source,
+            "candidate_source": candidate_source or reference_candidate(problem_source),
+            "device": settings.device, "seed": settings.seed, "memory_limit_mb": settings.memory_limit_mb,
+            "atol": settings.atol, "rtol": settings.rtol, "rounds": rounds,
+            "timing": {"runs": runs, "warmup": max(1, settings.warmup_runs // 2), "flush": settings.flush_cache}}
+    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
+                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s,
+                "timing": settings.run_timeout_s}
+    try:
+        clock.enter("start")
+        run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
+                         memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
+                         hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
+                         zygote_root=root if settings.warm_start else None, on_phase=clock.child())
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    answer = run.last("result")
+    if answer is None or run.stopped():
+        error = run.last("error")
+        why = (error or {}).get("message") or (f"timed out in phase {run.timed_out_phase}" if run.timed_out_phase
+                                              else f"its process {run.exit_description()}")
+        tail = run.stderr_tail(12, 1500)
+        raise RetimeError(f"re-timing failed: {why}" + (f"; its output ends with:\n{tail}" if tail else ""))
+    clock.done()
+    out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
+    env = run.last("environment")
+    out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
+    out["wall_s"] = round(time.monotonic() - start, 3)
+    return out
+
+
+def summarize_rounds(answer: dict[str, Any], runs: int, unstable_fraction: float) -> dict[str, Any]:
+    """The parent's figures from the child's raw times (invalid lists -> RetimeError)."""
+    def times(value: Any) -> list[float]:
+        checked = valid_times(value, runs)
+        if checked is None or not checked:
+            raise RetimeError("re-timing failed: the child's times are not what the protocol produces")
+        return checked
+
+    ref_rounds = [times(t) for t in answer.get("reference") or []]
+    cand_rounds = [times(t) for t in answer.get("candidate") or []]
+    if not ref_rounds or len(ref_rounds) != len(cand_rounds):
+        raise RetimeError("re-timing failed: the child sent no complete rounds")
+    before = times(answer.get("reference_before"))
+    ref_all = [t for r in ref_rounds for t in r]
+    cand_all = [t for r in cand_rounds for t in r]
+    ref, cand = summarize(ref_all, 0), summarize(cand_all, 0)
+    ratios = [statistics.median(r) / max(statistics.median(c), 1e-9) for r, c in zip(ref_rounds, cand_rounds)]
+    speedup = ref["median_ms"] / max(cand["median_ms"], 1e-9)
+    reasons = []
+    for name, summary in (("reference", ref), ("candidate", cand)):
+        share = summary["iqr_ms"] / summary["median_ms"] if summary["median_ms"] > 0 else 0.0
+        if share > unstable_fraction:
+            reasons.append(f"the {name}'s runs spread by {share:.0%} of their median (IQR)")
+    if speedup > 0 and (max(ratios) - min(ratios)) / speedup > unstable_fraction:
+        reasons.append(f"the per-round speed-ups range from {min(ratios):.2f}× to {max(ratios):.2f}×")
+    before_summary = summarize(before, 0)
+    slowed = ref["median_ms"] / max(before_summary["median_ms"], 1e-9)
+    flags = ["reference_slowed"] if slowed > SLOWED_REFERENCE else []
+    if flags:
+        reasons.append(f"the reference ran {slowed:.2f}× slower once the candidate was loaded (check the candidate)")
+    return {"reference": ref, "candidate": cand, "reference_before": before_summary,
+            "speedup": round(speedup, 4), "spread": {"low": round(min(ratios), 4), "high": round(max(ratios), 4)},
+            "rounds": len(ratios), "runs_per_round": runs, "unstable": bool(reasons),
+            "unstable_why": "; ".join(reasons), "flags": flags, "at": time.time(),
+            "protocol": f"reference and candidate alternately in one process, {len(ratios)} rounds of {runs} runs"}

@@ -1,0 +1,62 @@
+"""Child side of a side-by-side re-time (task kind "retime", see kernels.retime for the protocol and the answer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernels import loading, probes, timing
+from kernels.candidate_task import build
+from kernels.channel import Channel, redirect_output
+from kernels.reference_task import load_problem, problem_forward, problem_inputs, problem_model
+
+
+def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
+    """Child side (kernels.worker, task kind "retime")."""
+    send = type(channel).send  # captured before the candidate's code runs
+    time_callable, shared, exclusive = timing.time_callable, timing.shared, timing.exclusive
+    device = torch.device(task["device"])
+    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
+    runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]
+    problem = load_problem(task, work_dir)
+    channel.phase("queue")
+    with shared(*lock):
+        channel.phase("run")
+        reference = problem_model(problem, task, device)
+        inputs = problem_inputs(problem, task["seed"], device)
+        expected = problem_forward(reference, inputs)
+    channel.phase("queue")
+    with exclusive(*lock), torch.no_grad():
+        channel.phase("timing")
+        before = time_callable(lambda: reference(*inputs), device, runs, warmup, flush)[1]
+    channel.phase("build")
+    guard = probes.HarnessSnapshot()
+    cls = build(task, work_dir, device)
+    redirect_output(work_dir / "run.log")
+    channel.phase("queue")
+    with shared(*lock), torch.no_grad():
+        channel.phase("first_call")
+        candidate = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)
+        got = loading.flatten_outputs(candidate(*inputs))
+        if len(got) != len(expected) or not all(
+                g.shape == e.shape and torch.allclose(g.float(), e.float(), atol=task["atol"], rtol=task["rtol"],
+                                                      equal_nan=True) for g, e in zip(got, expected)):
+            raise RuntimeError("the candidate's output differs from the reference's on the re-timing inputs; "
+                               "re-evaluate it before trusting any number")
+    models = {"reference": reference, "candidate": candidate}
+    rounds: dict[str, list[list[float]]] = {"reference": [], "candidate": []}
+    for i in range(task["rounds"]):
+        order = ("reference", "candidate") if i % 2 == 0 else ("candidate", "reference")
+        channel.phase("queue")
+        with exclusive(*lock), torch.no_grad():
+            channel.phase("timing")
+            for name in order:
+                model = models[name]
+                rounds[name].append(time_callable(lambda m=model: m(*inputs), device, runs, warmup, flush)[1])
+    patched = guard.changes()
+    if patched:
+        raise RuntimeError("the candidate replaced the timer, torch's functions or the harness's own ("
+                           + ", ".join(patched[:5]) + "): no re-timed figures")
+    send(channel, "result", reference_before=before, **rounds)

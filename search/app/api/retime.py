@@ -1,0 +1,28 @@
+"""POST /api/runs/<id>/retime {"node": N}: re-time node N (default: the run's best) side by side with the
+reference (search/app/service/retime.py). 202 with the queued state; 409 when there is nothing to re-time."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from search.app.api.auth import BadRequest, api_view
+from search.app.api.views import find_run, handles_errors, request_data
+from search.app.service import retime
+
+
+@api_view("POST")
+@handles_errors
+def run_retime(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = find_run(request, run_id)
+    if run.owner_id != request.user.pk:
+        raise BadRequest("id", f"only the owner of run {run_id} can re-time its nodes", status=403)
+    raw = request_data(request).get("node")
+    try:
+        node_id = None if raw in (None, "") else int(raw)
+    except (TypeError, ValueError):
+        raise BadRequest("node", f"send the id of the node to re-time as `node` (got {raw!r})") from None
+    try:
+        row = retime.request(run, node_id)
+    except retime.RetimeRefused as exc:
+        raise BadRequest(exc.field, exc.message, status=exc.status) from None
+    return JsonResponse({"node": row.node_id, "retime": (row.result or {}).get("retime")}, status=202)

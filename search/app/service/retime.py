@@ -1,0 +1,130 @@
+"""Re-time a node side by side with the reference (a "Re-time" action on a node or on the run's best).
+
+request() marks `result["retime"]` of the node {"state": "queued", "job"} (a node.result event, so every open page
+shows it at once) and queues `kernels.jobs.retime_job` on the gpu queue (the reference and the candidate timed
+alternately in one harness child, kernels/retime.py) and, after it, `search.app.jobs.record_retime` on the search
+queue, which stores the figures ({"state": "done", "speedup", "spread", "unstable", ...} or {"state": "failed",
+"message"}) with another node.result event. The pages then show that ratio (search/app/pages/speed.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from django.conf import settings
+from rq.job import Dependency
+
+from search.app.events import store_event
+from search.app.models import Node, Run
+from search.app.service import queues
+from search.app.service.runs import eval_settings, locked_run
+
+RETIME_JOB = "kernels.jobs.retime_job"
+BUSY = ("queued", "running")
+ROUNDS = 6
+
+
+class RetimeRefused(Exception):
+    def __init__(self, field: str, message: str, status: int = 409) -> None:
+        super().__init__(message)
+        self.field, self.message, self.status = field, message, status
+
+
+def retime_job_id(node_pk: int, stamp: int) -> str:
+    return queues.make_job_id("retime", node_pk, stamp)
+
+
+def set_retime(run_id: int, row: Node, retime: dict[str, Any]) -> None:
+    """Store the node's re-time state and tell the pages (call under the run lock)."""
+    result = dict(row.result or {})
+    result["retime"] = retime
+    row.result = result
+    row.save(update_fields=["result"])
+    store_event(run_id, "node.result", row.node_id, {"changes": {"result": result}})
+
+
+def request(run: Run, node_id: int | None) -> Node:
+    """Queue a side-by-side re-time of `node_id` (None: the run's best) against the reference."""
+    target = node_id if node_id is not None else run.best_node
+    if target is None:
+        raise RetimeRefused("node", f"run {run.pk} has no correct attempt yet; there is nothing to re-time")
+    with locked_run(run.pk) as run:
+        row = Node.objects.filter(run=run, node_id=target).first()
+        if row is None:
+            raise RetimeRefused("node", f"run {run.pk} has no node {target}", status=404)
+        if not row.source.strip() or row.verdict != "pass":
+            raise RetimeRefused("node", f"node {target} is {row.verdict or row.status}: only an attempt that passed "
+                                        "(or the reference) can be re-timed")
+        old = (row.result or {}).get("retime") or {}
+        if old.get("state") in BUSY and job_alive(old.get("job", "")):
+            raise RetimeRefused("node", f"node {target} is already being re-timed; wait for it to finish")
+        job_id = retime_job_id(row.pk, int(time.time() * 1000))
+        set_retime(run.pk, row, {"state": "queued", "job": job_id, "requested_at": time.time()})
+        candidate = None if row.parent is None else row.source
+        queues.after_commit(enqueue, run.pk, row.pk, job_id, run.problem.source, candidate, eval_settings(run))
+    return row
+
+
+def at_end(run_id: int) -> None:
+    """A finished run's best attempt re-timed side by side with the reference (STARK_RETIME_AT_END, default on),
+    so the number the run ends with comes from one process and one protocol."""
+    if not getattr(settings, "STARK_RETIME_AT_END", True):
+        return
+    run = Run.objects.filter(pk=run_id).select_related("problem").first()
+    if run is None or run.best_node is None or run.status != Run.Status.FINISHED:
+        return
+    best = Node.objects.filter(run=run, node_id=run.best_node).first()
+    if best is None or ((best.result or {}).get("retime") or {}).get("state") in BUSY + ("done",):
+        return
+    with contextlib.suppress(RetimeRefused):  # e.g. the best node changed meanwhile
+        request(run, None)
+
+
+def job_alive(job_id: str) -> bool:
+    job = queues.fetch(job_id) if job_id else None
+    return job is not None and job.get_status() in ("queued", "started", "deferred", "scheduled")
+
+
+def enqueue(run_id: int, node_pk: int, job_id: str, problem: str, candidate: str | None,
+            settings: dict[str, Any]) -> None:
+    gpu_job = queues.queue(queues.GPU_QUEUE).enqueue(
+        RETIME_JOB, problem, candidate, settings, ROUNDS, job_id=job_id, result_ttl=queues.RESULT_TTL_S,
+        failure_ttl=queues.RESULT_TTL_S, description=f"re-time run {run_id} node pk {node_pk} against the reference")
+    queues.queue(queues.SEARCH_QUEUE).enqueue(
+        "search.app.jobs.record_retime", run_id, node_pk, job_id, job_id=queues.make_job_id("record", job_id),
+        depends_on=Dependency(jobs=[gpu_job], allow_failure=True))
+
+
+def record(run_id: int, node_pk: int, job_id: str) -> str:
+    """Store what the re-time job answered (once; a newer request supersedes it)."""
+    job = queues.fetch(job_id)
+    if job is None:
+        outcome: dict[str, Any] = {"state": "failed", "message": "the re-time job is gone from Redis"}
+    elif job.get_status() == "finished" and isinstance(job.return_value(), dict):
+        outcome = dict(job.return_value())
+    else:
+        latest = job.latest_result()
+        text = (getattr(latest, "exc_string", None) or "").strip()
+        outcome = {"state": "failed", "message": (text.splitlines() or [f"job {job.get_status()}"])[-1][:500]}
+    with locked_run(run_id):
+        row = Node.objects.filter(pk=node_pk).first()
+        if row is None or ((row.result or {}).get("retime") or {}).get("job") != job_id:
+            return f"re-time {job_id}: superseded"
+        set_retime(run_id, row, {**outcome, "job": job_id})
+    return f"re-time {job_id}: {outcome.get('state')}"
+
+
+def retime_phases(run_id: int) -> list[dict[str, Any]]:
+    """Unsequenced `node.phase` messages for the re-times in flight (what their harness child is doing)."""
+    out = []
+    busy = Node.objects.filter(run_id=run_id, verdict="pass", result__retime__state__in=BUSY)
+    for node_id, job_id in busy.values_list("node_id", "result__retime__job"):
+        job = queues.fetch(str(job_id or ""))
+        phase = (job.meta or {}).get("phase") if job is not None else None
+        if isinstance(phase, dict) and phase.get("phase"):
+            out.append({"type": "node.phase", "node": node_id,
+                        "data": {"changes": {"retime_phase": str(phase["phase"])[:40],
+                                             "retime_elapsed_s": float(phase.get("elapsed_s") or 0.0)}}})
+    return out

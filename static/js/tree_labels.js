@@ -1,0 +1,48 @@
+// What the tree says about a node, in words and colour: its status class, its fill (the speed-up against the
+// reference, timed the same way: static/js/speed.js) and its text label (never colour alone).
+
+import { fmtX, moveLabel, phaseWords, speed } from "./speed.js";
+
+const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
+
+export const RUNNING = new Set(["selected", "planning", "coding", "debugging", "building", "testing", "timing"]);
+
+const speedColour = d3
+  ? d3.scaleLinear().domain([0.5, 1, 2, 4]).range(["#c2410c", "#8a8f98", "#3f9d57", "#116b34"]).clamp(true)
+  : () => "#888";
+
+export function statusClass(n) {
+  if (n.parent == null) return (n.status === "done" || n.status === "failed") && n.verdict !== "pass" ? "st-failed" : "st-root";
+  if (RUNNING.has(n.status)) return "st-running";
+  if (n.status === "pending") return "st-pending";
+  if (n.verdict === "pass") return "st-pass";
+  if (n.status === "done" || n.status === "failed") return "st-failed";
+  return "st-pending";
+}
+
+// Colour by the speed-up against the reference (timed the same way): slower than the reference is orange.
+export function fillColour(n, root = null, anchor = null) {
+  const cls = statusClass(n);
+  if (cls === "st-pass") return speedColour(speed(n, root, anchor)?.value ?? 1);
+  return null; // the CSS class decides
+}
+
+// The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
+// ("~" marks a speed-up whose timing was unstable).
+export function nodeLabel(n, root = null, anchor = null) {
+  const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
+  if (n.parent == null) {
+    if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
+    if (RUNNING.has(n.status) && phase) return `#${n.id} reference: ${phase}`;
+    return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
+  }
+  const move = moveLabel(n);
+  const tail = move ? ` · ${move}` : "";
+  if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
+  if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
+  if (n.verdict === "pass") {
+    const s = speed(n, root, anchor);
+    return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${fmtX(s.value)}` : ""}${tail}`;
+  }
+  return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
+}
