@@ -1,0 +1,55 @@
+"""Side-by-side re-time of each problem's reference against itself (the reference renamed ModelNew): the ratio a
+user would see for two identical kernels. A protocol without bias gives 1.00 within its spread; the table shows the
+median ratio, the lowest and highest per-round ratio and the wall time of one re-time (kernels.retime).
+
+    python benchmarks/retime_self.py benchmarks/problems/kb_scale/*.py --device cuda --rounds 6 --out OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kernels.retime import RetimeError, retime  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("problems", nargs="+", type=Path)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    rows = []
+    for path in args.problems:
+        started = time.monotonic()
+        try:
+            got = retime(path.read_text(), None, {"device": args.device}, rounds=args.rounds)
+            row = {"problem": path.stem, "reference_ms": got["reference"]["median_ms"],
+                   "candidate_ms": got["candidate"]["median_ms"], "ratio": got["speedup"],
+                   "low": got["spread"]["low"], "high": got["spread"]["high"], "unstable": got["unstable"],
+                   "why": got["unstable_why"], "wall_s": got["wall_s"]}
+        except RetimeError as exc:
+            row = {"problem": path.stem, "error": exc.message[:500], "wall_s": round(time.monotonic() - started, 2)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device,
+                                        "rounds": args.rounds, "rows": rows}, indent=1))
+    print("| problem | reference ms | same kernel ms | ratio | per-round low-high | unstable | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['problem']} | error: {r['error'][:80]} | | | | | {r['wall_s']} |")
+        else:
+            print(f"| {r['problem']} | {r['reference_ms']:.4g} | {r['candidate_ms']:.4g} | {r['ratio']:.3f} | "
+                  f"{r['low']:.3f}-{r['high']:.3f} | {'yes: ' + r['why'] if r['unstable'] else 'no'} | "
+                  f"{r['wall_s']} |")
+
+
+if __name__ == "__main__":
+    main()
