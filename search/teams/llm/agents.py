@@ -21,11 +21,11 @@ from search.engine.agents import (
     Usage,
 )
 from search.llm import CallRecord, LLMClient, LLMError
-from search.llm.prompts import code as code_prompt
-from search.llm.prompts import debug as debug_prompt
-from search.llm.prompts import plan as plan_prompt
-from search.llm.prompts import single as single_prompt
-from search.llm.prompts.common import target_of
+from search.teams.llm.prompts import code as code_prompt
+from search.teams.llm.prompts import debug as debug_prompt
+from search.teams.llm.prompts import plan as plan_prompt
+from search.teams.llm.prompts import single as single_prompt
+from search.teams.llm.prompts.common import target_of
 
 DEFAULT_CONTEXT_TOKENS = 30_000
 Answer = TypeVar("Answer", PlanAnswer, CodeAnswer)
