@@ -99,6 +99,10 @@ def run_search(engine: Engine, limits: Limits, parallel: int = 1) -> RunSummary:
                     raise exc
     if status != "failed" and tree.attempts >= limits.budget:
         status = "finished"
+    attempts = [n for n in tree if n.parent is not None]
+    if status != "failed" and attempts and all(n.verdict == "agent_error" for n in attempts):
+        last = attempts[-1].reasons[0] if attempts[-1].reasons else "no reason given"
+        stop, status = f"every attempt failed for provider reasons (last: {last})", "failed"
     return _finish(engine, status, stop or "", started)
 
 

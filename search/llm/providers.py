@@ -2,8 +2,10 @@
 (OpenAI itself, or any OpenAI-compatible server such as vLLM, SGLang, Ollama, llama.cpp).
 
 A provider sends one request and returns a `Completion`, streaming text to `on_text` as it
-arrives; it raises the SDK's own exceptions, which `search.llm.client` classifies and retries.
-The SDKs' built-in retries are off (max_retries=0) so every retry is counted in the call record.
+arrives; it raises the SDK's own exceptions (those in `failures`), which `search.llm.failures` classifies and
+`search.llm.client` retries. The SDKs' built-in retries are off (max_retries=0): one loop, the client's,
+retries both HTTP errors (the SDKs cannot tell a quota 429 from a rate-limit 429: the type is in the body)
+and failures inside a stream (which the SDKs never retry), and counts each retry in the call record.
 """
 
 from __future__ import annotations
@@ -12,15 +14,12 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from search.llm.failures import ANSWER_ERRORS, UnreadableStream
 from search.llm.records import Completion
 from search.llm.settings import RoleSettings
 
 TextCallback = Callable[[str], None]
 Message = dict[str, str]
-
-
-class UnreadableStream(Exception):
-    """A stream ended without a single event; retried like any unreadable answer."""
 
 
 def _estimate_tokens(text: str) -> int:
@@ -37,6 +36,7 @@ class AnthropicProvider:
         import anthropic
 
         self.errors = anthropic
+        self.failures = (anthropic.APIError, *ANSWER_ERRORS)
         self.client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
                                           timeout=settings.timeout_s, max_retries=0)
 
@@ -50,10 +50,16 @@ class AnthropicProvider:
         if settings.temperature is not None:
             kwargs["extra_body"] = {"temperature": settings.temperature}
         if settings.stream:
+            events = 0
             with self.client.messages.stream(**kwargs) as stream:
-                for piece in stream.text_stream:
-                    if on_text is not None and piece:
-                        on_text(piece)
+                for event in stream:
+                    events += 1
+                    delta = getattr(event, "delta", None)
+                    if (event.type == "content_block_delta" and getattr(delta, "type", "") == "text_delta"
+                            and on_text is not None and delta.text):
+                        on_text(delta.text)
+                if events == 0:  # e.g. a proxy answering HTML: the SDK yields nothing rather than failing
+                    raise UnreadableStream("the streamed answer held no event (not server-sent events?)")
                 message = stream.get_final_message()
         else:
             message = self.client.messages.create(**kwargs)
@@ -76,6 +82,7 @@ class OpenAIProvider:
 
         self.name = settings.provider
         self.errors = openai
+        self.failures = (openai.APIError, *ANSWER_ERRORS)
         self.client = openai.OpenAI(api_key=settings.api_key, base_url=settings.base_url,
                                     timeout=settings.timeout_s, max_retries=0)
 

@@ -45,6 +45,11 @@ class Reply:
     cache_read_tokens: int = 0
     chunk_chars: int = 16
     truncated: bool = False  # stop_reason "max_tokens" (Anthropic) / finish_reason "length" (OpenAI)
+    error_type: str | None = None  # the body's error type (default: the vendor's type for the status)
+    error_code: str | None = None  # OpenAI's `code` (e.g. insufficient_quota)
+    # A streamed answer that fails after this many text chunks with an error *inside* the 200 stream
+    # (Anthropic `event: error`, OpenAI `data: {"error": ...}`), as the vendors do when they overload.
+    stream_error_after: int | None = None
 
 
 @dataclass
@@ -181,11 +186,7 @@ class StubLLMServer:
                     self._send_json(200, _openai_completion(request, reply), reply.headers)
 
             def _error_body(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
-                message = reply.error_message or f"stub error {reply.status}"
-                if request.api == "anthropic":
-                    kind = ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
-                    return {"type": "error", "error": {"type": kind, "message": message}}
-                return {"error": {"message": message, "type": "stub_error", "code": reply.status}}
+                return _error_body(request, reply)
 
             def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
                 self._send(status, json.dumps(obj).encode(), "application/json", headers or {})
@@ -205,6 +206,17 @@ class StubLLMServer:
                 self._send(200, data, "text/event-stream", reply.headers)
 
         return Handler
+
+
+def _error_body(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+    """The vendor's error shape: Anthropic {type: error, error: {type, message}}, OpenAI {error: {message,
+    type, code}}; a mid-stream error (status 200) defaults to Anthropic's overloaded_error."""
+    message = reply.error_message or f"stub error {reply.status}"
+    if request.api == "anthropic":
+        kind = reply.error_type or ANTHROPIC_ERROR_TYPES.get(reply.status if reply.status != 200 else 529, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": reply.error_type or "stub_error",
+                      "code": reply.error_code if reply.error_code is not None else reply.status}}
 
 
 def _usage(request: RecordedRequest, reply: Reply) -> tuple[int, int]:
@@ -244,7 +256,9 @@ def _anthropic_events(request: RecordedRequest, reply: Reply) -> list[str]:
     out = [_sse("message_start", {"type": "message_start", "message": start}),
            _sse("content_block_start", {"type": "content_block_start", "index": 0,
                                         "content_block": {"type": "text", "text": ""}})]
-    for piece in _chunks(reply):
+    for k, piece in enumerate(_chunks(reply)):
+        if k == reply.stream_error_after:
+            return [*out, _sse("error", _error_body(request, reply))]
         out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                 "delta": {"type": "text_delta", "text": piece}}))
     out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
@@ -278,6 +292,8 @@ def _openai_events(request: RecordedRequest, reply: Reply) -> list[str]:
             "model": request.body.get("model", "stub")}
     out = []
     for i, piece in enumerate(_chunks(reply)):
+        if i == reply.stream_error_after:
+            return [*out, _sse(None, _error_body(request, reply))]
         delta = {"content": piece, **({"role": "assistant"} if i == 0 else {})}
         out.append(_sse(None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
     finish = "length" if reply.truncated else "stop"

@@ -200,3 +200,22 @@ def test_every_team_builds_with_its_policy(name: str) -> None:
         assert team.policy.eps == 0.5
     greedy = build_team(name, {"provider": "anthropic", "api_key": SECRET, "policy": "greedy"})
     assert greedy.policy.name == "greedy" and greedy.debug is not None
+
+
+def test_quota_stops_the_run_at_the_first_request(stub: StubLLMServer, results: dict) -> None:
+    """Issue 17.2: a budget-4 run against an account without quota made 40 requests and exited "finished"."""
+    stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
+                                           error_message="You exceeded your current quota")
+    engine = engine_for("stark", options(stub, "openai", model="gpt-5"), results, [])
+    summary = engine.run(budget=4)
+    assert summary.status == "failed" and "out of credits or quota" in summary.stop_reason
+    assert "billing" in summary.stop_reason and len(stub.requests) == 1
+
+
+def test_a_run_whose_every_attempt_failed_for_provider_reasons_fails(stub: StubLLMServer, results: dict) -> None:
+    stub.responder = lambda request: Reply(status=529, error_message="Overloaded")
+    engine = engine_for("stark", options(stub, max_retries=1), results, [])
+    summary = engine.run(budget=2)
+    assert summary.status == "failed" and "every attempt failed for provider reasons" in summary.stop_reason
+    assert "Overloaded" in summary.stop_reason
+    assert len(stub.requests) == 4  # 2 attempts x (1 request + 1 retry): the engine does not try again

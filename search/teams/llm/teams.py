@@ -86,7 +86,9 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
                              debug_client=client("debug") if fixes else None)
         code = single
         debug = single if fixes else None
-    settings: dict[str, Any] = {}
+    # The LLM client already retried transient failures (max_retries): the engine's second try would
+    # multiply the requests of a failing provider, so it is off unless asked for.
+    settings: dict[str, Any] = {"max_agent_retries": 0}
     for key, kind in ENGINE_SETTINGS.items():
         if options.get(key) is not None:
             settings[key] = kind(options[key])
