@@ -22,7 +22,7 @@ TARGETS = ("cuda", "triton", "cpp", "torch")
 ROLES = ("plan", "code", "debug")
 # CLI flags handed to the team factory as options (dest names); the LLM teams read the provider ones.
 TEAM_OPTION_KEYS = (
-    "provider", "model", "base_url", "api_key_env", "max_tokens", "target", "device", "seed", "script", "policy",
+    "provider", "model", "base_url", "api_key_env", "max_tokens", "price", "target", "device", "seed", "script", "policy",
     "eps", "n_root", "n_child", "max_reasks", "top_r", "context_tokens",
     *(f"{role}_{what}" for role in ROLES for what in ("model", "temperature", "provider")),
 )
@@ -57,6 +57,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="environment variable holding the key for --base-url (default: STARK_LLM_API_KEY for "
                         "openai-compatible, else none; see docs/llm.md, Keys)")
     g.add_argument("--max-tokens", type=int, default=None, help="answer token limit per call")
+    g.add_argument("--price", action="append", default=None, metavar="[MODEL=]IN,OUT[,CACHE_READ[,CACHE_WRITE]]",
+                   help="USD per million tokens of a model the price table lacks (repeatable; without MODEL= "
+                        "every model of the run); needed for --cost-limit with such a model")
     defaults = {"plan": 0.8, "code": 0.1, "debug": 0.1}
     for role in ROLES:
         g.add_argument(f"--{role}-model", default=None, help=f"model of the {role} agent (default --model)")
@@ -128,7 +131,10 @@ def default_device() -> str:
 
 
 def team_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in TEAM_OPTION_KEYS if getattr(args, k, None) is not None}
+    options = {k: getattr(args, k) for k in TEAM_OPTION_KEYS if getattr(args, k, None) is not None}
+    if getattr(args, "cost_limit", None) is not None:  # the LLM client's meter checks it before every call
+        options["cost_limit_usd"] = args.cost_limit
+    return options
 
 
 def eval_settings(args: argparse.Namespace) -> dict[str, Any]:

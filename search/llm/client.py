@@ -21,13 +21,15 @@ from collections.abc import Callable
 from search.llm.errors import ContextTooLong, LLMError
 from search.llm.failures import Failure, classify
 from search.llm.pricing import Price, estimate_cost, load_prices, price_for
-from search.llm.providers import Message, TextCallback, make_provider
+from search.llm.providers import Message, TextCallback, make_provider, prompt_text
 from search.llm.records import CallRecord, Completion, CostMeter
 from search.llm.settings import KEY_ENV, RoleSettings
+from search.llm.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 60.0
+HOSTED = ("anthropic", "openai")  # providers that bill; an openai-compatible server is usually local
 
 # (provider, base_url, model) of models that rejected a temperature, shared by all clients.
 _NO_TEMPERATURE: set[tuple[str, str | None, str]] = set()
@@ -56,9 +58,32 @@ class LLMClient:
                  prompt_version: str = "") -> tuple[str, CallRecord]:
         """Send `system` + `prompt` (a user message, or a whole conversation) and return the text
         with its call record. Raises LLMError (permanent or after the last retry)."""
-        if self.meter is not None:
-            self.meter.check()
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        held = 0.0
+        if self.meter is not None:
+            held = self.meter.reserve(self.worst_case_usd(system, messages), f"this {self.settings.role} call")
+        try:
+            text, record = self._complete(system, messages, on_text, prompt_version)
+        except BaseException:
+            if self.meter is not None:
+                self.meter.settle(held)
+            raise
+        if self.meter is not None:
+            self.meter.settle(held, record)
+        return text, record
+
+    def worst_case_usd(self, system: str, messages: list[Message]) -> float:
+        """The most this call can cost: every input token at the dearer of the input and cache-write
+        prices (a code-aware estimate of the prompt), and the whole answer limit."""
+        price = price_for(self.settings.model, self.prices)
+        if price is None:
+            return 0.0
+        tokens = estimate_tokens(prompt_text(system, messages))
+        per_input = max(price.input, price.cache_write or 0.0)
+        return (tokens * per_input + self.settings.max_tokens * price.output) / 1_000_000
+
+    def _complete(self, system: str, messages: list[Message], on_text: TextCallback | None,
+                  prompt_version: str) -> tuple[str, CallRecord]:
         settings = self.settings
         notes: list[str] = []
         if settings.temperature is not None and self._model_key() in _NO_TEMPERATURE:
@@ -119,7 +144,9 @@ class LLMClient:
                 notes: list[str], prompt_version: str) -> CallRecord:
         price = price_for(settings.model, self.prices)
         if not completion.usage_reported:
-            notes.append("server reported no usage; tokens estimated from text length")
+            notes.append("server reported no usage; tokens estimated from the text")
+        if price is None and settings.provider in HOSTED:
+            notes.append(f"no price known for {settings.model}: counted as $0 (give one with --price)")
         record = CallRecord(
             role=settings.role, provider=settings.provider, model=settings.model,
             temperature=settings.temperature, temperature_requested=self.settings.temperature,
@@ -130,6 +157,4 @@ class LLMClient:
             price_known=price is not None, latency_s=round(latency, 3), retries=retries,
             streamed=settings.stream, prompt_version=prompt_version, stop_reason=completion.stop_reason,
             notes=notes)
-        if self.meter is not None:
-            self.meter.add(record)
         return record

@@ -36,13 +36,17 @@ class ConfigError(LLMError, ValueError):
 
 
 class CostLimitReached(LLMError):
-    """The run's cost limit is spent; the run stops with this message."""
+    """The run's cost limit would be passed by the next call (its worst case); the run stops with this message."""
 
-    def __init__(self, spent_usd: float, limit_usd: float) -> None:
+    def __init__(self, spent_usd: float, limit_usd: float, worst_usd: float = 0.0, reserved_usd: float = 0.0,
+                 what: str = "the next call") -> None:
+        held = f", ${reserved_usd:.4f} held by calls in flight" if reserved_usd else ""
+        worst = f"; {what} could cost up to ${worst_usd:.4f}" if worst_usd else ""
         super().__init__(
-            f"cost limit reached: ${spent_usd:.4f} spent of ${limit_usd:.4f} allowed for this run; "
-            "raise --max-cost-usd (or the run's cost limit) to continue",
-            permanent=True,
+            f"cost limit reached: ${spent_usd:.4f} spent of ${limit_usd:.4f} allowed for this run{held}{worst}; "
+            "raise --cost-limit (run setting cost_limit_usd), or lower --max-tokens so each call's worst case "
+            "is smaller, to continue",
+            permanent=True, kind="cost",
         )
         self.spent_usd = spent_usd
         self.limit_usd = limit_usd

@@ -17,13 +17,15 @@ from typing import Any
 from search.llm.failures import ANSWER_ERRORS, UnreadableStream
 from search.llm.records import Completion
 from search.llm.settings import RoleSettings
+from search.llm.tokens import estimate_tokens
 
 TextCallback = Callable[[str], None]
 Message = dict[str, str]
 
 
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
+def prompt_text(system: str, messages: list[Message]) -> str:
+    """All the text of a request, for token estimates."""
+    return system + "".join(m["content"] for m in messages)
 
 
 class AnthropicProvider:
@@ -139,9 +141,8 @@ class OpenAIProvider:
     def _completion(text: str, usage: Any, system: str, messages: list[Message],
                     finish: str | None) -> Completion:
         if usage is None:  # some servers do not report usage: estimate so cost limits still bite
-            prompt = system + "".join(m["content"] for m in messages)
-            return Completion(text=text, input_tokens=_estimate_tokens(prompt),
-                              output_tokens=_estimate_tokens(text), stop_reason=finish, usage_reported=False)
+            return Completion(text=text, input_tokens=estimate_tokens(prompt_text(system, messages)),
+                              output_tokens=estimate_tokens(text), stop_reason=finish, usage_reported=False)
         details = getattr(usage, "prompt_tokens_details", None)
         cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
         return Completion(text=text, input_tokens=usage.prompt_tokens or 0,

@@ -105,3 +105,20 @@ def test_an_account_without_quota_stops_the_run_non_zero_after_one_request(stub:
     assert "run failed" in proc.stdout and "out of credits or quota" in proc.stdout
     assert "platform.openai.com/settings/organization/billing" in proc.stdout
     assert len(stub.requests) == 1
+
+
+@pytest.mark.slow
+def test_the_cost_limit_of_the_command_line_reaches_every_call(stub: StubLLMServer, tmp_path: Path) -> None:
+    """Issue 17.5: `--cost-limit` never reached the per-call meter (`--parallel 3` with $0.001 spent $0.051).
+    Now no call starts whose worst case (here 8,192 answer tokens at $15/M) would pass the limit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+    env.update({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.url})
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
+         "--model", "claude-sonnet-4-6", "--budget", "6", "--parallel", "3", "--cost-limit", "0.001",
+         "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "cost limit reached" in proc.stdout and "raise --cost-limit" in proc.stdout
+    assert not stub.requests

@@ -17,8 +17,10 @@ from search.engine.agents import AgentError
 from search.engine.engine import Engine
 from search.engine.events import Event
 from search.engine.tree import Tree
+from search.llm import ConfigError
 from search.teams import get_team
 from search.teams.llm_teams import LLM_TEAM_NAMES, build_team
+from tests.llm.kernel_responder import kernel_responder
 from tests.llm.stub_server import Reply, StubLLMServer
 
 PROBLEM = (Path(__file__).parent / "fixtures" / "tiny_relu.py").read_text()
@@ -169,12 +171,49 @@ def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: St
     assert child.role == "debug" and stub.requests[-1].temperature == 0.1
 
 
-def test_the_cost_limit_stops_before_the_next_call(stub: StubLLMServer, results: dict) -> None:
-    engine = engine_for("stark", options(stub, cost_limit_usd=1e-9), results, [])
+def test_the_cost_limit_refuses_a_call_whose_worst_case_does_not_fit(stub: StubLLMServer, results: dict) -> None:
+    """Checked before every call with its worst case (input estimate + the whole --max-tokens answer)."""
+    engine = engine_for("stark", options(stub, cost_limit_usd=0.01, max_tokens=2000), results, [])
     with pytest.raises(AgentError) as info:
         engine.expand(0)
-    assert info.value.permanent and "cost limit reached" in info.value.message
-    assert len(stub.requests) == 1  # the plan call was made, the code call was not
+    message = info.value.message
+    assert info.value.permanent and "cost limit reached" in message and "could cost up to $0.03" in message
+    assert "--cost-limit" in message and "--max-tokens" in message and "max-cost-usd" not in message
+    assert not stub.requests
+
+
+def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer, results: dict) -> None:
+    """Issue 17.5: `--parallel 3` with a $0.001 limit spent $0.051. One meter per run holds each call's worst
+    case while it is in flight, so the run spends at most the limit (the issue asks limit + one worst case)."""
+    def slow(request: Any) -> Reply:
+        reply = kernel_responder(request)
+        reply.delay_s = 0.3  # calls overlap
+        return reply
+
+    stub.responder = slow
+    limit, max_tokens = 0.12, 2000
+    engine = engine_for("stark", options(stub, cost_limit_usd=limit, max_tokens=max_tokens), results, [])
+    summary = engine.run(budget=12, parallel=3)
+    spent = engine.tree.usage_total()["cost_usd"]
+    worst = engine.team.plan.client.worst_case_usd("s" * 40_000, [])  # above any one call of this run
+    assert summary.status == "failed" and "cost limit reached" in summary.stop_reason
+    assert 0 < spent <= limit < spent + worst
+    assert len(stub.requests) >= 4 and summary.attempts < 12
+
+
+def test_an_unpriced_hosted_model_warns_and_refuses_a_cost_limit(caplog: pytest.LogCaptureFixture) -> None:
+    hosted = {"provider": "openai", "model": "gpt-9-ultra", "api_key": SECRET}
+    with caplog.at_level("WARNING"):
+        build_team("stark", hosted)
+    assert "NO PRICE for openai model 'gpt-9-ultra'" in caplog.text and "--price" in caplog.text
+    with pytest.raises(ConfigError) as info:
+        build_team("stark", {**hosted, "cost_limit_usd": 1.0})
+    assert "cannot be enforced" in str(info.value) and "--price gpt-9-ultra=INPUT,OUTPUT" in str(info.value)
+    team = build_team("stark", {**hosted, "cost_limit_usd": 1.0, "price": ["gpt-9-ultra=2,8"]})
+    assert team.plan.client.prices["gpt-9-ultra"].output == 8.0
+    # A local server's model has no price and needs none.
+    build_team("stark", {"provider": "openai-compatible", "base_url": "http://localhost:8000", "model": "qwen",
+                         "cost_limit_usd": 1.0})
 
 
 def test_the_key_never_reaches_the_tree_events_or_logs(stub: StubLLMServer, results: dict) -> None:
