@@ -39,7 +39,8 @@ class RunSummary:
             parts.append(f"{b.speedup_vs_compile:.3g}x vs torch.compile")
         cost = self.usage.get("cost_usd") or 0.0
         tokens = (self.usage.get("input_tokens") or 0) + (self.usage.get("output_tokens") or 0)
-        return head + "\n" + ", ".join(parts) + f".\nTokens: {tokens}, cost ${cost:.4f}."
+        cached = f", prompt cache hit rate {self.usage['cache_hit_rate']:.0%}" if self.usage.get("cache_read_tokens") else ""
+        return head + "\n" + ", ".join(parts) + f".\nTokens: {tokens}, cost ${cost:.4f}{cached}."
 
 
 def attempt(engine: Engine, parent_id: int, child_id: int) -> Node:

@@ -17,6 +17,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from search.llm.errors import ContextTooLong, LLMError
 from search.llm.failures import Failure, classify
@@ -55,10 +56,18 @@ class LLMClient:
         return (self.settings.provider, self.settings.base_url, self.settings.model)
 
     def complete(self, system: str, prompt: str | list[Message], on_text: TextCallback | None = None,
-                 prompt_version: str = "") -> tuple[str, CallRecord]:
+                 prompt_version: str = "", cached_prefix: str = "") -> tuple[str, CallRecord]:
         """Send `system` + `prompt` (a user message, or a whole conversation) and return the text
-        with its call record. Raises LLMError (permanent or after the last retry)."""
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        with its call record. `cached_prefix` starts the user message and is marked for the provider's
+        prompt cache (the context window: re-asks and retries send it again). Raises LLMError (permanent
+        or after the last retry)."""
+        if isinstance(prompt, str):
+            content: Any = prompt
+            if cached_prefix:
+                content = [{"type": "text", "text": cached_prefix, "cache": True}, {"type": "text", "text": prompt}]
+            messages: list[Message] = [{"role": "user", "content": content}]
+        else:
+            messages = list(prompt)
         held = 0.0
         if self.meter is not None:
             held = self.meter.reserve(self.worst_case_usd(system, messages), f"this {self.settings.role} call")

@@ -20,17 +20,40 @@ from search.llm.settings import RoleSettings
 from search.llm.tokens import estimate_tokens
 
 TextCallback = Callable[[str], None]
-Message = dict[str, str]
+# {"role": ..., "content": str | [{"type": "text", "text": str, "cache": bool}, ...]}: a part marked `cache`
+# ends a prefix shared by later calls (the context window, which re-asks send again).
+Message = dict[str, Any]
+
+
+def flat(content: str | list[dict[str, Any]]) -> str:
+    return content if isinstance(content, str) else "".join(part["text"] for part in content)
 
 
 def prompt_text(system: str, messages: list[Message]) -> str:
     """All the text of a request, for token estimates."""
-    return system + "".join(m["content"] for m in messages)
+    return system + "".join(flat(m["content"]) for m in messages)
+
+
+def anthropic_messages(messages: list[Message], caching: bool) -> list[dict[str, Any]]:
+    """Parts marked `cache` become text blocks with `cache_control` (when caching is on)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, str):
+            blocks = []
+            for part in content:
+                block: dict[str, Any] = {"type": "text", "text": part["text"]}
+                if caching and part.get("cache"):
+                    block["cache_control"] = {"type": "ephemeral"}
+                blocks.append(block)
+            content = blocks
+        out.append({"role": message["role"], "content": content})
+    return out
 
 
 class AnthropicProvider:
-    """Messages API. Temperature goes through `extra_body` (the 2.x SDK dropped the parameter)
-    and the stable system prompt is marked for prompt caching."""
+    """Messages API. Temperature goes through `extra_body` (the 2.x SDK dropped the parameter);
+    the stable system prompt and the context window (parts marked `cache`) are marked for prompt caching."""
 
     name = "anthropic"
 
@@ -48,7 +71,7 @@ class AnthropicProvider:
         if settings.prompt_caching:
             block["cache_control"] = {"type": "ephemeral"}
         kwargs: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens,
-                                  "system": [block], "messages": messages}
+                                  "system": [block], "messages": anthropic_messages(messages, settings.prompt_caching)}
         if settings.temperature is not None:
             kwargs["extra_body"] = {"temperature": settings.temperature}
         if settings.stream:
@@ -91,7 +114,8 @@ class OpenAIProvider:
     def send(self, settings: RoleSettings, system: str, messages: list[Message],
              on_text: TextCallback | None) -> Completion:
         kwargs: dict[str, Any] = {"model": settings.model,
-                                  "messages": [{"role": "system", "content": system}, *messages]}
+                                  "messages": [{"role": "system", "content": system},
+                                               *({"role": m["role"], "content": flat(m["content"])} for m in messages)]}
         # api.openai.com wants max_completion_tokens (reasoning models reject max_tokens);
         # local servers (Ollama, llama.cpp, older vLLM) only know max_tokens.
         if self.name == "openai":
@@ -101,8 +125,10 @@ class OpenAIProvider:
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         if self.name == "openai" and settings.prompt_caching:
-            # OpenAI caches long prefixes by itself; a key per system prompt routes calls to the same cache.
-            kwargs["prompt_cache_key"] = "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]
+            # OpenAI caches long prefixes by itself (the system prompt, then the context window); a key per
+            # system prompt routes calls to the same cache. Sent as a body field so that SDKs older than
+            # the parameter pass it too.
+            kwargs["extra_body"] = {"prompt_cache_key": "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]}
         if settings.stream:
             return self._stream(kwargs, system, messages, on_text)
         response = self.client.chat.completions.create(**kwargs)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +45,7 @@ class Reply:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0  # set by the server's prompt-cache simulation unless cache_read_tokens is given
     chunk_chars: int = 16
     truncated: bool = False  # stop_reason "max_tokens" (Anthropic) / finish_reason "length" (OpenAI)
     error_type: str | None = None  # the body's error type (default: the vendor's type for the status)
@@ -107,6 +110,8 @@ class StubLLMServer:
         self.required_key = required_key  # when set, any other credential gets a 401 like the real APIs
         self.script: list[Reply] = []
         self.requests: list[RecordedRequest] = []
+        self.cached_prefixes: set[str] = set()
+        self.prompts_seen: list[str] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self._httpd.daemon_threads = True
@@ -142,9 +147,32 @@ class StubLLMServer:
             self.requests.append(request)
             if self.required_key is not None and request.credential != self.required_key:
                 return Reply(status=401, error_message="invalid x-api-key")
-            if self.script:
-                return self.script.pop(0)
-        return self.responder(request)
+            reply = self.script.pop(0) if self.script else None
+        reply = reply or self.responder(request)
+        if reply.status == 200 and not reply.cache_read_tokens:
+            read, write = self._cache(request)
+            reply = dataclasses.replace(reply, cache_read_tokens=read, cache_write_tokens=write)
+        return reply
+
+    def _cache(self, request: RecordedRequest) -> tuple[int, int]:
+        """Prompt caching as the vendors do it, in tokens (read, written). Anthropic: the prefix up to the
+        last block marked `cache_control` is read when an earlier request wrote the same prefix, else
+        written. OpenAI: the longest prefix shared with an earlier prompt is read, in steps of 128
+        tokens from 1,024 (automatic, no markers)."""
+        if request.api == "anthropic":
+            prefix = _cached_prefix(request.body)
+            if not prefix:
+                return 0, 0
+            with self._lock:
+                seen = prefix in self.cached_prefixes
+                self.cached_prefixes.add(prefix)
+            return (_tokens(prefix), 0) if seen else (0, _tokens(prefix))
+        text = request.text
+        with self._lock:
+            shared = max((len(os.path.commonprefix([text, old])) for old in self.prompts_seen), default=0)
+            self.prompts_seen.append(text)
+        tokens = _tokens(text[:shared]) if shared else 0
+        return (tokens // 128 * 128 if tokens >= 1024 else 0), 0
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -208,6 +236,16 @@ class StubLLMServer:
         return Handler
 
 
+def _cached_prefix(body: dict[str, Any]) -> str:
+    """The text up to and including the last block marked cache_control (system blocks, then messages)."""
+    blocks: list[dict[str, Any]] = list(body.get("system") or []) if isinstance(body.get("system"), list) else []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        blocks.extend(content if isinstance(content, list) else [{"type": "text", "text": content or ""}])
+    marked = [k for k, block in enumerate(blocks) if block.get("cache_control")]
+    return "\x00".join(str(block.get("text", "")) for block in blocks[:marked[-1] + 1]) if marked else ""
+
+
 def _error_body(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
     """The vendor's error shape: Anthropic {type: error, error: {type, message}}, OpenAI {error: {message,
     type, code}}; a mid-stream error (status 200) defaults to Anthropic's overloaded_error."""
@@ -232,6 +270,8 @@ def _chunks(reply: Reply) -> list[str]:
 
 def _anthropic_message(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
     tokens_in, tokens_out = _usage(request, reply)
+    if reply.input_tokens is None:  # Anthropic's input_tokens counts only what was neither read nor written
+        tokens_in = max(0, tokens_in - reply.cache_read_tokens - reply.cache_write_tokens)
     return {
         "id": "msg_stub", "type": "message", "role": "assistant",
         "model": request.body.get("model", "stub"),
@@ -239,7 +279,7 @@ def _anthropic_message(request: RecordedRequest, reply: Reply) -> dict[str, Any]
         "stop_reason": "max_tokens" if reply.truncated else "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out,
                   "cache_read_input_tokens": reply.cache_read_tokens,
-                  "cache_creation_input_tokens": 0},
+                  "cache_creation_input_tokens": reply.cache_write_tokens},
     }
 
 

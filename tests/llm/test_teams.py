@@ -114,6 +114,25 @@ def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub
     assert "malformed answer" in child.agent_log
 
 
+def test_the_context_window_is_a_cached_block_that_re_asks_reuse(stub: StubLLMServer, results: dict) -> None:
+    """Issue 17.6: only the small system block was marked; now the window is too, so a re-ask (and the
+    stub's Anthropic-like cache) reads it instead of paying for it again; the run's usage shows the rate."""
+    engine = engine_for("stark", options(stub), results, [])
+    stub.push(Reply("I would fuse relu and the scale.", output_tokens=50))
+    child = engine.expand(0)
+    first, again = stub.requests[0].body["messages"][0]["content"], stub.requests[1].body["messages"][0]["content"]
+    assert first[0]["cache_control"] == {"type": "ephemeral"} and "cache_control" not in first[1]
+    assert first[0]["text"] == again[0]["text"] and "## the node you work on (i)" in first[0]["text"]
+    assert "was rejected" in again[1]["text"] and "was rejected" not in first[0]["text"]
+    plan, reask = child.usage["calls"][:2]
+    assert plan["cache_write_tokens"] > 0 and plan["cache_read_tokens"] == 0
+    assert reask["cache_read_tokens"] >= plan["cache_write_tokens"] > 0  # system and window read back
+    usage = engine.tree.usage_total()
+    assert usage["cache_read_tokens"] == sum(c["cache_read_tokens"] for c in child.usage["calls"])
+    assert usage["cache_hit_rate"] == pytest.approx(usage["cache_read_tokens"] / usage["input_tokens"], abs=1e-4)
+    assert 0 < usage["cache_hit_rate"] < 1
+
+
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_an_answer_cut_off_at_max_tokens_says_how_to_fix_it(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = engine_for("stark", options(stub, provider, max_tokens=64), results, [])

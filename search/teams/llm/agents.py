@@ -8,6 +8,7 @@ tokens they cost, and the engine re-asks with the reason (window.feedback), whic
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -87,8 +88,13 @@ class LLMAgent:
         if self.previous_error(window):
             window.stream("\n\n--- re-asking: " + self.previous_error(window)[:300] + " ---\n\n")
         stream = StreamBatcher(window.stream)
+        # The context window opens the user prompt: marked as a cacheable prefix, which re-asks reuse (their
+        # feedback follows it).
+        rendered = dataclasses.replace(window, feedback=[]).render(self.budget(window))
+        prefix, rest = (rendered, user[len(rendered):]) if user.startswith(rendered) else ("", user)
         try:
-            text, record = self.client.complete(system, user, on_text=stream, prompt_version=version)
+            text, record = self.client.complete(system, rest, on_text=stream, prompt_version=version,
+                                                cached_prefix=prefix)
         except LLMError as exc:
             raise AgentError(exc.message, permanent=exc.permanent) from exc
         finally:
