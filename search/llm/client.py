@@ -81,6 +81,14 @@ class LLMClient:
             self.meter.settle(held, record)
         return text, record
 
+    def count_tokens(self, text: str) -> tuple[int, str]:
+        """(tokens of `text`, how counted): the provider's counter where it has one (Anthropic's count_tokens,
+        tiktoken for OpenAI's models when installed), else the code-aware estimate."""
+        counted = self.provider.count(self.settings, text)
+        if counted is not None:
+            return counted, f"{self.settings.provider} counter"
+        return estimate_tokens(text), "estimate"
+
     def worst_case_usd(self, system: str, messages: list[Message]) -> float:
         """The most this call can cost: every input token at the dearer of the input and cache-write
         prices (a code-aware estimate of the prompt), and the whole answer limit."""

@@ -11,14 +11,19 @@ and failures inside a stream (which the SDKs never retry), and counts each retry
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from search.llm.failures import ANSWER_ERRORS, UnreadableStream
 from search.llm.records import Completion
 from search.llm.settings import RoleSettings
-from search.llm.tokens import estimate_tokens
+from search.llm.tokens import count_tokens, estimate_tokens
 
+log = logging.getLogger(__name__)
+
+# A host that does not answer costs this, not the whole read timeout, per attempt.
+CONNECT_TIMEOUT_S = 10.0
 TextCallback = Callable[[str], None]
 # {"role": ..., "content": str | [{"type": "text", "text": str, "cache": bool}, ...]}: a part marked `cache`
 # ends a prefix shared by later calls (the context window, which re-asks send again).
@@ -63,7 +68,18 @@ class AnthropicProvider:
         self.errors = anthropic
         self.failures = (anthropic.APIError, *ANSWER_ERRORS)
         self.client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
-                                          timeout=settings.timeout_s, max_retries=0)
+                                          timeout=anthropic.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
+                                          max_retries=0)
+
+    def count(self, settings: RoleSettings, text: str) -> int | None:
+        """Anthropic's own count of `text` as a user message (free; None where the endpoint lacks it)."""
+        try:
+            result = self.client.messages.count_tokens(model=settings.model,
+                                                       messages=[{"role": "user", "content": text}])
+        except self.failures as exc:
+            log.info("count_tokens unavailable for %s (%s); estimating", settings.model, exc)
+            return None
+        return int(result.input_tokens)
 
     def send(self, settings: RoleSettings, system: str, messages: list[Message],
              on_text: TextCallback | None) -> Completion:
@@ -109,7 +125,15 @@ class OpenAIProvider:
         self.errors = openai
         self.failures = (openai.APIError, *ANSWER_ERRORS)
         self.client = openai.OpenAI(api_key=settings.api_key, base_url=settings.base_url,
-                                    timeout=settings.timeout_s, max_retries=0)
+                                    timeout=openai.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
+                                    max_retries=0)
+
+    def count(self, settings: RoleSettings, text: str) -> int | None:
+        """tiktoken's count for OpenAI's own models when it is installed with its encodings, else None."""
+        if self.name != "openai":
+            return None
+        tokens, how = count_tokens(text, settings.model, openai_model=True)
+        return tokens if how == "tiktoken" else None
 
     def send(self, settings: RoleSettings, system: str, messages: list[Message],
              on_text: TextCallback | None) -> Completion:

@@ -1,8 +1,10 @@
 """A local stand-in for the Anthropic and OpenAI HTTP APIs, so tests drive the real SDKs.
 
-Speaks `POST /v1/messages` (Anthropic Messages, plain and SSE) and `POST /v1/chat/completions`
-(OpenAI chat, plain and SSE with usage), records every request (path, headers, JSON body) and
-answers from a script of `Reply` objects, then from a `responder(request) -> Reply` callable.
+Speaks `POST /v1/messages` (Anthropic Messages, plain and SSE), `POST /v1/messages/count_tokens` and
+`POST /v1/chat/completions` (OpenAI chat, plain and SSE with usage), records every request (path, headers,
+JSON body, the credential) and answers from a script of `Reply` objects, then from a `responder(request) ->
+Reply` callable. Errors come in the vendors' shapes (types and codes in the body, headers such as
+`x-should-retry`, failures inside a 200 stream), and prompt caching is simulated as each vendor does it.
 Run it on its own with `python tests/llm/stub_server.py [--kernel-responder] [--port N]`
 (prints its base URL) to point `python -m search run` at it.
 """
@@ -101,6 +103,12 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _counted_tokens(text: str) -> int:
+    """What the stub's count_tokens answers: a tokenizer denser than four characters a token, like a real
+    one on code."""
+    return max(1, len(text) // 3)
+
+
 class StubLLMServer:
     """A threaded HTTP server; use as a context manager or call start()/stop()."""
 
@@ -111,6 +119,7 @@ class StubLLMServer:
         self.script: list[Reply] = []
         self.requests: list[RecordedRequest] = []
         self.cached_prefixes: set[str] = set()
+        self.count_requests: list[RecordedRequest] = []  # /v1/messages/count_tokens, not in `requests`
         self.prompts_seen: list[str] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
@@ -192,6 +201,11 @@ class StubLLMServer:
                     body = {}
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 request = RecordedRequest(self.path, headers, body)
+                if self.path.endswith("/messages/count_tokens"):  # Anthropic's free counter
+                    with server._lock:
+                        server.count_requests.append(request)
+                    self._send_json(200, {"input_tokens": _counted_tokens(request.text)})
+                    return
                 if not (self.path.endswith("/messages") or self.path.endswith("/chat/completions")):
                     self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                     return

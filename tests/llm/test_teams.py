@@ -7,79 +7,17 @@ drives `Engine.expand`, so the agents' calls, re-asks, errors and usage are chec
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from search.engine.agents import AgentError
-from search.engine.engine import Engine
 from search.engine.events import Event
-from search.engine.tree import Tree
 from search.llm import ConfigError
-from search.teams import get_team
 from search.teams.llm_teams import LLM_TEAM_NAMES, build_team
 from tests.llm.kernel_responder import kernel_responder
 from tests.llm.stub_server import Reply, StubLLMServer
-
-PROBLEM = (Path(__file__).parent / "fixtures" / "tiny_relu.py").read_text()
-SECRET = "sk-secret-never-logged-7777"
-FAST = {"device": "cpu", "timing_runs": 3, "warmup_runs": 1, "correctness_trials": 2, "baselines": ["eager"],
-        "roofline": False}
-# Fails for real, and tells whether a vendor key leaked into the candidate's process.
-BROKEN = ("raise RuntimeError('kernel launch failed: invalid configuration argument; key visible: %s'"
-          " % any(k in __import__('os').environ for k in ('ANTHROPIC_API_KEY', 'STARK_LLM_API_KEY')))")
-
-
-def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
-    from kernels import evaluate as kernels_evaluate
-
-    return kernels_evaluate(problem, candidate, {**FAST, **settings}).to_dict()
-
-
-@pytest.fixture(scope="session")
-def results() -> dict[str, dict[str, Any]]:
-    """Real evaluations: the reference passes; a candidate that raises in forward fails, and never
-    sees the vendor keys the search process holds."""
-    tree = Tree(PROBLEM)
-    root = evaluate(PROBLEM, tree.root.source, {})
-    lines = tree.root.source.splitlines()
-    at = max(k for k, line in enumerate(lines) if line.lstrip().startswith("def forward"))
-    pad = " " * (len(lines[at]) - len(lines[at].lstrip()) + 4)
-    broken_source = "\n".join(lines[:at + 1] + [pad + BROKEN] + lines[at + 1:]) + "\n"
-    saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "STARK_LLM_API_KEY")}
-    os.environ.update(dict.fromkeys(saved, SECRET))
-    try:
-        broken = evaluate(PROBLEM, broken_source, {})
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                del os.environ[k]
-            else:
-                os.environ[k] = v
-    assert root["verdict"] == "pass" and broken["verdict"] != "pass", (root["reasons"], broken["reasons"])
-    dumped = json.dumps(broken)
-    assert "key visible: False" in dumped and SECRET not in dumped
-    return {"root": root, "broken": broken, "broken_source": {"source": broken_source}}
-
-
-def options(stub: StubLLMServer, provider: str = "anthropic", **extra: Any) -> dict[str, Any]:
-    return {"provider": provider, "base_url": stub.url, "model": "claude-sonnet-4-6", "api_key": SECRET,
-            "retry_base_s": 0.01, **extra}
-
-
-def engine_for(team_name: str, opts: dict[str, Any], results: dict[str, Any], events: list[Event]) -> Engine:
-    tree = Tree(PROBLEM, {"target": "cpp", "device": "cpu"})
-    engine = Engine(tree, get_team(team_name, opts), evaluate, events.append)
-    engine.record(0, results["root"])
-    return engine
-
-
-def add_failed_child(engine: Engine, results: dict[str, Any]) -> int:
-    child = engine.tree.add_child(0, "plan+code", source=results["broken_source"]["source"])
-    engine.record(child.id, results["broken"])
-    return child.id
+from tests.llm.teams_support import SECRET, add_failed_child, engine_for, options
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
