@@ -73,9 +73,11 @@ class AnthropicProvider:
 
     def count(self, settings: RoleSettings, text: str) -> int | None:
         """Anthropic's own count of `text` as a user message (free; None where the endpoint lacks it)."""
+        counter = getattr(self.client.messages, "count_tokens", None)  # SDKs before 0.47 had it in beta only
+        if counter is None:
+            return None
         try:
-            result = self.client.messages.count_tokens(model=settings.model,
-                                                       messages=[{"role": "user", "content": text}])
+            result = counter(model=settings.model, messages=[{"role": "user", "content": text}])
         except self.failures as exc:
             log.info("count_tokens unavailable for %s (%s); estimating", settings.model, exc)
             return None
