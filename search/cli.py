@@ -15,6 +15,7 @@ from search.engine.limits import DEFAULT_BUDGET
 from search.engine.loop import RunSummary
 from search.engine.policies import POLICY_NAMES
 from search.engine.tree import Tree
+from search.llm.settings import REASONING_EFFORTS
 from search.teams import TEAM_NAMES, TeamUnavailable, default_target, get_team
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
@@ -24,7 +25,8 @@ ROLES = ("plan", "code", "debug")
 TEAM_OPTION_KEYS = (
     "provider", "model", "base_url", "api_key_env", "max_tokens", "price", "target", "device", "seed", "script", "policy",
     "eps", "n_root", "n_child", "max_reasks", "top_r", "context_tokens",
-    *(f"{role}_{what}" for role in ROLES for what in ("model", "temperature", "provider")),
+    "reasoning_effort",
+    *(f"{role}_{what}" for role in ROLES for what in ("model", "temperature", "provider", "reasoning_effort")),
 )
 
 
@@ -57,6 +59,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="environment variable holding the key for --base-url (default: STARK_LLM_API_KEY for "
                         "openai-compatible, else none; see docs/llm.md, Keys)")
     g.add_argument("--max-tokens", type=int, default=None, help="answer token limit per call")
+    g.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
+                   help="reasoning models: OpenAI's reasoning_effort, or an Anthropic thinking budget (minimal "
+                        "1,024 ... high 16,384 tokens on top of --max-tokens); the temperature is then not sent")
     g.add_argument("--price", action="append", default=None, metavar="[MODEL=]IN,OUT[,CACHE_READ[,CACHE_WRITE]]",
                    help="USD per million tokens of a model the price table lacks (repeatable; without MODEL= "
                         "every model of the run); needed for --cost-limit with such a model")
@@ -67,6 +72,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                        help=f"temperature of the {role} agent (default {defaults[role]})")
         g.add_argument(f"--{role}-provider", choices=PROVIDERS, default=None,
                        help=f"provider of the {role} agent (default --provider)")
+        g.add_argument(f"--{role}-reasoning-effort", choices=REASONING_EFFORTS, default=None,
+                       help=f"reasoning effort of the {role} agent (default --reasoning-effort)")
     s = p.add_argument_group("search")
     s.add_argument("--policy", choices=POLICY_NAMES, default=None, help="override the team's policy")
     s.add_argument("--eps", type=float, default=None, help="ε of adaptive-egreedy (default 0.35)")

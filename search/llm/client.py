@@ -97,13 +97,20 @@ class LLMClient:
             return 0.0
         tokens = estimate_tokens(prompt_text(system, messages))
         per_input = max(price.input, price.cache_write or 0.0)
-        return (tokens * per_input + self.settings.max_tokens * price.output) / 1_000_000
+        answer = self.settings.max_tokens + self.settings.thinking_budget
+        return (tokens * per_input + answer * price.output) / 1_000_000
 
     def _complete(self, system: str, messages: list[Message], on_text: TextCallback | None,
                   prompt_version: str) -> tuple[str, CallRecord]:
         settings = self.settings
         notes: list[str] = []
-        if settings.temperature is not None and self._model_key() in _NO_TEMPERATURE:
+        if settings.temperature is not None and settings.reasoning_effort:
+            settings = settings.without_temperature()
+            notes.append(f"temperature {self.settings.temperature} not sent: reasoning effort "
+                         f"{settings.reasoning_effort}" + (f" (thinking budget {settings.thinking_budget} tokens)"
+                                                           if settings.thinking_budget else "")
+                         + " takes none")
+        elif settings.temperature is not None and self._model_key() in _NO_TEMPERATURE:
             settings = settings.without_temperature()
             notes.append(f"temperature {self.settings.temperature} not sent: {settings.model} rejects it")
         retries = 0

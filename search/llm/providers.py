@@ -90,8 +90,14 @@ class AnthropicProvider:
             block["cache_control"] = {"type": "ephemeral"}
         kwargs: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens,
                                   "system": [block], "messages": anthropic_messages(messages, settings.prompt_caching)}
+        extra: dict[str, Any] = {}
         if settings.temperature is not None:
-            kwargs["extra_body"] = {"temperature": settings.temperature}
+            extra["temperature"] = settings.temperature
+        if settings.thinking_budget:  # thinking counts in max_tokens: the answer keeps its own limit
+            kwargs["max_tokens"] = settings.max_tokens + settings.thinking_budget
+            extra["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget}
+        if extra:  # body fields, so that SDKs older than the parameters send them too
+            kwargs["extra_body"] = extra
         if settings.stream:
             events = 0
             with self.client.messages.stream(**kwargs) as stream:
@@ -150,11 +156,15 @@ class OpenAIProvider:
             kwargs["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
+        extra: dict[str, Any] = {}  # body fields, so that SDKs older than the parameters send them too
         if self.name == "openai" and settings.prompt_caching:
             # OpenAI caches long prefixes by itself (the system prompt, then the context window); a key per
-            # system prompt routes calls to the same cache. Sent as a body field so that SDKs older than
-            # the parameter pass it too.
-            kwargs["extra_body"] = {"prompt_cache_key": "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]}
+            # system prompt routes calls to the same cache.
+            extra["prompt_cache_key"] = "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]
+        if settings.reasoning_effort:
+            extra["reasoning_effort"] = settings.reasoning_effort
+        if extra:
+            kwargs["extra_body"] = extra
         if settings.stream:
             return self._stream(kwargs, system, messages, on_text)
         response = self.client.chat.completions.create(**kwargs)
