@@ -14,7 +14,9 @@ import functools
 import logging
 import math
 import re
+import threading
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +41,34 @@ def estimate_tokens(text: str) -> int:
     return max(1, count)
 
 
+# tiktoken fetches a missing encoding over the network without a timeout: give it this long, once per model.
+TIKTOKEN_LOAD_S = 5.0
+
+
 @functools.lru_cache(maxsize=8)
 def _tiktoken_encoder(model: str) -> Callable[[str], int] | None:
     try:
         import tiktoken
     except ImportError:
         return None
-    try:
+    found: dict[str, Any] = {}
+
+    def load() -> None:
         try:
-            encoding = tiktoken.encoding_for_model(model)
-        except KeyError:  # a model tiktoken does not know yet: the newest OpenAI encoding
-            encoding = tiktoken.get_encoding("o200k_base")
-    except Exception as exc:  # noqa: BLE001 - tiktoken fetches encodings over the network; offline is normal
-        log.info("tiktoken has no encoding for %s here (%s); using the code-aware estimate", model, exc)
+            try:
+                found["encoding"] = tiktoken.encoding_for_model(model)
+            except KeyError:  # a model tiktoken does not know yet: the newest OpenAI encoding
+                found["encoding"] = tiktoken.get_encoding("o200k_base")
+        except Exception as exc:  # noqa: BLE001 - offline hosts cannot fetch encodings; that is normal
+            found["error"] = exc
+
+    loader = threading.Thread(target=load, name="tiktoken-load", daemon=True)
+    loader.start()
+    loader.join(TIKTOKEN_LOAD_S)
+    encoding = found.get("encoding")
+    if encoding is None:
+        log.info("tiktoken has no encoding for %s here (%s); using the code-aware estimate", model,
+                 found.get("error", f"not loaded within {TIKTOKEN_LOAD_S:g} s"))
         return None
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 
