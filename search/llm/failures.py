@@ -27,7 +27,9 @@ TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout
                    "internal_error", "service_unavailable"}
 QUOTA_TYPES = {"insufficient_quota", "billing_error", "billing_hard_limit_reached", "billing_not_active",
                "quota_exceeded", "payment_required"}
-QUOTA_RE = re.compile(r"credit balance|insufficient[_ ]quota|exceeded your current quota|billing", re.IGNORECASE)
+# Not a bare "billing": OpenAI's ordinary rate-limit message suggests "adding a payment method ... /billing".
+QUOTA_RE = re.compile(r"credit balance|insufficient[_ ]quota|exceeded your current quota|billing[_ ]hard[_ ]limit|"
+                      r"billing (is )?not active", re.IGNORECASE)
 CONTEXT_RE = re.compile(
     r"context[_ ]length|maximum context|context window|prompt is too long|too many (input )?tokens|"
     r"exceeds? (the )?(model'?s? )?context|input length and `?max_tokens`? exceed", re.IGNORECASE)
@@ -125,7 +127,7 @@ def classify(exc: BaseException, errors: Any, provider: str, where: str, timeout
     if (status in (400, 413, 422) or midstream) and CONTEXT_RE.search(text):
         return Failure("context", f"{where}: the prompt does not fit {model}'s context ({shown}: {detail})", status)
     if status in (400, 422) and "temperature" in text.lower():
-        return Failure("temperature", detail, status)
+        return Failure("temperature", f"{where} refused the temperature ({shown}: {detail})", status)
     if wait is not None and wait > MAX_RETRY_AFTER_S:
         return Failure("permanent", f"{where} answered {shown} and asks to wait {wait:.0f} s before retrying "
                                     f"({detail}); try again later", status, wait)

@@ -73,6 +73,15 @@ def test_quota_and_billing_stop_at_once_naming_the_fix(stub: StubLLMServer, stre
     assert len(stub.requests) == 1
 
 
+def test_a_rate_limit_that_mentions_billing_is_still_a_rate_limit(stub: StubLLMServer) -> None:
+    stub.push(Reply(status=429, error_type="requests", error_code="rate_limit_exceeded",
+                    error_message="Rate limit reached for gpt-5 on requests per min (RPM): Limit 3. You can increase "
+                                  "your rate limit by adding a payment method at https://platform.openai.com/account/billing."),
+              Reply("ok"))
+    text, record = client(stub, "openai").complete("s", "q")
+    assert text == "ok" and record.retries == 1
+
+
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_x_should_retry_false_is_honoured(stub: StubLLMServer, provider: str) -> None:
     stub.push(Reply(status=429, error_message="rate limit", headers={"x-should-retry": "false"}), Reply("no"))
