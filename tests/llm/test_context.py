@@ -68,6 +68,10 @@ def test_a_context_length_error_shrinks_the_window_once(stub: StubLLMServer, res
     assert len(second) < len(first)  # the same prompt with less of the window
     plan = child.usage["calls"][0]
     assert any("window shrunk" in note for note in plan["notes"])
+    # The agent keeps the smaller window: the next attempt's plan call (its window one node larger) fits at once.
+    assert engine.team.plan.shrunk_to is not None
+    engine.expand(0)
+    assert len(stub.requests) == 5 and len(stub.requests[3].text) < len(first)
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])

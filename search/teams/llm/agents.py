@@ -69,6 +69,7 @@ class LLMAgent:
         self.client = client
         self.context_tokens = context_tokens
         self.target = target
+        self.shrunk_to: int | None = None  # the window budget that fitted after a context-length error
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client.settings.provider}:{self.client.settings.model})"
@@ -76,7 +77,10 @@ class LLMAgent:
     def budget(self, window: ContextWindow) -> int | None:
         """The prompt token budget for the window: the team setting the engine passes, else ours."""
         value = window.settings.get("context_tokens")
-        return int(value) if value else self.context_tokens
+        budget = int(value) if value else self.context_tokens
+        if self.shrunk_to is not None:  # the model's context is smaller: later calls start within it
+            return self.shrunk_to if budget is None else min(budget, self.shrunk_to)
+        return budget
 
     @staticmethod
     def previous_error(window: ContextWindow) -> str | None:
@@ -106,7 +110,9 @@ class LLMAgent:
             except ContextTooLong as again:
                 raise AgentError(f"{again.message}, even with the window shrunk to {smaller} tokens; {fix}",
                                  permanent=True) from again
-            record.notes.append(f"context-length error: window shrunk from {window_tokens} to {smaller} tokens")
+            record.notes.append(f"context-length error: window shrunk from {window_tokens} to {smaller} tokens "
+                                "(and kept so for this agent's later calls)")
+            self.shrunk_to = smaller
         if note:
             record.notes.append(note)
         usage = usage_of(record)
