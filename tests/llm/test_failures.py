@@ -82,11 +82,12 @@ def test_a_rate_limit_that_mentions_billing_is_still_a_rate_limit(stub: StubLLMS
     assert text == "ok" and record.retries == 1
 
 
+@pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_x_should_retry_false_is_honoured(stub: StubLLMServer, provider: str) -> None:
+def test_x_should_retry_false_is_honoured(stub: StubLLMServer, provider: str, stream: bool) -> None:
     stub.push(Reply(status=429, error_message="rate limit", headers={"x-should-retry": "false"}), Reply("no"))
     with pytest.raises(LLMError) as info:
-        client(stub, provider).complete("s", "q")
+        client(stub, provider, stream).complete("s", "q")
     assert info.value.permanent and "x-should-retry: false" in info.value.message
     assert len(stub.requests) == 1
 

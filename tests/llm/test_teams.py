@@ -139,7 +139,8 @@ def test_the_cost_limit_refuses_a_call_whose_worst_case_does_not_fit(stub: StubL
     assert not stub.requests
 
 
-def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer, results: dict) -> None:
+@pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
+def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer, results: dict, provider: str) -> None:
     """Issue 17.5: `--parallel 3` with a $0.001 limit spent $0.051. One meter per run holds each call's worst
     case while it is in flight, so the run spends at most the limit (the issue asks limit + one worst case)."""
     def slow(request: Any) -> Reply:
@@ -149,7 +150,7 @@ def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer,
 
     stub.responder = slow
     limit, max_tokens = 0.12, 2000
-    engine = engine_for("stark", options(stub, cost_limit_usd=limit, max_tokens=max_tokens), results, [])
+    engine = engine_for("stark", options(stub, provider, cost_limit_usd=limit, max_tokens=max_tokens), results, [])
     summary = engine.run(budget=12, parallel=3)
     spent = engine.tree.usage_total()["cost_usd"]
     worst = engine.team.plan.client.worst_case_usd("s" * 40_000, [])  # above any one call of this run
