@@ -6,6 +6,8 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from search.llm.errors import CostLimitReached
+
 
 @dataclass
 class Completion:
@@ -67,8 +69,6 @@ class CostMeter:
     def reserve(self, worst_usd: float, what: str = "the next call") -> float:
         """Hold `worst_usd` for a call about to start. When it fits only once calls in flight settle, wait for
         them; when it cannot fit even then, raise CostLimitReached. Returns the amount held, for settle()."""
-        from search.llm.errors import CostLimitReached
-
         with self._changed:
             while self.limit_usd is not None:
                 if self.spent_usd >= self.limit_usd or self.spent_usd + worst_usd > self.limit_usd:

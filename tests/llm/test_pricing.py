@@ -93,3 +93,28 @@ def test_a_bad_override_names_the_problem(monkeypatch: pytest.MonkeyPatch, bad: 
     with pytest.raises(ConfigError, match="STARK_PRICES_JSON") as info:
         load_prices()
     assert words in str(info.value)
+
+
+def test_the_meter_holds_worst_cases_in_flight_and_waits_for_them() -> None:
+    """A call that fits only once calls in flight settle waits for them; one that cannot fit is refused."""
+    import threading
+
+    from search.llm import CallRecord, CostMeter
+    from search.llm.errors import CostLimitReached
+
+    meter = CostMeter(1.0)
+    first = meter.reserve(0.6)
+    started = threading.Event()
+
+    def second() -> None:
+        meter.settle(meter.reserve(0.6), None)
+        started.set()
+
+    thread = threading.Thread(target=second, daemon=True)
+    thread.start()
+    assert not started.wait(0.2)  # 0.6 held + 0.6 > 1.0: it waits
+    meter.settle(first, CallRecord("plan", "anthropic", "m", None, None, cost_usd=0.3))
+    assert started.wait(5) and meter.spent_usd == 0.3 and meter.reserved_usd == 0.0
+    with pytest.raises(CostLimitReached, match=r"could cost up to \$0.8000.*raise --cost-limit"):
+        meter.reserve(0.8)  # 0.3 spent + 0.8 > 1.0 even with nothing in flight
+    assert meter.summary()["calls"] == 1
