@@ -4,11 +4,21 @@ and --price."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
-from search.llm import ConfigError, Price, estimate_cost, load_prices, price_for
+from search.llm import (
+    CallRecord,
+    ConfigError,
+    CostLimitReached,
+    CostMeter,
+    Price,
+    estimate_cost,
+    load_prices,
+    price_for,
+)
 
 
 def test_it_matches_the_longest_prefix() -> None:
@@ -97,11 +107,6 @@ def test_a_bad_override_names_the_problem(monkeypatch: pytest.MonkeyPatch, bad: 
 
 def test_the_meter_holds_worst_cases_in_flight_and_waits_for_them() -> None:
     """A call that fits only once calls in flight settle waits for them; one that cannot fit is refused."""
-    import threading
-
-    from search.llm import CallRecord, CostMeter
-    from search.llm.errors import CostLimitReached
-
     meter = CostMeter(1.0)
     first = meter.reserve(0.6)
     started = threading.Event()
