@@ -6,8 +6,8 @@
   search-single  one agent + the adaptive ε-greedy policy
   ma-only        plan + code + debug agents, best-of-K from the root (no search)
 
-Options (CLI flags / run settings): provider, model, base_url, api_key, max_tokens, temperature,
-timeout_s, max_retries, stream, and the same per role as plan_*, code_*, debug_* (the single
+Options (CLI flags / run settings): provider, model, base_url, api_key, api_key_env, max_tokens, temperature,
+timeout_s, max_retries, stream, prompt_caching, reasoning_effort, and the same per role as plan_*, code_*, debug_* (the single
 agent reads single_*, then plan_*); policy (overrides the team's), n_root, n_child, eps; max_reasks, top_r, context_tokens,
 target; cost_limit_usd (the CLI's --cost-limit: checked before every call against the call's worst case,
 over all attempts in flight); price (--price [MODEL=]INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]], repeatable);
