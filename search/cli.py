@@ -12,7 +12,7 @@ from search.engine.policies import POLICY_NAMES
 from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
-from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS
+from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
 from search.teams import TEAM_NAMES
 
 
@@ -42,12 +42,20 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="environment variable holding the key for --base-url (default: STARK_LLM_API_KEY for "
                         "openai-compatible, else none; see docs/llm.md, Keys)")
     g.add_argument("--max-tokens", type=int, default=None, help="answer token limit per call")
+    g.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
+                   help="reasoning models: OpenAI's reasoning_effort, or an Anthropic thinking budget (minimal "
+                        "1,024 ... high 16,384 tokens on top of --max-tokens); the temperature is then not sent")
+    g.add_argument("--price", action="append", default=None, metavar="[MODEL=]IN,OUT[,CACHE_READ[,CACHE_WRITE]]",
+                   help="USD per million tokens of a model the price table lacks (repeatable; without MODEL= "
+                        "every model of the run); needed for --cost-limit with such a model")
     for role in ROLES:
         g.add_argument(f"--{role}-model", default=None, help=f"model of the {role} agent (default --model)")
         g.add_argument(f"--{role}-temperature", type=float, default=None,
                        help=f"temperature of the {role} agent (default {DEFAULT_TEMPERATURE[role]})")
         g.add_argument(f"--{role}-provider", choices=PROVIDERS, default=None,
                        help=f"provider of the {role} agent (default --provider)")
+        g.add_argument(f"--{role}-reasoning-effort", choices=REASONING_EFFORTS, default=None,
+                       help=f"reasoning effort of the {role} agent (default --reasoning-effort)")
     s = p.add_argument_group("search")
     s.add_argument("--policy", choices=POLICY_NAMES, default=None, help="override the team's policy")
     s.add_argument("--eps", type=float, default=None, help="ε of adaptive-egreedy (default 0.35)")

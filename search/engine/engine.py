@@ -170,6 +170,10 @@ class Engine(Expansion):
                 return Finish("failed", f"the reference itself did not pass ({root.verdict}): {reasons}")
             if self.tree.in_flight():
                 return None
+            attempts = [n for n in self.tree if n.parent is not None]
+            if attempts and all(n.verdict == "agent_error" for n in attempts):
+                last = attempts[-1].reasons[0] if attempts[-1].reasons else "no reason given"
+                return Finish("failed", f"every attempt failed for provider reasons (last: {last})")
             if stop is None:
                 return Finish("finished", NOTHING_SELECTABLE)
             return Finish("finished" if self.tree.attempts >= self.limits().budget else "stopped", stop)

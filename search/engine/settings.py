@@ -33,7 +33,8 @@ MAX_BUDGET = 1000
 MAX_PARALLEL = 64
 MAX_SEED = 2**31 - 1
 # Options of one LLM role, run-wide (`model`) or per role (`plan_model`).
-ROLE_OPTIONS = ("provider", "model", "base_url", "temperature", "max_tokens", "timeout_s", "max_retries", "stream")
+ROLE_OPTIONS = ("provider", "model", "base_url", "temperature", "max_tokens", "timeout_s", "max_retries", "stream",
+                "reasoning_effort")
 SEARCH_OPTIONS = ("policy", "n_root", "n_child", "eps", "max_reasks", "max_agent_retries", "top_r", "context_tokens")
 SCRIPTED_OPTIONS = ("script", "cost_per_call", "single_agent", "no_debug")  # the test-only scripted team
 TEAM_OPTIONS = (
@@ -43,7 +44,7 @@ TEAM_OPTIONS = (
     *SCRIPTED_OPTIONS,
 )
 # Names an environment variable of the machine the run executes on: the CLI's, never a web service's.
-LOCAL_ONLY_OPTIONS = ("api_key_env",)
+LOCAL_ONLY_OPTIONS = ("api_key_env", "price")  # price: the operator sets prices for the service (STARK_PRICES_JSON)
 BASE_URL_OPTIONS = ("base_url", *(f"{role}_base_url" for role in ROLES))
 # Bounds of numeric team options, run-wide or per role (a huge max_retries would spin a search worker forever).
 OPTION_BOUNDS = {"max_retries": (0, 20), "timeout_s": (1, 3600), "max_tokens": (1, 1_000_000),

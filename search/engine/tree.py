@@ -127,12 +127,18 @@ class Tree:
         return board[0] if board else None
 
     def usage_total(self) -> dict[str, Any]:
-        total = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "calls": 0}
+        """The run's usage: tokens, cost, calls, and the prompt cache's share of the input tokens."""
+        total = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "calls": 0, "cache_read_tokens": 0,
+                 "cache_write_tokens": 0}
         for n in self.nodes.values():
             total["input_tokens"] += int(n.usage.get("input_tokens", 0))
             total["output_tokens"] += int(n.usage.get("output_tokens", 0))
             total["cost_usd"] += float(n.usage.get("cost_usd", 0.0))
-            total["calls"] += len(n.usage.get("calls", []))
+            calls = n.usage.get("calls", [])
+            total["calls"] += len(calls)
+            for key in ("cache_read_tokens", "cache_write_tokens"):
+                total[key] += sum(int(c.get(key) or 0) for c in calls)
+        total["cache_hit_rate"] = round(total["cache_read_tokens"] / total["input_tokens"], 4) if total["input_tokens"] else 0.0
         return total
 
     # -- serialization --------------------------------------------------------------------------

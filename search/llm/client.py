@@ -1,10 +1,13 @@
 """One role's LLM client: sends a prompt, retries what can be retried, prices and records the call.
 
-Retries (with exponential backoff, honouring Retry-After) cover 408/409/429/5xx, timeouts,
-connection errors and unreadable answers. 400/401/403/404 and other client errors are
-permanent: the run stops with a message naming the fix. A model that rejects `temperature`
-(newer Claude models, OpenAI reasoning models) is re-asked once without it, and the record
-says so; later calls to that model leave it out.
+Failures are classified by search.llm.failures (the provider's error type first, then `x-should-retry`,
+then the status). Transient ones are retried here, and only here (the SDKs' retries are off and the LLM
+teams turn the engine's second try off), with exponential backoff or as long as the server asked
+(`retry-after-ms`, `Retry-After` in seconds or as a date); each retry is counted in the call record.
+Permanent ones (quota, bad key, unknown model, `x-should-retry: false`) raise at once with a message
+naming the fix. A model that rejects `temperature` (newer Claude models, OpenAI reasoning models) is
+re-asked once without it, and the record says so; later calls to that model leave it out. Exceptions that
+are not provider failures (a TypeError from the SDK, say) are not caught: they are bugs, not retries.
 """
 
 from __future__ import annotations
@@ -16,51 +19,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from search.llm.errors import LLMError
+from search.llm.errors import ContextTooLong, LLMError
+from search.llm.failures import Failure, classify
 from search.llm.pricing import Price, estimate_cost, load_prices, price_for
-from search.llm.providers import Message, TextCallback, make_provider
+from search.llm.providers import Message, TextCallback, make_provider, prompt_text
 from search.llm.records import CallRecord, Completion, CostMeter
 from search.llm.settings import KEY_ENV, RoleSettings
+from search.llm.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 MAX_BACKOFF_S = 60.0
+HOSTED = ("anthropic", "openai")  # providers that bill; an openai-compatible server is usually local
 
 # (provider, base_url, model) of models that rejected a temperature, shared by all clients.
 _NO_TEMPERATURE: set[tuple[str, str | None, str]] = set()
 _NO_TEMPERATURE_LOCK = threading.Lock()
-
-
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        value = headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _error_text(exc: BaseException) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return str(getattr(exc, "message", None) or exc)
-
-
-def rejects_temperature(exc: BaseException) -> bool:
-    """A 400 whose message names temperature: the model does not take one (or not this value)."""
-    return _status(exc) in (400, 422) and "temperature" in _error_text(exc).lower()
 
 
 class LLMClient:
@@ -82,15 +56,61 @@ class LLMClient:
         return (self.settings.provider, self.settings.base_url, self.settings.model)
 
     def complete(self, system: str, prompt: str | list[Message], on_text: TextCallback | None = None,
-                 prompt_version: str = "") -> tuple[str, CallRecord]:
+                 prompt_version: str = "", cached_prefix: str = "") -> tuple[str, CallRecord]:
         """Send `system` + `prompt` (a user message, or a whole conversation) and return the text
-        with its call record. Raises LLMError (permanent or after the last retry)."""
+        with its call record. `cached_prefix` starts the user message and is marked for the provider's
+        prompt cache (the context window: re-asks and retries send it again). Raises LLMError (permanent
+        or after the last retry)."""
+        if isinstance(prompt, str):
+            content: Any = prompt
+            if cached_prefix:
+                content = [{"type": "text", "text": cached_prefix, "cache": True}, {"type": "text", "text": prompt}]
+            messages: list[Message] = [{"role": "user", "content": content}]
+        else:
+            messages = list(prompt)
+        held = 0.0
         if self.meter is not None:
-            self.meter.check()
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            held = self.meter.reserve(self.worst_case_usd(system, messages), f"this {self.settings.role} call")
+        try:
+            text, record = self._complete(system, messages, on_text, prompt_version)
+        except BaseException:
+            if self.meter is not None:
+                self.meter.settle(held)
+            raise
+        if self.meter is not None:
+            self.meter.settle(held, record)
+        return text, record
+
+    def count_tokens(self, text: str) -> tuple[int, str]:
+        """(tokens of `text`, how counted): the provider's counter where it has one (Anthropic's count_tokens,
+        tiktoken for OpenAI's models when installed), else the code-aware estimate."""
+        counted = self.provider.count(self.settings, text)
+        if counted is not None:
+            return counted, f"{self.settings.provider} counter"
+        return estimate_tokens(text), "estimate"
+
+    def worst_case_usd(self, system: str, messages: list[Message]) -> float:
+        """The most this call can cost: every input token at the dearer of the input and cache-write
+        prices (a code-aware estimate of the prompt), and the whole answer limit."""
+        price = price_for(self.settings.model, self.prices)
+        if price is None:
+            return 0.0
+        tokens = estimate_tokens(prompt_text(system, messages))
+        per_input = max(price.input, price.cache_write or 0.0)
+        answer = self.settings.max_tokens + self.settings.thinking_budget
+        return (tokens * per_input + answer * price.output) / 1_000_000
+
+    def _complete(self, system: str, messages: list[Message], on_text: TextCallback | None,
+                  prompt_version: str) -> tuple[str, CallRecord]:
         settings = self.settings
         notes: list[str] = []
-        if settings.temperature is not None and self._model_key() in _NO_TEMPERATURE:
+        if settings.temperature is not None and settings.reasoning_effort:
+            settings = settings.without_temperature()
+            notes.append(f"temperature {self.settings.temperature} not sent: reasoning effort "
+                         f"{settings.reasoning_effort}" + (f" (thinking budget {settings.thinking_budget} tokens)"
+                                                           if settings.thinking_budget else "")
+                         + " takes none")
+        elif settings.temperature is not None and self._model_key() in _NO_TEMPERATURE:
             settings = settings.without_temperature()
             notes.append(f"temperature {self.settings.temperature} not sent: {settings.model} rejects it")
         retries = 0
@@ -99,70 +119,58 @@ class LLMClient:
             try:
                 completion = self.provider.send(settings, system, messages, on_text)
                 break
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised as LLMError
-                if settings.temperature is not None and rejects_temperature(exc):
+            except self.provider.failures as exc:
+                failure = self._classify(exc)
+                if failure.kind == "temperature" and settings.temperature is not None:
                     with _NO_TEMPERATURE_LOCK:
                         _NO_TEMPERATURE.add(self._model_key())
                     notes.append(f"{settings.model} rejected temperature {settings.temperature} "
-                                 f"({_error_text(exc)[:160]}); re-sent without it")
+                                 f"({failure.message[:160]}); re-sent without it")
                     log.warning("%s: %s rejected temperature; re-sending without it", settings.role, settings.model)
                     if on_text is not None:
                         on_text(f"\n[{settings.model} does not accept a temperature; re-sent without one]\n")
                     settings = settings.without_temperature()
                     continue
-                permanent, message = self._classify(exc)
-                if permanent:
-                    raise LLMError(message, permanent=True, status=_status(exc)) from exc
+                if failure.kind == "context":
+                    raise ContextTooLong(failure.message, status=failure.status) from exc
+                if failure.permanent:
+                    raise LLMError(failure.message, permanent=True, status=failure.status,
+                                   kind=failure.kind) from exc
                 if retries >= settings.max_retries:
-                    raise LLMError(f"{message} (gave up after {retries} retries)", permanent=False,
-                                   status=_status(exc)) from exc
-                delay = self._backoff(retries, _retry_after(exc))
+                    raise LLMError(f"{failure.message} (gave up after {retries} retries)", permanent=False,
+                                   status=failure.status) from exc
+                delay = self._backoff(retries, failure.retry_after_s)
                 log.info("%s call to %s failed (%s); retry %d in %.1fs", settings.role, settings.model,
-                         message, retries + 1, delay)
-                notes.append(f"retry {retries + 1}: {message}")
+                         failure.message, retries + 1, delay)
+                notes.append(f"retry {retries + 1}: {failure.message}")
                 if on_text is not None:
-                    on_text(f"\n[retrying: {message}]\n")
+                    on_text(f"\n[retrying: {failure.message}]\n")
                 self.sleep(delay)
                 retries += 1
         return completion.text, self._record(settings, completion, time.monotonic() - started,
                                              retries, notes, prompt_version)
 
-    def _backoff(self, retries: int, retry_after: float | None) -> float:
-        delay = self.settings.retry_base_s * (2 ** retries) * random.uniform(0.75, 1.25)
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, MAX_BACKOFF_S)
+    def _backoff(self, retries: int, retry_after_s: float | None) -> float:
+        """Exponential backoff with jitter, capped at MAX_BACKOFF_S; a server's own wait wins when longer."""
+        delay = min(self.settings.retry_base_s * (2 ** retries) * random.uniform(0.75, 1.25), MAX_BACKOFF_S)
+        return delay if retry_after_s is None else max(delay, retry_after_s)
 
-    def _classify(self, exc: BaseException) -> tuple[bool, str]:
-        """(permanent?, message naming the problem and the fix)."""
+    def _classify(self, exc: BaseException) -> Failure:
         s = self.settings
         where = f"{s.provider}" + (f" at {s.base_url}" if s.base_url else "")
-        status = _status(exc)
-        detail = _error_text(exc)[:300]
-        errors: Any = self.provider.errors
-        if status is None:
-            if isinstance(exc, errors.APITimeoutError):
-                return False, f"{where} did not answer within {s.timeout_s:g}s"
-            if isinstance(exc, errors.APIConnectionError):
-                return False, f"cannot reach {where}: {detail}"
-            return False, f"unreadable answer from {where}: {type(exc).__name__}: {detail}"
-        if status in RETRYABLE_STATUS or status >= 500:
-            return False, f"{where} answered {status}: {detail}"
-        if status == 401:
-            source = s.key_source if s.key_source.isupper() else KEY_ENV[s.provider]  # a variable's name
-            return True, (f"{where} rejected the API key (401: {detail}); set {source} to a valid key")
-        if status == 403:
-            return True, f"{where} refused access (403: {detail}); check the key's permissions for {s.model}"
-        if status == 404:
-            return True, (f"{where} has no model {s.model!r} (404: {detail}); check --model "
-                          "(and --base-url for a local server)")
-        return True, f"{where} refused the request ({status}: {detail})"
+        key_hint = s.key_source if s.key_source.isupper() else KEY_ENV[s.provider]  # a variable's name
+        failure = classify(exc, self.provider.errors, s.provider, where, s.timeout_s, key_hint, s.model)
+        if failure is None:  # not a provider failure: never reached for the types send() raises
+            raise exc
+        return failure
 
     def _record(self, settings: RoleSettings, completion: Completion, latency: float, retries: int,
                 notes: list[str], prompt_version: str) -> CallRecord:
         price = price_for(settings.model, self.prices)
         if not completion.usage_reported:
-            notes.append("server reported no usage; tokens estimated from text length")
+            notes.append("server reported no usage; tokens estimated from the text")
+        if price is None and settings.provider in HOSTED:
+            notes.append(f"no price known for {settings.model}: counted as $0 (give one with --price)")
         record = CallRecord(
             role=settings.role, provider=settings.provider, model=settings.model,
             temperature=settings.temperature, temperature_requested=self.settings.temperature,
@@ -173,6 +181,4 @@ class LLMClient:
             price_known=price is not None, latency_s=round(latency, 3), retries=retries,
             streamed=settings.stream, prompt_version=prompt_version, stop_reason=completion.stop_reason,
             notes=notes)
-        if self.meter is not None:
-            self.meter.add(record)
         return record

@@ -1,21 +1,25 @@
-"""Price table (USD per million tokens) and the cost estimate of one call.
+"""Prices (USD per million tokens) and the cost estimate of one call.
 
-Defaults are list prices at the time of writing. Override or extend them with the
-environment variable STARK_PRICES_JSON, holding either a JSON object or the path of a JSON
-file, e.g. `{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}}`; keys are model
-names or name prefixes (the longest matching prefix wins). Unknown models cost 0 and are
-marked `price_known: false` in the call record (right for a local server).
+The defaults are search/llm/price_table.py (list prices, dated AS_OF). Override or extend them with the
+environment variable STARK_PRICES_JSON, holding either a JSON object or the path of a JSON file, e.g.
+`{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}}`, or per run with `--price
+MODEL=INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]]`. A key prices its model and that model's dated or
+versioned names, never another tier of it (see price_key). Unknown models cost 0 and are marked
+`price_known: false` in the call record (right for a local server; the LLM teams warn about hosted ones,
+and refuse a cost limit they cannot enforce).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from search.llm.errors import ConfigError
+from search.llm.price_table import ROWS
 
 PRICES_ENV = "STARK_PRICES_JSON"
 
@@ -30,29 +34,12 @@ class Price:
     cache_write: float | None = None
 
 
-# Generic family prefixes ("claude-sonnet", "gpt-5") price newer models at their family's list
-# price: an estimate until the table (or STARK_PRICES_JSON) names them.
-DEFAULT_PRICES: dict[str, Price] = {
-    "claude-opus": Price(5.0, 25.0, 0.5, 6.25),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-opus-4-2": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-opus-4-0": Price(15.0, 75.0, 1.5, 18.75),
-    "claude-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-haiku": Price(1.0, 5.0, 0.1, 1.25),
-    "claude-3-7-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-3-5-sonnet": Price(3.0, 15.0, 0.3, 3.75),
-    "claude-3-5-haiku": Price(0.8, 4.0, 0.08, 1.0),
-    "gpt-5-mini": Price(0.25, 2.0, 0.025),
-    "gpt-5": Price(1.25, 10.0, 0.125),
-    "gpt-4.1-nano": Price(0.1, 0.4, 0.025),
-    "gpt-4.1-mini": Price(0.4, 1.6, 0.1),
-    "gpt-4.1": Price(2.0, 8.0, 0.5),
-    "gpt-4o-mini": Price(0.15, 0.6, 0.075),
-    "gpt-4o": Price(2.5, 10.0, 1.25),
-    "o4-mini": Price(1.1, 4.4, 0.275),
-    "o3": Price(2.0, 8.0, 0.5),
-}
-
+DEFAULT_PRICES: dict[str, Price] = {model: Price(*row) for model, row in ROWS.items()}
+# Words that name another tier or product of a model: a key never prices a longer name that adds one.
+TIER_WORDS = {"mini", "nano", "pro", "max", "turbo", "lite", "flash", "micro", "small", "medium", "large",
+              "realtime", "audio", "search", "transcribe", "tts", "image", "vision", "deep", "research",
+              "opus", "sonnet", "haiku", "instruct", "embedding"}
+_WORD = re.compile(r"[a-z]+")
 
 def _parse_price(model: str, value: Any) -> Price:
     if not isinstance(value, dict) or "input" not in value or "output" not in value:
@@ -93,12 +80,47 @@ def load_prices(override: str | dict[str, Any] | None = None) -> dict[str, Price
     return table
 
 
-def price_for(model: str, table: dict[str, Price]) -> Price | None:
-    """Exact match first, then the longest key that prefixes the model name."""
+def price_key(model: str, table: dict[str, Price]) -> str | None:
+    """The table key that prices `model`: the model itself, else the longest key it extends by a date or
+    version (`-20250514`, `-2025-08-07`, `.1`, `-latest`, `-codex`) but not by another tier word."""
     if model in table:
-        return table[model]
-    matches = [key for key in table if model.startswith(key)]
-    return table[max(matches, key=len)] if matches else None
+        return model
+    lowered = model.lower()
+    best: str | None = None
+    for key in table:
+        k = key.lower()
+        if not lowered.startswith(k) or len(lowered) == len(k) or lowered[len(k)] not in "-._:@/":
+            continue
+        if TIER_WORDS & set(_WORD.findall(lowered[len(k):])):
+            continue
+        if best is None or len(key) > len(best):
+            best = key
+    return best
+
+
+def price_for(model: str, table: dict[str, Price]) -> Price | None:
+    key = price_key(model, table)
+    return None if key is None else table[key]
+
+
+def parse_price_option(values: str | list[str] | tuple[str, ...], models: list[str]) -> dict[str, Price]:
+    """`--price MODEL=INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]]` (USD per million tokens), repeatable; without
+    `MODEL=` the price is that of every model of the run (`models`). Raises ConfigError naming the fix."""
+    out: dict[str, Price] = {}
+    for value in [values] if isinstance(values, str) else list(values):
+        model, sep, numbers = str(value).rpartition("=")
+        parts = [p.strip() for p in numbers.split(",")]
+        try:
+            price = Price(*(float(p) for p in parts)) if 2 <= len(parts) <= 4 else None
+        except ValueError:
+            price = None
+        if price is None or min(x for x in (price.input, price.output, price.cache_read, price.cache_write)
+                                if x is not None) < 0:
+            raise ConfigError(f"--price {value!r}: expected [MODEL=]INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]] in USD "
+                              "per million tokens, e.g. --price claude-sonnet-4-6=3,15,0.3,3.75")
+        for name in [model.strip()] if sep else models:
+            out[name] = price
+    return out
 
 
 def estimate_cost(price: Price | None, input_tokens: int, output_tokens: int,

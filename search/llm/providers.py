@@ -2,34 +2,63 @@
 (OpenAI itself, or any OpenAI-compatible server such as vLLM, SGLang, Ollama, llama.cpp).
 
 A provider sends one request and returns a `Completion`, streaming text to `on_text` as it
-arrives; it raises the SDK's own exceptions, which `search.llm.client` classifies and retries.
-The SDKs' built-in retries are off (max_retries=0) so every retry is counted in the call record.
+arrives; it raises the SDK's own exceptions (those in `failures`), which `search.llm.failures` classifies and
+`search.llm.client` retries. The SDKs' built-in retries are off (max_retries=0): one loop, the client's,
+retries both HTTP errors (the SDKs cannot tell a quota 429 from a rate-limit 429: the type is in the body)
+and failures inside a stream (which the SDKs never retry), and counts each retry in the call record.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from search.llm.failures import ANSWER_ERRORS, UnreadableStream
 from search.llm.records import Completion
 from search.llm.settings import RoleSettings
+from search.llm.tokens import count_tokens, estimate_tokens
 
+log = logging.getLogger(__name__)
+
+# A host that does not answer costs this, not the whole read timeout, per attempt.
+CONNECT_TIMEOUT_S = 10.0
 TextCallback = Callable[[str], None]
-Message = dict[str, str]
+# {"role": ..., "content": str | [{"type": "text", "text": str, "cache": bool}, ...]}: a part marked `cache`
+# ends a prefix shared by later calls (the context window, which re-asks send again).
+Message = dict[str, Any]
 
 
-class UnreadableStream(Exception):
-    """A stream ended without a single event; retried like any unreadable answer."""
+def flat(content: str | list[dict[str, Any]]) -> str:
+    return content if isinstance(content, str) else "".join(part["text"] for part in content)
 
 
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
+def prompt_text(system: str, messages: list[Message]) -> str:
+    """All the text of a request, for token estimates."""
+    return system + "".join(flat(m["content"]) for m in messages)
+
+
+def anthropic_messages(messages: list[Message], caching: bool) -> list[dict[str, Any]]:
+    """Parts marked `cache` become text blocks with `cache_control` (when caching is on)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, str):
+            blocks = []
+            for part in content:
+                block: dict[str, Any] = {"type": "text", "text": part["text"]}
+                if caching and part.get("cache"):
+                    block["cache_control"] = {"type": "ephemeral"}
+                blocks.append(block)
+            content = blocks
+        out.append({"role": message["role"], "content": content})
+    return out
 
 
 class AnthropicProvider:
-    """Messages API. Temperature goes through `extra_body` (the 2.x SDK dropped the parameter)
-    and the stable system prompt is marked for prompt caching."""
+    """Messages API. Temperature goes through `extra_body` (the 2.x SDK dropped the parameter);
+    the stable system prompt and the context window (parts marked `cache`) are marked for prompt caching."""
 
     name = "anthropic"
 
@@ -37,8 +66,22 @@ class AnthropicProvider:
         import anthropic
 
         self.errors = anthropic
+        self.failures = (anthropic.APIError, *ANSWER_ERRORS)
         self.client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
-                                          timeout=settings.timeout_s, max_retries=0)
+                                          timeout=anthropic.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
+                                          max_retries=0)
+
+    def count(self, settings: RoleSettings, text: str) -> int | None:
+        """Anthropic's own count of `text` as a user message (free; None where the endpoint lacks it)."""
+        counter = getattr(self.client.messages, "count_tokens", None)  # SDKs before 0.47 had it in beta only
+        if counter is None:
+            return None
+        try:
+            result = counter(model=settings.model, messages=[{"role": "user", "content": text}])
+        except self.failures as exc:
+            log.info("count_tokens unavailable for %s (%s); estimating", settings.model, exc)
+            return None
+        return int(result.input_tokens)
 
     def send(self, settings: RoleSettings, system: str, messages: list[Message],
              on_text: TextCallback | None) -> Completion:
@@ -46,14 +89,26 @@ class AnthropicProvider:
         if settings.prompt_caching:
             block["cache_control"] = {"type": "ephemeral"}
         kwargs: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens,
-                                  "system": [block], "messages": messages}
+                                  "system": [block], "messages": anthropic_messages(messages, settings.prompt_caching)}
+        extra: dict[str, Any] = {}
         if settings.temperature is not None:
-            kwargs["extra_body"] = {"temperature": settings.temperature}
+            extra["temperature"] = settings.temperature
+        if settings.thinking_budget:  # thinking counts in max_tokens: the answer keeps its own limit
+            kwargs["max_tokens"] = settings.max_tokens + settings.thinking_budget
+            extra["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget}
+        if extra:  # body fields, so that SDKs older than the parameters send them too
+            kwargs["extra_body"] = extra
         if settings.stream:
+            events = 0
             with self.client.messages.stream(**kwargs) as stream:
-                for piece in stream.text_stream:
-                    if on_text is not None and piece:
-                        on_text(piece)
+                for event in stream:
+                    events += 1
+                    delta = getattr(event, "delta", None)
+                    if (event.type == "content_block_delta" and getattr(delta, "type", "") == "text_delta"
+                            and on_text is not None and delta.text):
+                        on_text(delta.text)
+                if events == 0:  # e.g. a proxy answering HTML: the SDK yields nothing rather than failing
+                    raise UnreadableStream("the streamed answer held no event (not server-sent events?)")
                 message = stream.get_final_message()
         else:
             message = self.client.messages.create(**kwargs)
@@ -76,13 +131,23 @@ class OpenAIProvider:
 
         self.name = settings.provider
         self.errors = openai
+        self.failures = (openai.APIError, *ANSWER_ERRORS)
         self.client = openai.OpenAI(api_key=settings.api_key, base_url=settings.base_url,
-                                    timeout=settings.timeout_s, max_retries=0)
+                                    timeout=openai.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
+                                    max_retries=0)
+
+    def count(self, settings: RoleSettings, text: str) -> int | None:
+        """tiktoken's count for OpenAI's own models when it is installed with its encodings, else None."""
+        if self.name != "openai":
+            return None
+        tokens, how = count_tokens(text, settings.model, openai_model=True)
+        return tokens if how == "tiktoken" else None
 
     def send(self, settings: RoleSettings, system: str, messages: list[Message],
              on_text: TextCallback | None) -> Completion:
         kwargs: dict[str, Any] = {"model": settings.model,
-                                  "messages": [{"role": "system", "content": system}, *messages]}
+                                  "messages": [{"role": "system", "content": system},
+                                               *({"role": m["role"], "content": flat(m["content"])} for m in messages)]}
         # api.openai.com wants max_completion_tokens (reasoning models reject max_tokens);
         # local servers (Ollama, llama.cpp, older vLLM) only know max_tokens.
         if self.name == "openai":
@@ -91,9 +156,15 @@ class OpenAIProvider:
             kwargs["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
+        extra: dict[str, Any] = {}  # body fields, so that SDKs older than the parameters send them too
         if self.name == "openai" and settings.prompt_caching:
-            # OpenAI caches long prefixes by itself; a key per system prompt routes calls to the same cache.
-            kwargs["prompt_cache_key"] = "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]
+            # OpenAI caches long prefixes by itself (the system prompt, then the context window); a key per
+            # system prompt routes calls to the same cache.
+            extra["prompt_cache_key"] = "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]
+        if settings.reasoning_effort:
+            extra["reasoning_effort"] = settings.reasoning_effort
+        if extra:
+            kwargs["extra_body"] = extra
         if settings.stream:
             return self._stream(kwargs, system, messages, on_text)
         response = self.client.chat.completions.create(**kwargs)
@@ -132,9 +203,8 @@ class OpenAIProvider:
     def _completion(text: str, usage: Any, system: str, messages: list[Message],
                     finish: str | None) -> Completion:
         if usage is None:  # some servers do not report usage: estimate so cost limits still bite
-            prompt = system + "".join(m["content"] for m in messages)
-            return Completion(text=text, input_tokens=_estimate_tokens(prompt),
-                              output_tokens=_estimate_tokens(text), stop_reason=finish, usage_reported=False)
+            return Completion(text=text, input_tokens=estimate_tokens(prompt_text(system, messages)),
+                              output_tokens=estimate_tokens(text), stop_reason=finish, usage_reported=False)
         details = getattr(usage, "prompt_tokens_details", None)
         cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
         return Completion(text=text, input_tokens=usage.prompt_tokens or 0,

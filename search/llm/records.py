@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from search.llm.errors import CostLimitReached
 
 
 @dataclass
@@ -46,19 +49,55 @@ class CallRecord:
 
 
 class CostMeter:
-    """Running cost of a run, shared by every agent of a team; enforces the run's cost limit."""
+    """Running cost of a run, shared by every agent of a team and every attempt in flight; enforces the
+    run's cost limit *before* each call: a call starts only if what is spent, plus the worst cases of the
+    calls in flight, plus this call's worst case (its input estimate and its whole answer limit) stays
+    within the limit; it waits for calls in flight when only they are in the way. So the run never spends
+    more than the limit while the estimates hold. Also sums tokens, cache reads and writes."""
 
-    def __init__(self, limit_usd: float | None = None) -> None:
+    def __init__(self, limit_usd: float | None = None, spent_usd: float = 0.0) -> None:
         self.limit_usd = limit_usd
-        self.spent_usd = 0.0
+        self.spent_usd = spent_usd
+        self.reserved_usd = 0.0
         self.calls = 0
+        self.input_tokens = 0
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
-    def check(self) -> None:
-        from search.llm.errors import CostLimitReached
+    def reserve(self, worst_usd: float, what: str = "the next call") -> float:
+        """Hold `worst_usd` for a call about to start. When it fits only once calls in flight settle, wait for
+        them; when it cannot fit even then, raise CostLimitReached. Returns the amount held, for settle()."""
+        with self._changed:
+            while self.limit_usd is not None:
+                if self.spent_usd >= self.limit_usd or self.spent_usd + worst_usd > self.limit_usd:
+                    raise CostLimitReached(self.spent_usd, self.limit_usd, worst_usd, self.reserved_usd, what)
+                if self.spent_usd + self.reserved_usd + worst_usd <= self.limit_usd:
+                    break
+                self._changed.wait()
+            self.reserved_usd += worst_usd
+        return worst_usd
 
-        if self.limit_usd is not None and self.spent_usd >= self.limit_usd:
-            raise CostLimitReached(self.spent_usd, self.limit_usd)
+    def settle(self, held_usd: float, record: CallRecord | None = None) -> None:
+        """Release a reservation and count what the call really cost (None: it failed, nothing billed)."""
+        with self._changed:
+            self.reserved_usd = max(0.0, self.reserved_usd - held_usd)
+            if record is not None:
+                self._count(record)
+            self._changed.notify_all()
 
-    def add(self, record: CallRecord) -> None:
+    def _count(self, record: CallRecord) -> None:
         self.spent_usd += record.cost_usd
         self.calls += 1
+        self.input_tokens += record.input_tokens
+        self.cache_read_tokens += record.cache_read_tokens
+        self.cache_write_tokens += record.cache_write_tokens
+
+    def summary(self) -> dict[str, Any]:
+        """Totals for the run's usage record, with the share of input tokens read from the prompt cache."""
+        with self._lock:
+            rate = self.cache_read_tokens / self.input_tokens if self.input_tokens else 0.0
+            return {"calls": self.calls, "cost_usd": round(self.spent_usd, 8), "input_tokens": self.input_tokens,
+                    "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens,
+                    "cache_hit_rate": round(rate, 4), "limit_usd": self.limit_usd}

@@ -20,6 +20,9 @@ PROVIDERS = ("anthropic", "openai", "openai-compatible")
 ROLES = ("plan", "code", "debug", "single")
 DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
 DEFAULT_MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5"}
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+# Anthropic has no effort levels: an extended-thinking budget (tokens, at least 1,024) stands for each.
+THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,12 @@ class RoleSettings:
     retry_base_s: float = 2.0
     stream: bool = True
     prompt_caching: bool = True
+    reasoning_effort: str | None = None  # OpenAI reasoning_effort; Anthropic extended thinking (THINKING_BUDGET)
+
+    @property
+    def thinking_budget(self) -> int:
+        """Tokens of Anthropic extended thinking, on top of max_tokens (0: off, or not Anthropic)."""
+        return THINKING_BUDGET[self.reasoning_effort] if self.reasoning_effort and self.provider == "anthropic" else 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description for logs and the run record: everything except the key."""
@@ -46,7 +55,7 @@ class RoleSettings:
                 "temperature": self.temperature, "max_tokens": self.max_tokens,
                 "base_url": self.base_url, "api_key": redact(self.api_key), "key_source": self.key_source,
                 "timeout_s": self.timeout_s, "max_retries": self.max_retries,
-                "stream": self.stream}
+                "stream": self.stream, "reasoning_effort": self.reasoning_effort}
 
     def without_temperature(self) -> RoleSettings:
         return replace(self, temperature=None)
@@ -155,6 +164,12 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
         value = _pick(options, role, name)
         if value is not None:
             overrides[name] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    effort = _pick(options, role, "reasoning_effort")
+    if effort is not None:
+        if str(effort).lower() not in REASONING_EFFORTS:
+            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(REASONING_EFFORTS)}; "
+                              "pass e.g. --reasoning-effort medium (or leave it out)")
+        overrides["reasoning_effort"] = str(effort).lower()
     if overrides.get("max_tokens", 1) < 1:
         raise ConfigError("max_tokens must be at least 1")
     return replace(settings, **overrides)

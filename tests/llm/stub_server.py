@@ -1,8 +1,10 @@
 """A local stand-in for the Anthropic and OpenAI HTTP APIs, so tests drive the real SDKs.
 
-Speaks `POST /v1/messages` (Anthropic Messages, plain and SSE) and `POST /v1/chat/completions`
-(OpenAI chat, plain and SSE with usage), records every request (path, headers, JSON body) and
-answers from a script of `Reply` objects, then from a `responder(request) -> Reply` callable.
+Speaks `POST /v1/messages` (Anthropic Messages, plain and SSE), `POST /v1/messages/count_tokens` and
+`POST /v1/chat/completions` (OpenAI chat, plain and SSE with usage), records every request (path, headers,
+JSON body, the credential) and answers from a script of `Reply` objects, then from a `responder(request) ->
+Reply` callable. Errors come in the vendors' shapes (types and codes in the body, headers such as
+`x-should-retry`, failures inside a 200 stream), and prompt caching is simulated as each vendor does it.
 Run it on its own with `python tests/llm/stub_server.py [--kernel-responder] [--port N]`
 (prints its base URL) to point `python -m search run` at it.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,8 +47,14 @@ class Reply:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0  # set by the server's prompt-cache simulation unless cache_read_tokens is given
     chunk_chars: int = 16
     truncated: bool = False  # stop_reason "max_tokens" (Anthropic) / finish_reason "length" (OpenAI)
+    error_type: str | None = None  # the body's error type (default: the vendor's type for the status)
+    error_code: str | None = None  # OpenAI's `code` (e.g. insufficient_quota)
+    # A streamed answer that fails after this many text chunks with an error *inside* the 200 stream
+    # (Anthropic `event: error`, OpenAI `data: {"error": ...}`), as the vendors do when they overload.
+    stream_error_after: int | None = None
 
 
 @dataclass
@@ -93,6 +103,12 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def _counted_tokens(text: str) -> int:
+    """What the stub's count_tokens answers: a tokenizer denser than four characters a token, like a real
+    one on code."""
+    return max(1, len(text) // 3)
+
+
 class StubLLMServer:
     """A threaded HTTP server; use as a context manager or call start()/stop()."""
 
@@ -102,6 +118,9 @@ class StubLLMServer:
         self.required_key = required_key  # when set, any other credential gets a 401 like the real APIs
         self.script: list[Reply] = []
         self.requests: list[RecordedRequest] = []
+        self.cached_prefixes: set[str] = set()
+        self.count_requests: list[RecordedRequest] = []  # /v1/messages/count_tokens, not in `requests`
+        self.prompts_seen: list[str] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self._httpd.daemon_threads = True
@@ -137,9 +156,32 @@ class StubLLMServer:
             self.requests.append(request)
             if self.required_key is not None and request.credential != self.required_key:
                 return Reply(status=401, error_message="invalid x-api-key")
-            if self.script:
-                return self.script.pop(0)
-        return self.responder(request)
+            reply = self.script.pop(0) if self.script else None
+        reply = reply or self.responder(request)
+        if reply.status == 200 and not reply.cache_read_tokens:
+            read, write = self._cache(request)
+            reply = dataclasses.replace(reply, cache_read_tokens=read, cache_write_tokens=write)
+        return reply
+
+    def _cache(self, request: RecordedRequest) -> tuple[int, int]:
+        """Prompt caching as the vendors do it, in tokens (read, written). Anthropic: the prefix up to the
+        last block marked `cache_control` is read when an earlier request wrote the same prefix, else
+        written. OpenAI: the longest prefix shared with an earlier prompt is read, in steps of 128
+        tokens from 1,024 (automatic, no markers)."""
+        if request.api == "anthropic":
+            prefix = _cached_prefix(request.body)
+            if not prefix:
+                return 0, 0
+            with self._lock:
+                seen = prefix in self.cached_prefixes
+                self.cached_prefixes.add(prefix)
+            return (_tokens(prefix), 0) if seen else (0, _tokens(prefix))
+        text = request.text
+        with self._lock:
+            shared = max((len(os.path.commonprefix([text, old])) for old in self.prompts_seen), default=0)
+            self.prompts_seen.append(text)
+        tokens = _tokens(text[:shared]) if shared else 0
+        return (tokens // 128 * 128 if tokens >= 1024 else 0), 0
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -159,6 +201,11 @@ class StubLLMServer:
                     body = {}
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 request = RecordedRequest(self.path, headers, body)
+                if self.path.endswith("/messages/count_tokens"):  # Anthropic's free counter
+                    with server._lock:
+                        server.count_requests.append(request)
+                    self._send_json(200, {"input_tokens": _counted_tokens(request.text)})
+                    return
                 if not (self.path.endswith("/messages") or self.path.endswith("/chat/completions")):
                     self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -181,11 +228,7 @@ class StubLLMServer:
                     self._send_json(200, _openai_completion(request, reply), reply.headers)
 
             def _error_body(self, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
-                message = reply.error_message or f"stub error {reply.status}"
-                if request.api == "anthropic":
-                    kind = ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
-                    return {"type": "error", "error": {"type": kind, "message": message}}
-                return {"error": {"message": message, "type": "stub_error", "code": reply.status}}
+                return _error_body(request, reply)
 
             def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
                 self._send(status, json.dumps(obj).encode(), "application/json", headers or {})
@@ -207,6 +250,27 @@ class StubLLMServer:
         return Handler
 
 
+def _cached_prefix(body: dict[str, Any]) -> str:
+    """The text up to and including the last block marked cache_control (system blocks, then messages)."""
+    blocks: list[dict[str, Any]] = list(body.get("system") or []) if isinstance(body.get("system"), list) else []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        blocks.extend(content if isinstance(content, list) else [{"type": "text", "text": content or ""}])
+    marked = [k for k, block in enumerate(blocks) if block.get("cache_control")]
+    return "\x00".join(str(block.get("text", "")) for block in blocks[:marked[-1] + 1]) if marked else ""
+
+
+def _error_body(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
+    """The vendor's error shape: Anthropic {type: error, error: {type, message}}, OpenAI {error: {message,
+    type, code}}; a mid-stream error (status 200) defaults to Anthropic's overloaded_error."""
+    message = reply.error_message or f"stub error {reply.status}"
+    if request.api == "anthropic":
+        kind = reply.error_type or ANTHROPIC_ERROR_TYPES.get(reply.status if reply.status != 200 else 529, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": reply.error_type or "stub_error",
+                      "code": reply.error_code if reply.error_code is not None else reply.status}}
+
+
 def _usage(request: RecordedRequest, reply: Reply) -> tuple[int, int]:
     tokens_in = reply.input_tokens if reply.input_tokens is not None else _tokens(request.text)
     tokens_out = reply.output_tokens if reply.output_tokens is not None else _tokens(reply.text)
@@ -220,6 +284,8 @@ def _chunks(reply: Reply) -> list[str]:
 
 def _anthropic_message(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
     tokens_in, tokens_out = _usage(request, reply)
+    if reply.input_tokens is None:  # Anthropic's input_tokens counts only what was neither read nor written
+        tokens_in = max(0, tokens_in - reply.cache_read_tokens - reply.cache_write_tokens)
     return {
         "id": "msg_stub", "type": "message", "role": "assistant",
         "model": request.body.get("model", "stub"),
@@ -227,7 +293,7 @@ def _anthropic_message(request: RecordedRequest, reply: Reply) -> dict[str, Any]
         "stop_reason": "max_tokens" if reply.truncated else "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out,
                   "cache_read_input_tokens": reply.cache_read_tokens,
-                  "cache_creation_input_tokens": 0},
+                  "cache_creation_input_tokens": reply.cache_write_tokens},
     }
 
 
@@ -244,7 +310,9 @@ def _anthropic_events(request: RecordedRequest, reply: Reply) -> list[str]:
     out = [_sse("message_start", {"type": "message_start", "message": start}),
            _sse("content_block_start", {"type": "content_block_start", "index": 0,
                                         "content_block": {"type": "text", "text": ""}})]
-    for piece in _chunks(reply):
+    for k, piece in enumerate(_chunks(reply)):
+        if k == reply.stream_error_after:
+            return [*out, _sse("error", _error_body(request, reply))]
         out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                 "delta": {"type": "text_delta", "text": piece}}))
     out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": 0}))
@@ -278,6 +346,8 @@ def _openai_events(request: RecordedRequest, reply: Reply) -> list[str]:
             "model": request.body.get("model", "stub")}
     out = []
     for i, piece in enumerate(_chunks(reply)):
+        if i == reply.stream_error_after:
+            return [*out, _sse(None, _error_body(request, reply))]
         delta = {"content": piece, **({"role": "assistant"} if i == 0 else {})}
         out.append(_sse(None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}))
     finish = "length" if reply.truncated else "stop"

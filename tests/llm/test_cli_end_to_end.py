@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.stub_server import StubLLMServer
+from tests.llm.stub_server import Reply, StubLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = Path(__file__).parent / "fixtures" / "tiny_relu.py"
@@ -85,3 +85,40 @@ def test_a_rejected_key_stops_the_run_with_the_fix_and_keeps_the_tree(stub: Stub
     assert len(stub.requests) == 1 and KEY not in proc.stdout + proc.stderr
     tree = json.loads(out.read_text())
     assert [n["verdict"] for n in tree["nodes"]] == ["pass", "agent_error"]
+
+
+@pytest.mark.slow
+def test_an_account_without_quota_stops_the_run_non_zero_after_one_request(stub: StubLLMServer, tmp_path: Path) -> None:
+    """Issue 17.2: OpenAI's insufficient_quota 429 used to be retried 10 times per agent call, and the run
+    exited 0 "run finished"; now the first request stops it, exit code 1, with the fix named."""
+    stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
+                                           error_message="You exceeded your current quota")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+    env.update({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": stub.url})
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "openai",
+         "--model", "gpt-5", "--budget", "4", "--parallel", "1", "--device", "cpu", "--timing-runs", "3",
+         "--no-compile-baseline"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "run failed" in proc.stdout and "out of credits or quota" in proc.stdout
+    assert "platform.openai.com/settings/organization/billing" in proc.stdout
+    assert len(stub.requests) == 1
+
+
+@pytest.mark.slow
+def test_the_cost_limit_of_the_command_line_reaches_every_call(stub: StubLLMServer, tmp_path: Path) -> None:
+    """Issue 17.5: `--cost-limit` never reached the per-call meter (`--parallel 3` with $0.001 spent $0.051).
+    Now no call starts whose worst case (here 8,192 answer tokens at $15/M) would pass the limit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+    env.update({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.url})
+    proc = subprocess.run(
+        [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
+         "--model", "claude-sonnet-4-6", "--budget", "6", "--parallel", "3", "--cost-limit", "0.001",
+         "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "cost limit reached" in proc.stdout and "raise --cost-limit" in proc.stdout
+    assert not stub.requests

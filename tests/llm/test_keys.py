@@ -31,14 +31,18 @@ def test_a_vendor_key_never_goes_to_a_user_base_url(stub: StubLLMServer, provide
     assert not stub.requests
 
 
-def test_openai_compatible_never_falls_back_to_the_openai_key(stub: StubLLMServer) -> None:
-    assert call(stub, {"provider": "openai-compatible", "base_url": stub.url}, dict(VENDOR)) == "no-key"
+@pytest.mark.parametrize("stream", [True, False])
+def test_openai_compatible_never_falls_back_to_the_openai_key(stub: StubLLMServer, stream: bool) -> None:
+    assert call(stub, {"provider": "openai-compatible", "base_url": stub.url, "stream": stream},
+                dict(VENDOR)) == "no-key"
 
 
-def test_a_base_url_without_a_provider_is_a_local_server_not_the_vendor_whose_key_is_set(stub: StubLLMServer) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_base_url_without_a_provider_is_a_local_server_not_the_vendor_whose_key_is_set(
+        stub: StubLLMServer, stream: bool) -> None:
     settings = role_settings({"base_url": stub.url, "model": "m"}, "plan", dict(VENDOR))
     assert settings.provider == "openai-compatible"
-    assert call(stub, {"base_url": stub.url}, dict(VENDOR)) == "no-key"
+    assert call(stub, {"base_url": stub.url, "stream": stream}, dict(VENDOR)) == "no-key"
     assert stub.requests[-1].path == "/v1/chat/completions"
 
 

@@ -1,13 +1,24 @@
-"""The price table: defaults, longest-prefix match, overrides from STARK_PRICES_JSON (JSON or file)."""
+"""The price table: dated defaults, tier-aware prefix match, overrides from STARK_PRICES_JSON (JSON or file)
+and --price."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
-from search.llm import ConfigError, estimate_cost, load_prices, price_for
+from search.llm import (
+    CallRecord,
+    ConfigError,
+    CostLimitReached,
+    CostMeter,
+    Price,
+    estimate_cost,
+    load_prices,
+    price_for,
+)
 
 
 def test_it_matches_the_longest_prefix() -> None:
@@ -18,6 +29,43 @@ def test_it_matches_the_longest_prefix() -> None:
     assert price_for("claude-sonnet-4-6", table).output == 15.0  # family price for a newer model
     assert price_for("gpt-4.1-mini-2025", table).input == 0.4
     assert price_for("llama3:70b", table) is None
+
+
+@pytest.mark.parametrize("model,price", [
+    # Issue 17.5: a family key used to price other tiers of the family.
+    ("gpt-5-pro", (15.0, 120.0)), ("gpt-5-pro-2025-10-06", (15.0, 120.0)),
+    ("gpt-5-nano", (0.05, 0.4)), ("gpt-5-nano-2025-08-07", (0.05, 0.4)),
+    ("o3-mini", (1.1, 4.4)), ("o3-mini-2025-01-31", (1.1, 4.4)), ("o3-pro", (20.0, 80.0)),
+    ("gpt-5", (1.25, 10.0)), ("gpt-5-2025-08-07", (1.25, 10.0)), ("gpt-5.1", (1.25, 10.0)),
+    ("gpt-5-codex", (1.25, 10.0)), ("gpt-4o-mini-2024-07-18", (0.15, 0.6)),
+    ("claude-haiku-4-5-20251001", (1.0, 5.0)), ("claude-3-5-haiku-latest", (0.8, 4.0)),
+])
+def test_a_key_prices_dated_and_versioned_names_but_never_another_tier(model: str, price: tuple) -> None:
+    found = price_for(model, load_prices({}))
+    assert found is not None and (found.input, found.output) == price
+
+
+@pytest.mark.parametrize("model", ["gpt-5-codex-mini", "gpt-4o-realtime-preview", "o3-deep-research", "o30",
+                                   "gpt-4o-audio-preview"])
+def test_another_tier_or_product_is_unknown_not_mispriced(model: str) -> None:
+    assert price_for(model, load_prices({})) is None
+
+
+def test_the_table_is_dated_data() -> None:
+    from search.llm.price_table import AS_OF, ROWS, SOURCES
+
+    assert AS_OF[:4].isdigit() and SOURCES and all(len(row) == 4 for row in ROWS.values())
+
+
+def test_the_price_option_names_models_or_the_whole_run() -> None:
+    from search.llm.pricing import parse_price_option
+
+    prices = parse_price_option(["my-model=1,2", "other=3,4,0.3,3.75"], ["ignored"])
+    assert prices["my-model"] == Price(1.0, 2.0) and prices["other"] == Price(3.0, 4.0, 0.3, 3.75)
+    assert set(parse_price_option("0.5,1.5", ["a", "b"])) == {"a", "b"}
+    for bad in ("cheap", "m=1", "m=1,x", "m=-1,2", "1,2,3,4,5"):
+        with pytest.raises(ConfigError, match="--price"):
+            parse_price_option(bad, ["m"])
 
 
 def test_cost_counts_fresh_cached_and_written_tokens() -> None:
@@ -55,3 +103,23 @@ def test_a_bad_override_names_the_problem(monkeypatch: pytest.MonkeyPatch, bad: 
     with pytest.raises(ConfigError, match="STARK_PRICES_JSON") as info:
         load_prices()
     assert words in str(info.value)
+
+
+def test_the_meter_holds_worst_cases_in_flight_and_waits_for_them() -> None:
+    """A call that fits only once calls in flight settle waits for them; one that cannot fit is refused."""
+    meter = CostMeter(1.0)
+    first = meter.reserve(0.6)
+    started = threading.Event()
+
+    def second() -> None:
+        meter.settle(meter.reserve(0.6), None)
+        started.set()
+
+    thread = threading.Thread(target=second, daemon=True)
+    thread.start()
+    assert not started.wait(0.2)  # 0.6 held + 0.6 > 1.0: it waits
+    meter.settle(first, CallRecord("plan", "anthropic", "m", None, None, cost_usd=0.3))
+    assert started.wait(5) and meter.spent_usd == 0.3 and meter.reserved_usd == 0.0
+    with pytest.raises(CostLimitReached, match=r"could cost up to \$0.8000.*raise --cost-limit"):
+        meter.reserve(0.8)  # 0.3 spent + 0.8 > 1.0 even with nothing in flight
+    assert meter.summary()["calls"] == 1

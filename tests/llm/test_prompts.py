@@ -10,8 +10,8 @@ from search.engine.agents import MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END
 from search.engine.context import build_window
 from search.engine.tree import Tree
-from search.llm.prompts import VERSIONS, code, debug, plan, single
-from search.llm.prompts.common import candidate_block, target_of
+from search.teams.llm.prompts import VERSIONS, code, debug, plan, single
+from search.teams.llm.prompts.common import candidate_block, target_of
 
 PROBLEM = (Path(__file__).parent / "fixtures" / "tiny_relu.py").read_text()
 SOURCE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x) * 2.0\n"

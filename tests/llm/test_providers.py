@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from search.llm import LLMClient, load_prices, role_settings
+from search.llm.tokens import estimate_tokens
 from tests.llm.stub_server import Reply, StubLLMServer
 
 KEY = "sk-test-0123456789abcdef"
@@ -76,9 +77,12 @@ def test_it_estimates_usage_when_a_server_reports_none(stub: StubLLMServer) -> N
     raw = ('{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": '
            '[{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "abcdefgh"}}]}')
     stub.push(Reply(raw_body=raw.encode()))
-    text, record = client(stub, "openai-compatible", False).complete("s" * 400, "q")
+    code = "    y = torch.relu(x[:, :n]) * 2\n" * 20
+    text, record = client(stub, "openai-compatible", False).complete(code, "q")
     assert text == "abcdefgh"
-    assert record.input_tokens == 100 and record.output_tokens == 2
+    # Code-aware (issue 17.8): symbols and short identifiers are tokens, so code is more than 4 chars a token.
+    assert record.input_tokens == estimate_tokens(code + "q") > len(code) / 3.5
+    assert record.output_tokens == 2
     assert any("estimated" in note for note in record.notes)
 
 

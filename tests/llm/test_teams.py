@@ -7,77 +7,18 @@ drives `Engine.expand`, so the agents' calls, re-asks, errors and usage are chec
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from search.engine.agents import AgentError
-from search.engine.engine import Engine
 from search.engine.events import Event
-from search.engine.tree import Tree
-from search.teams import get_team
+from search.engine.loop import run as run_loop
+from search.llm import ConfigError
 from search.teams.llm_teams import LLM_TEAM_NAMES, build_team
+from tests.llm.kernel_responder import kernel_responder
 from tests.llm.stub_server import Reply, StubLLMServer
-
-PROBLEM = (Path(__file__).parent / "fixtures" / "tiny_relu.py").read_text()
-SECRET = "sk-secret-never-logged-7777"
-FAST = {"device": "cpu", "timing_runs": 3, "warmup_runs": 1, "correctness_trials": 2, "baselines": ["eager"],
-        "roofline": False}
-# Fails for real, and tells whether a vendor key leaked into the candidate's process.
-BROKEN = ("raise RuntimeError('kernel launch failed: invalid configuration argument; key visible: %s'"
-          " % any(k in __import__('os').environ for k in ('ANTHROPIC_API_KEY', 'STARK_LLM_API_KEY')))")
-
-
-def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
-    from kernels import evaluate as kernels_evaluate
-
-    return kernels_evaluate(problem, candidate, {**FAST, **settings}).to_dict()
-
-
-@pytest.fixture(scope="session")
-def results() -> dict[str, dict[str, Any]]:
-    """Real evaluations: the reference passes; a candidate that raises in forward fails, and never
-    sees the vendor keys the search process holds."""
-    tree = Tree(PROBLEM)
-    root = evaluate(PROBLEM, tree.root.source, {})
-    lines = tree.root.source.splitlines()
-    at = max(k for k, line in enumerate(lines) if line.lstrip().startswith("def forward"))
-    pad = " " * (len(lines[at]) - len(lines[at].lstrip()) + 4)
-    broken_source = "\n".join(lines[:at + 1] + [pad + BROKEN] + lines[at + 1:]) + "\n"
-    saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "STARK_LLM_API_KEY")}
-    os.environ.update(dict.fromkeys(saved, SECRET))
-    try:
-        broken = evaluate(PROBLEM, broken_source, {})
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                del os.environ[k]
-            else:
-                os.environ[k] = v
-    assert root["verdict"] == "pass" and broken["verdict"] != "pass", (root["reasons"], broken["reasons"])
-    dumped = json.dumps(broken)
-    assert "key visible: False" in dumped and SECRET not in dumped
-    return {"root": root, "broken": broken, "broken_source": {"source": broken_source}}
-
-
-def options(stub: StubLLMServer, provider: str = "anthropic", **extra: Any) -> dict[str, Any]:
-    return {"provider": provider, "base_url": stub.url, "model": "claude-sonnet-4-6", "api_key": SECRET,
-            "retry_base_s": 0.01, **extra}
-
-
-def engine_for(team_name: str, opts: dict[str, Any], results: dict[str, Any], events: list[Event]) -> Engine:
-    tree = Tree(PROBLEM, {"target": "cpp", "device": "cpu"})
-    engine = Engine(tree, get_team(team_name, opts), evaluate, events.append)
-    engine.record(0, results["root"])
-    return engine
-
-
-def add_failed_child(engine: Engine, results: dict[str, Any]) -> int:
-    child = engine.tree.add_child(0, "plan+code", source=results["broken_source"]["source"])
-    engine.record(child.id, results["broken"])
-    return child.id
+from tests.llm.teams_support import SECRET, add_failed_child, engine_for, options
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
@@ -110,6 +51,25 @@ def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub
     assert [c["role"] for c in child.usage["calls"]] == ["plan", "plan", "code"]
     assert child.usage["calls"][0]["output_tokens"] == 50
     assert "malformed answer" in child.agent_log
+
+
+def test_the_context_window_is_a_cached_block_that_re_asks_reuse(stub: StubLLMServer, results: dict) -> None:
+    """Issue 17.6: only the small system block was marked; now the window is too, so a re-ask (and the
+    stub's Anthropic-like cache) reads it instead of paying for it again; the run's usage shows the rate."""
+    engine = engine_for("stark", options(stub), results, [])
+    stub.push(Reply("I would fuse relu and the scale.", output_tokens=50))
+    child = engine.expand(0)
+    first, again = stub.requests[0].body["messages"][0]["content"], stub.requests[1].body["messages"][0]["content"]
+    assert first[0]["cache_control"] == {"type": "ephemeral"} and "cache_control" not in first[1]
+    assert first[0]["text"] == again[0]["text"] and "## the node you work on (i)" in first[0]["text"]
+    assert "was rejected" in again[1]["text"] and "was rejected" not in first[0]["text"]
+    plan, reask = child.usage["calls"][:2]
+    assert plan["cache_write_tokens"] > 0 and plan["cache_read_tokens"] == 0
+    assert reask["cache_read_tokens"] >= plan["cache_write_tokens"] > 0  # system and window read back
+    usage = engine.tree.usage_total()
+    assert usage["cache_read_tokens"] == sum(c["cache_read_tokens"] for c in child.usage["calls"])
+    assert usage["cache_hit_rate"] == pytest.approx(usage["cache_read_tokens"] / usage["input_tokens"], abs=1e-4)
+    assert 0 < usage["cache_hit_rate"] < 1
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
@@ -169,12 +129,50 @@ def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: St
     assert child.role == "debug" and stub.requests[-1].temperature == 0.1
 
 
-def test_the_cost_limit_stops_before_the_next_call(stub: StubLLMServer, results: dict) -> None:
-    engine = engine_for("stark", options(stub, cost_limit_usd=1e-9), results, [])
+def test_the_cost_limit_refuses_a_call_whose_worst_case_does_not_fit(stub: StubLLMServer, results: dict) -> None:
+    """Checked before every call with its worst case (input estimate + the whole --max-tokens answer)."""
+    engine = engine_for("stark", options(stub, cost_limit_usd=0.01, max_tokens=2000), results, [])
     with pytest.raises(AgentError) as info:
         engine.expand(0)
-    assert info.value.permanent and "cost limit reached" in info.value.message
-    assert len(stub.requests) == 1  # the plan call was made, the code call was not
+    message = info.value.message
+    assert info.value.permanent and "cost limit reached" in message and "could cost up to $0.03" in message
+    assert "--cost-limit" in message and "--max-tokens" in message and "max-cost-usd" not in message
+    assert not stub.requests
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
+def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer, results: dict, provider: str) -> None:
+    """Issue 17.5: `--parallel 3` with a $0.001 limit spent $0.051. One meter per run holds each call's worst
+    case while it is in flight, so the run spends at most the limit (the issue asks limit + one worst case)."""
+    def slow(request: Any) -> Reply:
+        reply = kernel_responder(request)
+        reply.delay_s = 0.3  # calls overlap
+        return reply
+
+    stub.responder = slow
+    limit, max_tokens = 0.12, 2000
+    engine = engine_for("stark", options(stub, provider, cost_limit_usd=limit, max_tokens=max_tokens), results, [])
+    summary = run_loop(engine, budget=12, parallel=3)
+    spent = engine.tree.usage_total()["cost_usd"]
+    worst = engine.team.plan.client.worst_case_usd("s" * 40_000, [])  # above any one call of this run
+    assert summary.status == "failed" and "cost limit reached" in summary.stop_reason
+    assert 0 < spent <= limit < spent + worst
+    assert len(stub.requests) >= 4 and summary.attempts < 12
+
+
+def test_an_unpriced_hosted_model_warns_and_refuses_a_cost_limit(caplog: pytest.LogCaptureFixture) -> None:
+    hosted = {"provider": "openai", "model": "gpt-9-ultra", "api_key": SECRET}
+    with caplog.at_level("WARNING"):
+        build_team("stark", hosted)
+    assert "NO PRICE for openai model 'gpt-9-ultra'" in caplog.text and "--price" in caplog.text
+    with pytest.raises(ConfigError) as info:
+        build_team("stark", {**hosted, "cost_limit_usd": 1.0})
+    assert "cannot be enforced" in str(info.value) and "--price gpt-9-ultra=INPUT,OUTPUT" in str(info.value)
+    team = build_team("stark", {**hosted, "cost_limit_usd": 1.0, "price": ["gpt-9-ultra=2,8"]})
+    assert team.plan.client.prices["gpt-9-ultra"].output == 8.0
+    # A local server's model has no price and needs none.
+    build_team("stark", {"provider": "openai-compatible", "base_url": "http://localhost:8000", "model": "qwen",
+                         "cost_limit_usd": 1.0})
 
 
 def test_the_key_never_reaches_the_tree_events_or_logs(stub: StubLLMServer, results: dict) -> None:
@@ -200,3 +198,22 @@ def test_every_team_builds_with_its_policy(name: str) -> None:
         assert team.policy.eps == 0.5
     greedy = build_team(name, {"provider": "anthropic", "api_key": SECRET, "policy": "greedy"})
     assert greedy.policy.name == "greedy" and greedy.debug is not None
+
+
+def test_quota_stops_the_run_at_the_first_request(stub: StubLLMServer, results: dict) -> None:
+    """Issue 17.2: a budget-4 run against an account without quota made 40 requests and exited "finished"."""
+    stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
+                                           error_message="You exceeded your current quota")
+    engine = engine_for("stark", options(stub, "openai", model="gpt-5"), results, [])
+    summary = run_loop(engine, budget=4)
+    assert summary.status == "failed" and "out of credits or quota" in summary.stop_reason
+    assert "billing" in summary.stop_reason and len(stub.requests) == 1
+
+
+def test_a_run_whose_every_attempt_failed_for_provider_reasons_fails(stub: StubLLMServer, results: dict) -> None:
+    stub.responder = lambda request: Reply(status=529, error_message="Overloaded")
+    engine = engine_for("stark", options(stub, max_retries=1), results, [])
+    summary = run_loop(engine, budget=2)
+    assert summary.status == "failed" and "every attempt failed for provider reasons" in summary.stop_reason
+    assert "Overloaded" in summary.stop_reason
+    assert len(stub.requests) == 4  # 2 attempts x (1 request + 1 retry): the engine does not try again

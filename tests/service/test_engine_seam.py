@@ -83,3 +83,20 @@ def test_a_lost_phase_is_retried_through_the_engine(llm_run) -> None:
     child.refresh_from_db()
     assert child.status == "selected" and child.tries == 2
     assert "agents' try 1 lost: its worker was killed; retrying once" in child.agent_log
+
+
+def test_each_expand_jobs_team_starts_its_meter_at_the_runs_spend(owner, monkeypatch) -> None:
+    """Every expand job builds its own team; with a cost limit, its meter starts at what the run spent so far."""
+    from search.app.service.control import create_run, problem_for
+    from search.app.service.runs import make_team
+    from search.app.service.settings import parse_run_settings
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
+    problem = problem_for(owner, problem_source(), PROBLEM_PATH.name)
+    run = create_run(owner, problem, parse_run_settings({"team": "stark", "budget": 3, "cost_limit_usd": 0.5,
+                                                         "eval": CHEAP_EVAL}))
+    team = make_team(run, spent_usd=0.4)
+    assert team.plan is not None
+    meter = team.plan.client.meter
+    assert meter.limit_usd == 0.5 and meter.spent_usd == pytest.approx(0.4)
+    assert make_team(run).plan.client.meter.spent_usd == 0.0

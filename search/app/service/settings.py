@@ -53,6 +53,9 @@ def parse_run_settings(data: dict[str, Any]) -> RunSettings:
         raise SettingError(secret[0], "API keys are never stored with a run, nor chosen by one; the operator sets "
                                       "them in the server's environment (ANTHROPIC_API_KEY, ..., or a key per "
                                       "endpoint in STARK_LLM_BASE_URLS)")
+    if "price" in data or (isinstance(options, dict) and "price" in options):
+        raise SettingError("price", "prices are the operator's, never a run's: STARK_PRICES_JSON on the workers "
+                                    "(docs/llm.md, Usage and cost)")
     if data.get("eval") not in (None, ""):
         if not isinstance(data["eval"], dict):
             raise SettingError("eval", "must be a JSON object")

@@ -21,11 +21,13 @@ from search.engine.agents import (
     Usage,
 )
 from search.llm import CallRecord, LLMClient, LLMError
-from search.llm.prompts import code as code_prompt
-from search.llm.prompts import debug as debug_prompt
-from search.llm.prompts import plan as plan_prompt
-from search.llm.prompts import single as single_prompt
-from search.llm.prompts.common import target_of
+from search.llm.errors import ContextTooLong
+from search.teams.llm.fit import fitted_budget, shrunk_budget, window_text
+from search.teams.llm.prompts import code as code_prompt
+from search.teams.llm.prompts import debug as debug_prompt
+from search.teams.llm.prompts import plan as plan_prompt
+from search.teams.llm.prompts import single as single_prompt
+from search.teams.llm.prompts.common import target_of
 
 DEFAULT_CONTEXT_TOKENS = 30_000
 Answer = TypeVar("Answer", PlanAnswer, CodeAnswer)
@@ -67,6 +69,7 @@ class LLMAgent:
         self.client = client
         self.context_tokens = context_tokens
         self.target = target
+        self.shrunk_to: int | None = None  # the window budget that fitted after a context-length error
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client.settings.provider}:{self.client.settings.model})"
@@ -74,25 +77,44 @@ class LLMAgent:
     def budget(self, window: ContextWindow) -> int | None:
         """The prompt token budget for the window: the team setting the engine passes, else ours."""
         value = window.settings.get("context_tokens")
-        return int(value) if value else self.context_tokens
+        budget = int(value) if value else self.context_tokens
+        if self.shrunk_to is not None:  # the model's context is smaller: later calls start within it
+            return self.shrunk_to if budget is None else min(budget, self.shrunk_to)
+        return budget
 
     @staticmethod
     def previous_error(window: ContextWindow) -> str | None:
         feedback = getattr(window, "feedback", None) or []
         return str(feedback[-1]) if feedback else None
 
-    def ask(self, window: ContextWindow, system: str, user: str, version: str,
+    def ask(self, window: ContextWindow, system: str, user: Callable[[int | None], str], version: str,
             parse: Callable[[str], Answer]) -> Answer:
-        """One call: stream to the UI, turn failures into the engine's errors, attach usage."""
+        """One call: stream to the UI, turn failures into the engine's errors, attach usage. `user` builds
+        the user prompt for a window token budget; a context-length error shrinks the window once."""
         if self.previous_error(window):
             window.stream("\n\n--- re-asking: " + self.previous_error(window)[:300] + " ---\n\n")
-        stream = StreamBatcher(window.stream)
+        budget, note = fitted_budget(self.client, window, self.budget(window))
         try:
-            text, record = self.client.complete(system, user, on_text=stream, prompt_version=version)
-        except LLMError as exc:
-            raise AgentError(exc.message, permanent=exc.permanent) from exc
-        finally:
-            stream.flush()
+            text, record = self.call(window, system, user, budget, version)
+        except ContextTooLong as exc:
+            s = self.client.settings
+            window_tokens = self.client.count_tokens(window_text(window, budget))[0]
+            smaller = shrunk_budget(exc.message, budget, s.max_tokens, window_tokens)
+            fix = (f"lower --context-tokens (the window had {window_tokens} tokens) or --max-tokens (now "
+                   f"{s.max_tokens}) so that both fit {s.model}'s context")
+            if smaller is None:
+                raise AgentError(f"{exc.message}; {fix}", permanent=True) from exc
+            window.stream(f"\n[the prompt did not fit {s.model}'s context: window shrunk to {smaller} tokens]\n")
+            try:
+                text, record = self.call(window, system, user, smaller, version)
+            except ContextTooLong as again:
+                raise AgentError(f"{again.message}, even with the window shrunk to {smaller} tokens; {fix}",
+                                 permanent=True) from again
+            record.notes.append(f"context-length error: window shrunk from {window_tokens} to {smaller} tokens "
+                                "(and kept so for this agent's later calls)")
+            self.shrunk_to = smaller
+        if note:
+            record.notes.append(note)
         usage = usage_of(record)
         try:
             answer = parse(text)
@@ -105,6 +127,23 @@ class LLMAgent:
         answer.usage = usage
         return answer
 
+    def call(self, window: ContextWindow, system: str, user: Callable[[int | None], str], budget: int | None,
+             version: str) -> tuple[str, CallRecord]:
+        """Send the prompt for `budget`, the window marked as a cacheable prefix (re-asks' feedback follows
+        it, so they read it back). Provider failures become AgentError, except ContextTooLong."""
+        prompt = user(budget)
+        rendered = window_text(window, budget)
+        prefix, rest = (rendered, prompt[len(rendered):]) if prompt.startswith(rendered) else ("", prompt)
+        stream = StreamBatcher(window.stream)
+        try:
+            return self.client.complete(system, rest, on_text=stream, prompt_version=version, cached_prefix=prefix)
+        except ContextTooLong:
+            raise
+        except LLMError as exc:
+            raise AgentError(exc.message, permanent=exc.permanent) from exc
+        finally:
+            stream.flush()
+
     def describe(self) -> dict[str, Any]:
         return self.client.settings.to_dict()
 
@@ -115,7 +154,7 @@ class LLMPlanAgent(LLMAgent):
     def plan(self, window: ContextWindow) -> PlanAnswer:
         target = target_of(window, self.target)
         return self.ask(window, plan_prompt.system(window, target),
-                        plan_prompt.user_prompt(window, self.budget(window), self.previous_error(window)),
+                        lambda budget: plan_prompt.user_prompt(window, budget, self.previous_error(window)),
                         plan_prompt.VERSION, plan_prompt.parse)
 
 
@@ -125,7 +164,7 @@ class LLMCodeAgent(LLMAgent):
     def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
         target = target_of(window, self.target)
         return self.ask(window, code_prompt.system(window, target),
-                        code_prompt.user_prompt(window, plan, self.budget(window), self.previous_error(window)),
+                        lambda budget: code_prompt.user_prompt(window, plan, budget, self.previous_error(window)),
                         code_prompt.VERSION, lambda text: code_prompt.parse(text, plan))
 
 
@@ -135,7 +174,7 @@ class LLMDebugAgent(LLMAgent):
     def debug(self, window: ContextWindow) -> CodeAnswer:
         target = target_of(window, self.target)
         return self.ask(window, debug_prompt.system(window, target),
-                        debug_prompt.user_prompt(window, self.budget(window), self.previous_error(window)),
+                        lambda budget: debug_prompt.user_prompt(window, budget, self.previous_error(window)),
                         debug_prompt.VERSION, lambda text: debug_prompt.parse(text, window))
 
 
@@ -157,6 +196,6 @@ class SingleAgent(LLMAgent):
         target = target_of(window, self.target)
         instruction = plan.instructions[0] if len(plan.instructions) == 1 else ""
         return self.ask(window, single_prompt.system(window, target),
-                        single_prompt.user_prompt(window, self.budget(window), instruction,
-                                                  self.previous_error(window)),
+                        lambda budget: single_prompt.user_prompt(window, budget, instruction,
+                                                                 self.previous_error(window)),
                         single_prompt.VERSION, lambda text: single_prompt.parse(text, window))

@@ -6,19 +6,25 @@
   search-single  one agent + the adaptive ε-greedy policy
   ma-only        plan + code + debug agents, best-of-K from the root (no search)
 
-Options (CLI flags / run settings): provider, model, base_url, api_key, max_tokens, temperature,
-timeout_s, max_retries, stream, and the same per role as plan_*, code_*, debug_* (the single
+Options (CLI flags / run settings): provider, model, base_url, api_key, api_key_env, max_tokens, temperature,
+timeout_s, max_retries, stream, prompt_caching, reasoning_effort, and the same per role as plan_*, code_*, debug_* (the single
 agent reads single_*, then plan_*); policy (overrides the team's), n_root, n_child, eps; max_reasks, top_r, context_tokens,
-target; cost_limit_usd (checked before every call).
+target; cost_limit_usd (the CLI's --cost-limit: checked before every call against the call's worst case,
+over all attempts in flight); price (--price [MODEL=]INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]], repeatable);
+prices (a STARK_PRICES_JSON-style override).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from search.engine.agents import Team
 from search.engine.policies import AdaptiveEpsilonGreedy, Policy, get_policy
-from search.llm import ConfigError, CostMeter, LLMClient, load_prices, role_settings
+from search.llm import ConfigError, CostMeter, LLMClient, RoleSettings, load_prices, price_for, role_settings
+from search.llm.client import HOSTED
+from search.llm.price_table import AS_OF
+from search.llm.pricing import Price, parse_price_option
 from search.teams.llm.agents import (
     DEFAULT_CONTEXT_TOKENS,
     LLMCodeAgent,
@@ -26,6 +32,8 @@ from search.teams.llm.agents import (
     LLMPlanAgent,
     SingleAgent,
 )
+
+log = logging.getLogger(__name__)
 
 LLM_TEAM_NAMES = ("stark", "sampling", "reflexion", "search-single", "ma-only")
 DEFAULT_POLICY = {"stark": "adaptive-egreedy", "sampling": "best-of-k", "reflexion": "reflexion",
@@ -46,7 +54,7 @@ def _policy(name: str, options: dict[str, Any]) -> Policy:
 
 
 def _cost_limit(options: dict[str, Any]) -> float | None:
-    value = options.get("cost_limit_usd", options.get("max_cost_usd"))
+    value = options.get("cost_limit_usd")
     if value is None:
         return None
     try:
@@ -58,35 +66,60 @@ def _cost_limit(options: dict[str, Any]) -> float | None:
     return limit
 
 
+def _prices(options: dict[str, Any], role_set: dict[str, RoleSettings], limit: float | None) -> dict[str, Price]:
+    """The price table of the run: defaults, STARK_PRICES_JSON or options["prices"], then --price. A hosted
+    model without a price is warned about loudly, and refused when a cost limit could not be enforced."""
+    prices = load_prices(options.get("prices"))
+    if options.get("price"):
+        prices.update(parse_price_option(options["price"], sorted({s.model for s in role_set.values()})))
+    unknown = sorted({(s.provider, s.model) for s in role_set.values()
+                      if s.provider in HOSTED and price_for(s.model, prices) is None})
+    for provider, model in unknown:
+        log.warning("NO PRICE for %s model %r (price table of %s): its calls count as $0 in usage and cost "
+                    "limits; give its price with --price %s=INPUT,OUTPUT (USD per million tokens)",
+                    provider, model, AS_OF, model)
+    if unknown and limit is not None:
+        names = ", ".join(model for _, model in unknown)
+        raise ConfigError(f"--cost-limit {limit:g} cannot be enforced: no price is known for {names} (price "
+                          f"table of {AS_OF}); give it with --price {unknown[0][1]}=INPUT,OUTPUT (USD per million "
+                          "tokens) or STARK_PRICES_JSON, or drop --cost-limit")
+    return prices
+
+
 def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
     """Build an LLM team. Raises ConfigError (a ValueError) naming the missing key/model/URL."""
     options = dict(options or {})
     if name not in LLM_TEAM_NAMES:
         raise ConfigError(f"unknown LLM team {name!r}; expected one of {', '.join(LLM_TEAM_NAMES)}")
-    prices = load_prices(options.get("prices"))
-    meter = CostMeter(_cost_limit(options))
+    policy = _policy(DEFAULT_POLICY[name], options)
+    # Best-of-K never selects a failed node, so sampling needs no fixer (unless --policy says otherwise).
+    fixes = policy.name != "best-of-k"
+    roles = ("plan", "code", "debug") if name in ("stark", "ma-only") else ("single", "debug") if fixes else ("single",)
+    role_set = {role: role_settings(options, role) for role in roles}
+    limit = _cost_limit(options)
+    prices = _prices(options, role_set, limit)
+    meter = CostMeter(limit, spent_usd=float(options.get("cost_spent_usd") or 0.0))  # the run's spend so far
     context_tokens = int(options.get("context_tokens") or DEFAULT_CONTEXT_TOKENS)
     target = options.get("target")
 
     def client(role: str) -> LLMClient:
-        return LLMClient(role_settings(options, role), prices=prices, meter=meter)
+        return LLMClient(role_set[role], prices=prices, meter=meter)
 
     def agent(cls: type, role: str) -> Any:
         return cls(client(role), context_tokens=context_tokens, target=target)
 
     plan = code = debug = None
-    policy = _policy(DEFAULT_POLICY[name], options)
     if name in ("stark", "ma-only"):
         plan, code = agent(LLMPlanAgent, "plan"), agent(LLMCodeAgent, "code")
         debug = agent(LLMDebugAgent, "debug")
     else:
-        # Best-of-K never selects a failed node, so sampling needs no fixer (unless --policy says otherwise).
-        fixes = policy.name != "best-of-k"
         single = SingleAgent(client("single"), context_tokens=context_tokens, target=target,
                              debug_client=client("debug") if fixes else None)
         code = single
         debug = single if fixes else None
-    settings: dict[str, Any] = {}
+    # The LLM client already retried transient failures (max_retries): the engine's second try would
+    # multiply the requests of a failing provider, so it is off unless asked for.
+    settings: dict[str, Any] = {"max_agent_retries": 0}
     for key, kind in ENGINE_SETTINGS.items():
         if options.get(key) is not None:
             settings[key] = kind(options[key])

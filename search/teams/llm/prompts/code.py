@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END, AnchorError, check_filled, parse_anchors
-from search.llm.prompts.common import candidate_block, rejection_note, system_prompt
+from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
 VERSION = "code/1"
 

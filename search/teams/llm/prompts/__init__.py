@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from search.llm.prompts import code, debug, plan, single
+from search.teams.llm.prompts import code, debug, plan, single
 
 VERSIONS = {"plan": plan.VERSION, "code": code.VERSION, "debug": debug.VERSION, "single": single.VERSION}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
-from search.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
+from search.teams.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
 VERSION = "single/1"
 

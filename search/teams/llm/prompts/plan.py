@@ -10,7 +10,7 @@ import re
 
 from search.engine.agents import ContextWindow, MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END, AnchorError, resolve_instructions
-from search.llm.prompts.common import candidate_block, rejection_note, system_prompt
+from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
 VERSION = "plan/1"
 
