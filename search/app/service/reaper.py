@@ -10,10 +10,10 @@ STARK_REAP_INTERVAL_S seconds while runs are active, and from `manage.py stark_r
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from datetime import timedelta
 
+from django.conf import settings
 from rq.registry import StartedJobRegistry
 
 from search.app.models import Node, Run
@@ -31,7 +31,7 @@ def chain_key() -> str:
 
 
 def interval_s() -> int:
-    return max(1, int(os.environ.get("STARK_REAP_INTERVAL_S", "30")))
+    return settings.STARK_REAP_INTERVAL_S
 
 
 def cleanup_abandoned() -> None:
