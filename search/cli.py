@@ -34,7 +34,7 @@ class UsageError(Exception):
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options `run` and `bench` share."""
-    p.add_argument("--team", required=True, choices=TEAM_NAMES, help="agent team (scripted is for tests)")
+    p.add_argument("--team", required=True, choices=TEAM_NAMES, help="agent team")
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="attempts B per problem (default 30)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0, help="seed of selection and evaluation (default 0)")
@@ -72,7 +72,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--max-reasks", type=int, default=None, help="re-asks of a malformed answer (default 2)")
     s.add_argument("--top-r", type=int, default=None, help="leaderboard entries in the plan window (default 3)")
     s.add_argument("--context-tokens", type=int, default=None, help="prompt token budget per context window")
-    s.add_argument("--script", default=None, help="scripted team only: comma-separated script tokens")
+    s.add_argument("--script", default=None, help="the tests' scripted team only: comma-separated script tokens")
     s.add_argument("--quiet", action="store_true", help="print only the final summary")
 
 
@@ -217,7 +217,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
         tree.settings.update({k: settings[k] for k in ("budget", "parallel", "time_limit_s", "cost_limit_usd")})
     else:
         tree = Tree(source, settings, meta={"problem_summary": summary})
-    sinks: list[Callable[[Event], None]] = [] if args.quiet else [printer(out, args.budget)]
+    sinks: list[Callable[[Event], object]] = [] if args.quiet else [printer(out, args.budget)]
     if events_file:
         Path(events_file).parent.mkdir(parents=True, exist_ok=True)
     handle = open(events_file, "w") if events_file else None  # noqa: SIM115

@@ -84,8 +84,9 @@ class LLMAgent:
     def ask(self, window: ContextWindow, system: str, user: str, version: str,
             parse: Callable[[str], Answer]) -> Answer:
         """One call: stream to the UI, turn failures into the engine's errors, attach usage."""
-        if self.previous_error(window):
-            window.stream("\n\n--- re-asking: " + self.previous_error(window)[:300] + " ---\n\n")
+        error = self.previous_error(window)
+        if error:
+            window.stream("\n\n--- re-asking: " + error[:300] + " ---\n\n")
         stream = StreamBatcher(window.stream)
         try:
             text, record = self.client.complete(system, user, on_text=stream, prompt_version=version)

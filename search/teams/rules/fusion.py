@@ -248,7 +248,7 @@ def build_region(index: int, group: list[fx.Node], calls: dict[fx.Node, OpCall],
     return Region(index, [n.name for n in group], inputs, steps, shape, dtype, [s.call.op for s in steps])
 
 
-def forward_signature(model_class: type) -> tuple[str, str]:
+def forward_signature(model_class: type[Any]) -> tuple[str, str]:
     """The reference forward's parameter list (with self) and the matching call arguments."""
     sig = inspect.signature(model_class.forward)
     params = list(sig.parameters.values())
