@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from search.engine.agents import Team
 
 TEAM_MODULES = {
-    "scripted": "search.teams.scripted",   # deterministic answers, tests only
     "rules": "search.teams.rules",         # offline, no LLM
     "stark": "search.teams.llm_teams",     # plan + code + debug agents, adaptive ε-greedy
     "sampling": "search.teams.llm_teams",  # single agent, best-of-K from the root
@@ -21,7 +20,13 @@ TEAM_MODULES = {
     "search-single": "search.teams.llm_teams",  # single agent + STARK's policy
     "ma-only": "search.teams.llm_teams",   # plan + code + debug agents, best-of-K
 }
-TEAM_NAMES = tuple(TEAM_MODULES)
+# The names of the registered teams: a live view, so a team registered later (register_team) is known everywhere.
+TEAM_NAMES = TEAM_MODULES.keys()
+
+
+def register_team(name: str, module_name: str) -> None:
+    """Add a team the product does not ship (the tests' deterministic `scripted` team: tests/plugins/)."""
+    TEAM_MODULES[name] = module_name
 
 
 def default_target(team: str, device: str) -> str:

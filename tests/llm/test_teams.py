@@ -80,6 +80,7 @@ def add_failed_child(engine: Engine, results: dict[str, Any]) -> int:
     return child.id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_stark_plans_at_08_codes_at_01_and_records_usage(stub: StubLLMServer, results: dict, provider: str) -> None:
     events: list[Event] = []
@@ -101,6 +102,7 @@ def test_stark_plans_at_08_codes_at_01_and_records_usage(stub: StubLLMServer, re
     assert [e.data["role"] for e in events if e.type == "agent.call"] == ["plan", "code"]
 
 
+@pytest.mark.slow
 def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub), results, [])
     stub.push(Reply("I would fuse relu and the scale.", output_tokens=50))
@@ -112,6 +114,7 @@ def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub
     assert "malformed answer" in child.agent_log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_an_answer_cut_off_at_max_tokens_says_how_to_fix_it(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = engine_for("stark", options(stub, provider, max_tokens=64), results, [])
@@ -122,6 +125,7 @@ def test_an_answer_cut_off_at_max_tokens_says_how_to_fix_it(stub: StubLLMServer,
     assert child.usage["calls"][0]["stop_reason"] in ("max_tokens", "length")
 
 
+@pytest.mark.slow
 def test_a_plan_malformed_past_the_bound_fails_the_attempt(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub, max_reasks=1), results, [])
     stub.push(Reply("no code"), Reply("```python\nclass ModelNew: pass\n```"))
@@ -131,6 +135,7 @@ def test_a_plan_malformed_past_the_bound_fails_the_attempt(stub: StubLLMServer, 
     assert len(child.usage["calls"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_a_bad_key_stops_the_run_with_the_fix(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = engine_for("stark", options(stub, provider), results, [])
@@ -142,6 +147,7 @@ def test_a_bad_key_stops_the_run_with_the_fix(stub: StubLLMServer, results: dict
     assert child.verdict == "agent_error" and len(stub.requests) == 1
 
 
+@pytest.mark.slow
 def test_the_debug_agent_fixes_a_failed_node_at_01(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub, debug_model="claude-haiku-4-5"), results, [])
     failed = add_failed_child(engine, results)
@@ -153,6 +159,7 @@ def test_the_debug_agent_fixes_a_failed_node_at_01(stub: StubLLMServer, results:
     assert "minimal fix (stub debug agent)" in child.source
 
 
+@pytest.mark.slow
 def test_sampling_uses_one_agent_writing_whole_files(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("sampling", options(stub, "openai-compatible"), results, [])
     child = engine.expand(0)
@@ -161,6 +168,7 @@ def test_sampling_uses_one_agent_writing_whole_files(stub: StubLLMServer, result
     assert [c["role"] for c in child.usage["calls"]] == ["single"]
 
 
+@pytest.mark.slow
 def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("reflexion", options(stub), results, [])
     failed = add_failed_child(engine, results)
@@ -169,6 +177,7 @@ def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: St
     assert child.role == "debug" and stub.requests[-1].temperature == 0.1
 
 
+@pytest.mark.slow
 def test_the_cost_limit_stops_before_the_next_call(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub, cost_limit_usd=1e-9), results, [])
     with pytest.raises(AgentError) as info:
@@ -177,6 +186,7 @@ def test_the_cost_limit_stops_before_the_next_call(stub: StubLLMServer, results:
     assert len(stub.requests) == 1  # the plan call was made, the code call was not
 
 
+@pytest.mark.slow
 def test_the_key_never_reaches_the_tree_events_or_logs(stub: StubLLMServer, results: dict) -> None:
     events: list[Event] = []
     engine = engine_for("stark", options(stub), results, events)
