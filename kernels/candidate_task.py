@@ -104,7 +104,7 @@ def same(a: list[Any], b: list[Any]) -> bool:
     return True
 
 
-def build(task: dict[str, Any], work_dir: Path, device: torch.device) -> torch.nn.Module:
+def build(task: dict[str, Any], work_dir: Path, device: torch.device) -> type:
     try:
         module = loading.load_module(task["candidate_source"], "candidate", work_dir)
     except BaseException as exc:  # noqa: BLE001

@@ -26,7 +26,7 @@ class Comparison:
     reason: str = ""
 
 
-def compare(candidate: list[torch.Tensor], reference: list[torch.Tensor], dtypes: list[str] | None,
+def compare(candidate: list[Any], reference: list[Any], dtypes: list[str] | None,
             atol: float, rtol: float) -> Comparison:
     if len(candidate) != len(reference):
         return Comparison(False, reason=f"forward() returned {len(candidate)} output(s), expected {len(reference)}")

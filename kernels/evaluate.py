@@ -105,9 +105,10 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
         if kind in BASELINE_KEYS and kind in settings.baselines:
             base[BASELINE_KEYS[kind]] = value.get("ms")
     result.baselines = base if settings.baselines else None  # type: ignore[assignment]
-    if result.timing is None:
+    timing = result.timing
+    if timing is None:
         return
-    ms = result.timing["median_ms"]
+    ms = timing["median_ms"]
     if result.verdict == "pass" and ms > 0:
         if base["eager_ms"]:
             result.speedup_vs_eager = round(base["eager_ms"] / ms, 4)
@@ -116,12 +117,12 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
     if not settings.roofline:
         return
     figures, _ = judge.roofline_figures(reference, ms, settings)
-    best, beyond = judge.roofline_figures(reference, result.timing["min_ms"], settings)
+    best, beyond = judge.roofline_figures(reference, timing["min_ms"], settings)
     result.roofline = figures  # type: ignore[assignment]
     if figures and result.verdict == "pass":
         if beyond:
             result.flags.append("beyond_roofline")
-            detail = (f"the best run, {result.timing['min_ms']:.4g} ms, reaches {best['pct_of_peak']:.0f}% of the "
+            detail = (f"the best run, {timing['min_ms']:.4g} ms, reaches {best['pct_of_peak']:.0f}% of the "  # type: ignore[index]
                       f"{figures['bound']} roofline (flagged past {settings.effective_roofline_margin:.0%}): faster than "
                       "this device can move/compute the data (bug or exploit)")
             result.integrity.append({"name": "beyond_roofline", "status": "flag", "detail": detail})

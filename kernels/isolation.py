@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 CODE_PACKAGES = ("kernels", "search")  # what children import from the checkout (search.teams.rules: analysis)
@@ -150,7 +151,7 @@ def _trial(cmd: list[str], uid: int | None, gid: int | None, cwd: str | None = N
         return False
 
 
-def ids(uid: int | None, gid: int | None) -> dict[str, object]:
+def ids(uid: int | None, gid: int | None) -> dict[str, Any]:
     """Popen arguments that start the child as uid/gid with no supplementary groups (nothing when None)."""
     return {} if uid is None else {"user": uid, "group": gid, "extra_groups": []}
 
@@ -232,11 +233,11 @@ def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda:
             continue  # already visible through a parent mount
         seen.append((source, dest))
         args += ["--ro-bind", source, dest]
-    for path in hidden:
-        if any(_inside(str(path), d) for _, d in seen):
-            args += ["--tmpfs", str(path)]
-    for path in [work_dir, *writable]:
-        args += ["--bind", str(path), str(path)]
+    for hide in hidden:
+        if any(_inside(str(hide), d) for _, d in seen):
+            args += ["--tmpfs", str(hide)]
+    for place in [work_dir, *writable]:
+        args += ["--bind", str(place), str(place)]
     return [*args, "--chdir", str(work_dir), "--"]
 
 

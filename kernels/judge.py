@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kernels import correctness, digest, probes, roofline, stats
-from kernels.result import Check, EvalResult
+from kernels.result import Check, Correctness, EvalResult, Timing
 from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
 
@@ -113,7 +113,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     comparisons = [correctness.compare(got, want, ref_dtypes, settings.atol, settings.rtol)
                    for got, want in zip(saved["trials"], ref_outputs[:-1])]
     failing = next((i for i, c in enumerate(comparisons) if not c.ok), None)
-    result.correctness = {
+    outcome: Correctness = {
         "trials": len(comparisons), "passed": sum(c.ok for c in comparisons), "atol": settings.atol,
         "rtol": settings.rtol, "max_abs_error": max((c.max_abs for c in comparisons), default=None),
         "max_rel_error": max((c.max_rel for c in comparisons), default=None), "seeds": trial_seeds,
@@ -122,9 +122,10 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
         "mode": "digest" if ref.digest else "full",
     }
     if ref.digest:
-        result.correctness["digest"] = {"samples_per_output": digest.SAMPLE_COUNT, "block": digest.CHUNK,
+        outcome["digest"] = {"samples_per_output": digest.SAMPLE_COUNT, "block": digest.CHUNK,
                                         "detail": "outputs too large to keep whole: every sampled element and every "
                                                   "block sum checked against the reference (kernels/digest.py)"}
+    result.correctness = outcome
     reasons: list[str] = []
     if failing is not None:
         reasons.append(f"incorrect on trial {failing} (seed {trial_seeds[failing]}): {comparisons[failing].reason}")
@@ -134,7 +135,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     checks += flag_checks
     result.integrity = checks
     result.flags = flags
-    result.timing = timing_summary
+    result.timing = cast(Timing, timing_summary)
     failed = [c for c in checks if c["status"] == "fail"]
     if failed:
         result.verdict = "rejected"
@@ -144,7 +145,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
         result.reasons = reasons
     else:
         result.reasons = [f"correct on {len(comparisons)} trials (max abs error "
-                          f"{result.correctness['max_abs_error']:.3g})"]
+                          f"{outcome['max_abs_error']:.3g})"]
         result.reasons += [f"flag {c['name']}: {c['detail']}" for c in checks if c["status"] == "flag"]
     return result
 
@@ -218,7 +219,7 @@ def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: 
     kept = [*saved.get("sampled", []), (saved.get("timed_seed"), saved["timed"])]
     timed = correctness.Comparison(True)
     for seed, outputs in kept if timed_reference is not None else []:  # None: a provisional judgement
-        want = timed_reference.get(int(seed)) if seed is not None else None
+        want = timed_reference.get(int(seed)) if seed is not None else None  # type: ignore[union-attr]  # not None here
         if isinstance(want, dict):  # digest mode: the reference digests taken at this output's positions
             want = want.get(tuple(int(o["position_seed"]) if digest.is_digest(o) else 0 for o in outputs))
         if want is None:

@@ -92,7 +92,8 @@ class HarnessSnapshot:
             self.modules[mod.__name__] = {k: _fingerprint(v) for k, v in list(vars(mod).items())
                                           if callable(v) and not isinstance(v, ModuleType)}
         self.classes: dict[str, tuple[type, dict[str, tuple[int, int]]]] = {}
-        for cls in (torch.Tensor, torch._C.TensorBase, torch.nn.Module, torch.cuda.Event, torch.cuda.Stream):
+        watched: tuple[type, ...] = (torch.Tensor, torch._C.TensorBase, torch.nn.Module, torch.cuda.Event, torch.cuda.Stream)
+        for cls in watched:
             self.classes[cls.__qualname__] = (cls, {k: _fingerprint(v) for k, v in list(vars(cls).items())})
         for cls in _harness_classes(mods):
             self.classes[f"{cls.__module__}.{cls.__qualname__}"] = (
@@ -173,7 +174,7 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
-def new_threads(before: set[int]) -> list[threading.Thread]:
+def new_threads(before: set[int | None]) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
 
 
@@ -265,4 +266,4 @@ class CustomKernelTracer:
 
     def __exit__(self, *exc: object) -> None:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)

@@ -247,7 +247,7 @@ class Baseline:
 
 def prepare_baseline(module: Any, task: dict[str, Any], device: torch.device, kind: str) -> Baseline:
     """The untimed part of a baseline: build the model and make its first call (where torch.compile compiles)."""
-    model = problem_model(module, task, device)
+    model: Any = problem_model(module, task, device)  # an nn.Module, or what torch.compile makes of it
     inputs = problem_inputs(module, task["seeds"][0], device)
     try:
         if kind == "compile":

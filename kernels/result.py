@@ -11,7 +11,15 @@ CHECK_STATUSES = ("pass", "fail", "flag", "skipped")
 LOG_LIMIT = 20_000
 
 
-class Correctness(TypedDict):
+class CorrectnessDetail(TypedDict, total=False):
+    """Keys of Correctness that a result may lack (older results, or provisional judgements)."""
+
+    timed_seeds: list[int]
+    mode: str
+    digest: dict[str, Any]
+
+
+class Correctness(CorrectnessDetail):
     trials: int
     passed: int
     atol: float

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.phase("timing")
             for name in order:
                 model = models[name]
-                rounds[name].append(time_callable(lambda m=model: m(*inputs), device, runs, warmup, flush)[1])
+                rounds[name].append(time_callable(partial(model, *inputs), device, runs, warmup, flush)[1])
     patched = guard.changes()
     if patched:
         raise RuntimeError("the candidate replaced the timer, torch's functions or the harness's own ("

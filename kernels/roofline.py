@@ -7,7 +7,9 @@ A time below the roofline bound by more than `margin` is physically implausible:
 
 from __future__ import annotations
 
+import operator
 import time
+from functools import partial
 from typing import Any
 
 MAX_AGE_S = 86400.0  # ceilings older than a day are measured again (one measured under load must not stick)
@@ -58,22 +60,22 @@ def measure_once(device: Any) -> dict[str, Any]:
     n = (1 << 28) if cuda else (1 << 24)  # 1 GiB / 64 MiB of float32
     src = torch.randn(n, device=device)
     dst = torch.empty_like(src)
-    stats, _, _ = time_callable(lambda s=src, d=dst: d.copy_(s), device, runs=30, warmup=3, flush=False)
+    stats, _, _ = time_callable(partial(dst.copy_, src), device, runs=30, warmup=3, flush=False)
     copy_gbps = 2 * n * 4 / (stats["min_ms"] * 1e-3) / 1e9
-    src = dst = None
+    src = dst = None  # type: ignore[assignment]  # free the buffers before the matmuls
     rates: dict[str, float] = {}
     dtypes = [torch.float32, torch.bfloat16, torch.float16] if cuda else [torch.float32]
     size = 8192 if cuda else 1024
     for dtype in dtypes:
         a = torch.randn(size, size, device=device, dtype=dtype)
         b = torch.randn(size, size, device=device, dtype=dtype)
-        stats, _, _ = time_callable(lambda a=a, b=b: a @ b, device, runs=10 if cuda else 5, warmup=2, flush=False)
+        stats, _, _ = time_callable(partial(operator.matmul, a, b), device, runs=10 if cuda else 5, warmup=2, flush=False)
         rates[str(dtype).replace("torch.", "")] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
         if cuda and dtype == torch.float32:  # float32 work on tensor cores: cuDNN's default for convolutions
             before = torch.backends.cuda.matmul.allow_tf32
             try:
                 torch.backends.cuda.matmul.allow_tf32 = True
-                stats, _, _ = time_callable(lambda a=a, b=b: a @ b, device, runs=10, warmup=2, flush=False)
+                stats, _, _ = time_callable(partial(operator.matmul, a, b), device, runs=10, warmup=2, flush=False)
                 rates["tfloat32"] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
             except (RuntimeError, AttributeError):  # a torch without the switch: the FP32 rate stays the ceiling
                 rates["tfloat32"] = 0.0
@@ -95,7 +97,7 @@ def assess(flops: float, moved_bytes: float, ms: float, ceilings: dict[str, Any]
     compute_s = flops / (peak_tflops * 1e12) if peak_tflops else 0.0
     memory_s = moved_bytes / (peak_gbps * 1e9) if peak_gbps else 0.0
     bound_s = max(compute_s, memory_s)
-    figures = {
+    figures: dict[str, Any] = {
         "flops": float(flops), "bytes": float(moved_bytes),
         "achieved_tflops": flops / seconds / 1e12 if seconds > 0 else 0.0,
         "achieved_gbps": moved_bytes / seconds / 1e9 if seconds > 0 else 0.0,

@@ -181,7 +181,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                                         cwd=work_dir, env=child_env, start_new_session=True, close_fds=True,
                                         pass_fds=(write_fd, *lock_fds),
                                         preexec_fn=isolation.child_limits(disk_limit_mb, chosen.uid is not None),
-                                        **isolation.ids(chosen.uid, chosen.gid))  # type: ignore[call-overload]
+                                        **isolation.ids(chosen.uid, chosen.gid))
                 try:
                     assert proc.stdin is not None
                     proc.stdin.write(nonce.encode() + b"\n")

@@ -60,7 +60,8 @@ class ZygoteChild:
     """A forked child, with the parts of subprocess.Popen that kernels.sandbox.run_worker uses."""
 
     def __init__(self, conn: socket.socket, pid: int) -> None:
-        self.conn, self.pid, self.returncode = conn, pid, None
+        self.conn, self.pid = conn, pid
+        self.returncode: int | None = None
         self._buffer = b""
 
     def _read(self, timeout: float) -> None:
@@ -202,8 +203,8 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
         for target, fd in zip(request["targets"], high):
             os.dup2(fd, int(target), inheritable=True)
         keep = {int(t) for t in request["targets"]}
-        for fd in os.listdir("/proc/self/fd"):
-            number = int(fd)
+        for entry in os.listdir("/proc/self/fd"):
+            number = int(entry)
             if number not in keep:
                 with contextlib.suppress(OSError):
                     os.close(number)
@@ -300,12 +301,12 @@ def serve(path: Path) -> None:
                 break
             if pid == 0:
                 break
-            conn = children.pop(pid, None)
-            if conn is not None:
+            reporter = children.pop(pid, None)
+            if reporter is not None:
                 code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
                 with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
-                conn.close()
+                    reporter.sendall(json.dumps({"exit": code}).encode() + b"\n")
+                reporter.close()
             last_used = time.monotonic()
         if not children and time.monotonic() - last_used > IDLE_S:
             with contextlib.suppress(FileNotFoundError):

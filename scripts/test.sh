@@ -33,5 +33,7 @@ for _ in $(seq 50); do .venv/bin/python -c "import redis,os; redis.Redis.from_ur
 
 echo "==> ruff"
 .venv/bin/ruff check .
+echo "==> mypy (the pure packages: [tool.mypy] in pyproject.toml)"
+.venv/bin/python -m mypy
 echo "==> pytest (Redis at $redis_dir/redis.sock)"
 .venv/bin/python -m pytest "$@"

@@ -18,7 +18,7 @@ from search.teams import TEAM_NAMES
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options `run` and `bench` share."""
-    p.add_argument("--team", required=True, choices=TEAM_NAMES, help="agent team (scripted is for tests)")
+    p.add_argument("--team", required=True, choices=TEAM_NAMES, help="agent team")
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                    help=f"attempts B per problem, 1 to {MAX_BUDGET} (default {DEFAULT_BUDGET})")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
@@ -64,7 +64,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--max-reasks", type=int, default=None, help="re-asks of a malformed answer (default 2)")
     s.add_argument("--top-r", type=int, default=None, help="leaderboard entries in the plan window (default 3)")
     s.add_argument("--context-tokens", type=int, default=None, help="prompt token budget per context window")
-    s.add_argument("--script", default=None, help="scripted team only: comma-separated script tokens")
+    s.add_argument("--script", default=None, help="the tests' scripted team only: comma-separated script tokens")
     s.add_argument("--quiet", action="store_true", help="print only the final summary")
 
 

@@ -1,7 +1,11 @@
 """Typed readers for settings that come from environment variables.
 
 Each helper fails loudly with ``ImproperlyConfigured`` naming the variable, the bad value and
-what would be accepted, so a typo stops start-up instead of running with a surprise.
+what would be accepted, so a typo stops start-up instead of running with a surprise. stark_web/settings.py reads
+every variable of the Django side at start-up; the few read again outside it have one reader here, called by
+settings.py (so `manage.py check` and every process start validate them) and by their user.
+
+The readers need no Django: a GPU host's bare `rq worker` (search/app/service/worker.py) uses them without it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,12 @@ import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from django.core.exceptions import ImproperlyConfigured
+try:
+    from django.core.exceptions import ImproperlyConfigured
+except ImportError:  # a GPU host's bare rq worker has no Django
+
+    class ImproperlyConfigured(Exception):  # type: ignore[no-redef]
+        """Django's exception of that name, where Django is not installed."""
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
@@ -52,8 +61,22 @@ def _envnumber(name: str, default, kind: type, minimum, maximum):
     if not math.isfinite(value):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number; set it to a number like {default}.")
     if minimum is not None and value < minimum or maximum is not None and value > maximum:
-        raise ImproperlyConfigured(f"{name}={value} is out of range; allowed: {minimum} to {maximum}.")
+        allowed = (f"{minimum} to {maximum}" if minimum is not None and maximum is not None
+                   else f"at least {minimum}" if minimum is not None else f"at most {maximum}")
+        raise ImproperlyConfigured(f"{name}={value} is out of range; allowed: {allowed} (default {default}).")
     return value
+
+
+def envchoice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of choices (compared without case), returned as spelled in choices."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    found = next((choice for choice in choices if choice.lower() == raw.lower()), None)
+    if found is None:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not one of {', '.join(choices)}; set it to one of them "
+                                   f"(default {default}).")
+    return found
 
 
 def envlist(name: str, default: list[str]) -> list[str]:
@@ -225,3 +248,49 @@ def proxy_ssl_header(name: str) -> tuple[str, str] | None:
         raise ImproperlyConfigured(f"{name}={raw!r} is not HEADER=VALUE; use e.g. X-Forwarded-Proto=https "
                                    "(the header your TLS-terminating proxy sets).")
     return "HTTP_" + header.upper().replace("-", "_"), value
+
+
+# --- Variables read outside settings.py too: one reader each, validated by settings.py at start-up ---
+
+
+def job_heartbeat_s() -> int:
+    """How often a worker (search.app.service.worker.Worker) beats while it runs a job."""
+    return envint("STARK_JOB_HEARTBEAT_S", 30, minimum=1)
+
+
+def job_heartbeat_grace_s() -> int:
+    """Missed-heartbeat grace after which a worker's job counts as abandoned."""
+    return envint("STARK_JOB_HEARTBEAT_GRACE_S", 60, minimum=1)
+
+
+def llm_prices(name: str) -> str:
+    """The operator's price overrides (JSON or a JSON file), checked at start-up (search/llm/pricing.py reads it)."""
+    from search.llm.errors import ConfigError
+    from search.llm.pricing import load_prices
+
+    raw = os.environ.get(name, "")
+    try:
+        load_prices(raw or None)
+    except ConfigError as exc:
+        raise ImproperlyConfigured(f"{exc}; fix or unset {name}") from None
+    return raw
+
+
+def rules_analysis_limits() -> tuple[float, float]:
+    """(timeout s, memory MB) of the rules team's analysis child, checked at start-up (search/teams/rules/remote.py
+    reads them in the search worker)."""
+    from search.teams.rules.remote import analysis_memory_mb, analysis_timeout_s
+
+    try:
+        return analysis_timeout_s(), analysis_memory_mb()
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+def header_name(name: str) -> str:
+    """An HTTP header's name (e.g. X-Forwarded-For), or "" when unset."""
+    raw = os.environ.get(name, "").strip()
+    if raw and not all(c.isalnum() or c in "-_" for c in raw):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a header name; use a header name like X-Forwarded-For "
+                                   "(the one your proxy sets), or leave it unset.")
+    return raw

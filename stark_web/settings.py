@@ -10,16 +10,23 @@ from django.core.exceptions import ImproperlyConfigured
 from stark_web.env import (
     database_config,
     envbool,
+    envchoice,
+    envfloat,
     envint,
     envlist,
     envstr,
     eval_ceilings,
+    header_name,
     instance_id,
+    job_heartbeat_grace_s,
+    job_heartbeat_s,
     llm_base_urls,
+    llm_prices,
     private_redis_url,
     production_debug,
     proxy_ssl_header,
     redis_url,
+    rules_analysis_limits,
     secret_key,
 )
 
@@ -105,6 +112,11 @@ RQ_QUEUES = {
     STARK_QUEUE_NAMES["gpu"]: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": envint("STARK_GPU_JOB_TIMEOUT", 1800, minimum=10)},
 }
 RQ = {"WORKER_CLASS": "search.app.service.worker.Worker"}
+# That worker's heartbeat (it reads them through the same readers: a GPU host's bare worker has no settings).
+STARK_JOB_HEARTBEAT_S = job_heartbeat_s()
+STARK_JOB_HEARTBEAT_GRACE_S = job_heartbeat_grace_s()
+# Seconds between passes of the reaper (search/app/service/reaper.py).
+STARK_REAP_INTERVAL_S = envint("STARK_REAP_INTERVAL_S", 30, minimum=1)
 # Queues whose workers /healthz requires; a web-only host may relax this.
 STARK_REQUIRED_QUEUES = envlist("STARK_REQUIRED_QUEUES", ["search", "gpu"])
 if set(STARK_REQUIRED_QUEUES) - set(STARK_QUEUE_NAMES):
@@ -154,16 +166,20 @@ SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
 STARK_EVAL_CEILINGS = eval_ceilings()
 STARK_LLM_BASE_URLS = llm_base_urls("STARK_LLM_BASE_URLS")
+STARK_PRICES_JSON = llm_prices("STARK_PRICES_JSON")
+# The offline rules team's analysis child (read by search/teams/rules/remote.py in the search worker).
+STARK_RULES_ANALYSIS_TIMEOUT_S, STARK_RULES_ANALYSIS_MEMORY_MB = rules_analysis_limits()
 STARK_LOGIN_MAX_FAILURES = envint("STARK_LOGIN_MAX_FAILURES", 5, minimum=1)
 STARK_LOGIN_WINDOW_S = envint("STARK_LOGIN_WINDOW_S", 300, minimum=1)
 # Behind a proxy: the header whose last address is the client's (e.g. X-Forwarded-For), for the login throttle.
-STARK_CLIENT_IP_HEADER = envstr("STARK_CLIENT_IP_HEADER", "")
+STARK_CLIENT_IP_HEADER = header_name("STARK_CLIENT_IP_HEADER")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": envchoice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR",
+                                                                           "CRITICAL"))},
 }
 
 # Per-user limits (README's settings table): active runs, problem checks (each runs the problem in a harness
@@ -175,3 +191,4 @@ STARK_CHECK_TIMEOUT_S = envint("STARK_CHECK_TIMEOUT_S", 30, minimum=5, maximum=3
 # A finished run's best attempt is re-timed side by side with the reference (search/app/service/retime.py).
 STARK_RETIME_AT_END = envbool("STARK_RETIME_AT_END", True)
 STARK_SOCKET_AUTH_S = envint("STARK_SOCKET_AUTH_S", 2, minimum=1, maximum=60)
+STARK_SOCKET_POLL_S = envfloat("STARK_SOCKET_POLL_S", 5.0, minimum=0.1, maximum=3600)

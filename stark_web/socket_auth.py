@@ -4,7 +4,6 @@ re-check of that credential while a socket stays open (a revoked token or an end
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.util import find_spec
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -18,9 +17,7 @@ CLOSE_FORBIDDEN = 4403
 
 @database_sync_to_async
 def user_for_token(token: str):
-    if find_spec("search.app.tokens") is None:
-        return None
-    from search.app.tokens import user_for_api_token
+    from search.app.tokens import user_for_api_token  # the models are loaded by the time a socket connects
 
     return user_for_api_token(token)
 

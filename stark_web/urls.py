@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from importlib.util import find_spec
-
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -23,7 +21,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
+    path("", include("search.app.urls")),  # the service's API and the UI pages live in the search app
 ]
-
-if find_spec("search.app.urls") is not None:  # the service/UI routes live in the search app
-    urlpatterns.append(path("", include("search.app.urls")))

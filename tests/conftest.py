@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins import with_test_teams
+
 ROOT = Path(__file__).resolve().parent.parent
 # Tests follow a run to its end: no side-by-side re-time after it (STARK_RETIME_AT_END), unless a test asks for one
 # (its workers' environment); workers and servers inherit this environment.
@@ -20,12 +23,82 @@ os.environ.setdefault("STARK_RETIME_AT_END", "0")
 ARTIFACTS = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
-def pytest_configure(config) -> None:
-    """This process's settings follow STARK_RETIME_AT_END as set above (Django read its settings earlier)."""
+# Markers that take a test out of `make test-fast` (-m "not slow and not browser and not gpu").
+SLOW_MARKERS = ("slow", "browser", "gpu")
+SPAWN_EVENTS = {"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn", "os.system",
+                "pty.spawn"}
+
+
+class UnmarkedSpawn(RuntimeError):
+    """A test that starts a process (worker, daphne, chromium, harness child, compiler) without the slow marker."""
+
+
+class SpawnGuard:
+    """Fails a test that starts a process but is not marked slow/browser/gpu, so `make test-fast` stays fast.
+
+    An audit hook (PEP 578) sees every process start of this interpreter (subprocess, os.fork, os.exec*,
+    os.posix_spawn, os.system) from any thread; while an unmarked test runs (its fixtures included) the start is
+    refused with an error that names the test and the fix, and recorded, so a test that swallows the error still
+    fails."""
+
+    def __init__(self) -> None:
+        self.item: pytest.Item | None = None
+        self.refused: list[str] = []
+        sys.addaudithook(self.audit)
+
+    def audit(self, event: str, args: tuple) -> None:
+        item = self.item
+        if event not in SPAWN_EVENTS or item is None or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+            return
+        what = f"{event}{_spawn_args(event, args)}"
+        self.refused.append(what)
+        raise UnmarkedSpawn(f"{item.nodeid} starts a process ({what}) but is not marked slow: mark the test (or its "
+                            "file, `pytestmark = pytest.mark.slow`) slow, browser or gpu; `make test-fast` runs only "
+                            "tests that start no process.")
+
+
+def _spawn_args(event: str, args: tuple) -> str:
+    try:
+        shown = args[1] if event == "subprocess.Popen" else args[:2]
+        return f" {' '.join(map(str, shown))[:200]}" if shown else ""
+    except Exception:  # never let the description of a start hide the refusal
+        return ""
+
+
+SPAWN_GUARD = SpawnGuard()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    SPAWN_GUARD.item, SPAWN_GUARD.refused = item, []
+    try:
+        return (yield)
+    finally:
+        SPAWN_GUARD.item = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    result = yield
+    if SPAWN_GUARD.refused:
+        raise UnmarkedSpawn(f"{item.nodeid} tried to start a process ({SPAWN_GUARD.refused[0]}) and is not marked "
+                            "slow: mark it slow, browser or gpu.")
+    return result
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The test-only `scripted` team joins the registry here; children get it through tests.plugins.launch."""
+    from tests.plugins import register
+
+    register()
+    # This process's settings follow STARK_RETIME_AT_END as set above (Django read its settings earlier).
     from django.conf import settings
 
     if settings.configured:
         settings.STARK_RETIME_AT_END = os.environ["STARK_RETIME_AT_END"].lower() in ("1", "true", "yes", "on")
+    # Asked once per process and cached (the openai/anthropic SDKs ask for their headers, running `uname -p`): ask
+    # before the spawn guard watches, so whichever test builds the first client is not taken for a spawner.
+    platform.processor()
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -93,10 +166,11 @@ class Processes:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, args: list[str], log_name: str, **extra_env: str) -> subprocess.Popen:
+        """Start args (this interpreter's children with the test teams registered: tests/plugins)."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         with open(ARTIFACTS / f"{log_name}.log", "ab") as log:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen(args, cwd=ROOT, env=child_env(**extra_env), stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(with_test_teams(args), cwd=ROOT, env=child_env(**extra_env), stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append(proc)
         return proc
 

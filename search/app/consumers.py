@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from search.app.events import events_after, group_name, snapshot
 from search.app.models import Run
@@ -27,7 +27,7 @@ from search.app.service.retime import retime_phases
 from stark_web.socket_auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from stark_web.sockets import GuardedJsonConsumer
 
-POLL_S = float(os.environ.get("STARK_SOCKET_POLL_S", "5"))
+POLL_S = settings.STARK_SOCKET_POLL_S
 PHASE_POLL_S = min(2.0, POLL_S)
 MAX_SEQ = 2**63 - 1
 

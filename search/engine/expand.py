@@ -25,7 +25,10 @@ class Expansion:
 
     tree: Tree
     lock: threading.RLock
-    team: Team
+
+    @property
+    def team(self) -> Team:
+        raise NotImplementedError
 
     def emit(self, type_: str, node: int | None = None, **data: Any) -> None:
         raise NotImplementedError

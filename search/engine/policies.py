@@ -59,7 +59,7 @@ class Policy:
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
-        params = asdict(self) if hasattr(self, "__dataclass_fields__") else {}
+        params = asdict(self) if hasattr(self, "__dataclass_fields__") else {}  # type: ignore[call-overload]
         return {"name": self.name, **params}
 
 

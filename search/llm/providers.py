@@ -66,7 +66,7 @@ class AnthropicProvider:
         import anthropic
 
         self.errors = anthropic
-        self.failures = (anthropic.APIError, *ANSWER_ERRORS)
+        self.failures: tuple[type[Exception], ...] = (anthropic.APIError, *ANSWER_ERRORS)
         self.client = anthropic.Anthropic(api_key=settings.api_key, base_url=settings.base_url,
                                           timeout=anthropic.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
                                           max_retries=0)
@@ -104,8 +104,8 @@ class AnthropicProvider:
                 for event in stream:
                     events += 1
                     delta = getattr(event, "delta", None)
-                    if (event.type == "content_block_delta" and getattr(delta, "type", "") == "text_delta"
-                            and on_text is not None and delta.text):
+                    if (event.type == "content_block_delta" and delta is not None
+                            and getattr(delta, "type", "") == "text_delta" and on_text is not None and delta.text):
                         on_text(delta.text)
                 if events == 0:  # e.g. a proxy answering HTML: the SDK yields nothing rather than failing
                     raise UnreadableStream("the streamed answer held no event (not server-sent events?)")
@@ -131,7 +131,7 @@ class OpenAIProvider:
 
         self.name = settings.provider
         self.errors = openai
-        self.failures = (openai.APIError, *ANSWER_ERRORS)
+        self.failures: tuple[type[Exception], ...] = (openai.APIError, *ANSWER_ERRORS)
         self.client = openai.OpenAI(api_key=settings.api_key, base_url=settings.base_url,
                                     timeout=openai.Timeout(settings.timeout_s, connect=CONNECT_TIMEOUT_S),
                                     max_retries=0)

@@ -26,7 +26,6 @@ class TeamEntry:
 
 
 TEAMS = {
-    "scripted": TeamEntry("search.teams.scripted", "deterministic answers, tests only", llm=False, offered=False),
     "rules": TeamEntry("search.teams.rules", "offline, no LLM: torch.compile modes, CUDA graphs, fused kernels from "
                                              "the traced graph", llm=False),
     "stark": TeamEntry("search.teams.llm_teams", "STARK: plan + code + debug agents over the adaptive ε-greedy tree "
@@ -36,10 +35,18 @@ TEAMS = {
     "search-single": TeamEntry("search.teams.llm_teams", "ablation: one agent with STARK's tree search"),
     "ma-only": TeamEntry("search.teams.llm_teams", "ablation: the multi-agent team, best-of-K"),
 }
-TEAM_NAMES = tuple(TEAMS)
+# The names of the registered teams: a live view, so a team registered later (register_team) is known everywhere.
+TEAM_NAMES = TEAMS.keys()
 TEAM_MODULES = {name: entry.module for name, entry in TEAMS.items()}
 LLM_TEAMS = tuple(name for name, entry in TEAMS.items() if entry.llm)
 OFFLINE_TEAM = "rules"  # the team that needs no provider: the default of a run, and of the form without keys
+
+
+def register_team(name: str, module_name: str, about: str = "", llm: bool = False) -> None:
+    """Add a team the product does not ship (the tests' deterministic `scripted` team: tests/plugins/); the form
+    never offers it."""
+    TEAMS[name] = TeamEntry(module_name, about or name, llm=llm, offered=False)
+    TEAM_MODULES[name] = module_name
 
 
 def default_target(team: str, device: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from search.engine.node import Node
 from search.engine.tree import Tree
-from search.teams.scripted import FACTOR_RE, FAILURE_TAG
+from tests.plugins.scripted import FACTOR_RE, FAILURE_TAG
 
 PROBLEM = '''import torch
 import torch.nn as nn

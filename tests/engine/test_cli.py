@@ -12,6 +12,7 @@ import pytest
 
 from search.cli import build_parser, main
 from search.inline import team_options
+from tests.plugins import with_test_teams
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
@@ -67,8 +68,8 @@ def test_run_end_to_end_with_the_real_evaluator_writes_a_tree_whose_attempts_equ
     out = tmp_path / "tree.json"
     events = tmp_path / "events.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "search", "run", str(TINY), "--team", "scripted", "--budget", "3", "--seed", "1",
-         "--script", "ok,fail,ok", "--out", str(out), "--events", str(events), *FAST],
+        with_test_teams([sys.executable, "-m", "search", "run", str(TINY), "--team", "scripted", "--budget", "3",
+                         "--seed", "1", "--script", "ok,fail,ok", "--out", str(out), "--events", str(events), *FAST]),
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -124,8 +125,9 @@ def test_run_end_to_end_on_cuda(tmp_path):
         pytest.skip("needs a CUDA device")
     out = tmp_path / "tree.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "search", "run", str(TINY), "--team", "scripted", "--budget", "2", "--device", "cuda",
-         "--timing-runs", "20", "--no-compile-baseline", "--script", "ok,fail", "--out", str(out)],
+        with_test_teams([sys.executable, "-m", "search", "run", str(TINY), "--team", "scripted", "--budget", "2",
+                         "--device", "cuda", "--timing-runs", "20", "--no-compile-baseline", "--script", "ok,fail",
+                         "--out", str(out)]),
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 BLOCK_DJANGO = """
@@ -26,9 +28,10 @@ def run_python(code: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_the_engine_and_cli_import_without_django():
     proc = run_python(
-        "import search.engine, search.engine.loop, search.teams, search.teams.scripted, search.cli, search.bench\n"
+        "import search.engine, search.engine.loop, search.teams, tests.plugins.scripted, search.cli, search.bench\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'django')\n"
         "assert not loaded, loaded\n"
         "print('ok')\n"
@@ -37,6 +40,7 @@ def test_the_engine_and_cli_import_without_django():
     assert proc.stdout.strip() == "ok"
 
 
+@pytest.mark.slow
 def test_python_dash_m_search_runs_without_django():
     proc = run_python(
         "import runpy\n"

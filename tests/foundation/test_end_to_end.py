@@ -10,6 +10,8 @@ import urllib.request
 import pytest
 import websockets
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def login_cookie(base_url: str, django_user_model) -> str:
     from django.test import Client

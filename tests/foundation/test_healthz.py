@@ -27,6 +27,7 @@ def test_it_fails_without_workers(client, redis_client, settings):
     assert body["accelerators"][0]["kind"] == "cpu"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_is_healthy_with_a_worker_per_queue(client, redis_client, start_worker):
     start_worker("search", "gpu")
@@ -37,6 +38,7 @@ def test_it_is_healthy_with_a_worker_per_queue(client, redis_client, start_worke
     assert body["queues"]["search"]["workers"] == 1 and body["queues"]["gpu"]["workers"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_worker_stops_counting_at_once(client, redis_client, start_worker):
     from rq import Worker
@@ -57,6 +59,7 @@ def test_a_killed_worker_stops_counting_at_once(client, redis_client, start_work
     assert not any(w.name == f"doomed-{os.getpid()}" for w in Worker.all(connection=redis_client))
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_workers_of_another_instance_do_not_count(client, redis_client, start_worker):
     start_worker("search", "gpu", STARK_INSTANCE="someone-else")
@@ -65,6 +68,7 @@ def test_workers_of_another_instance_do_not_count(client, redis_client, start_wo
     assert body["status"] == "fail"
 
 
+@pytest.mark.slow
 def test_it_reports_an_unreachable_redis():
     snippet = (
         "import django, json; django.setup(); from django.test import Client; "

@@ -47,6 +47,7 @@ print(json.dumps(Client().get("/healthz").json()["queues"]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_two_instances_sharing_a_redis_never_take_each_others_jobs(client, redis_client, start_worker, tmp_path):
     from rq import Worker
@@ -111,6 +112,7 @@ async_to_sync(get_channel_layer().group_send)(group_name(1), {"type": "run.event
 """
 
 
+@pytest.mark.slow
 def test_websocket_groups_of_another_instance_stay_apart(redis_client, tmp_path):
     """Run 1 of the other installation publishes an event: the browsers watching our run 1 never get it."""
     import asyncio
@@ -132,6 +134,7 @@ def test_websocket_groups_of_another_instance_stay_apart(redis_client, tmp_path)
     assert asyncio.run(scenario())["event"] == {"from": "us"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("variable", "value"), [("STARK_INSTANCE", "a b"), ("STARK_REQUIRED_QUEUES", "stark-x-gpu")])
 def test_a_bad_instance_or_queue_setting_stops_start_up(variable, value):
     proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=dict(os.environ, **{variable: value}),

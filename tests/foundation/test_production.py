@@ -12,6 +12,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

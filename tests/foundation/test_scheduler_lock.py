@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ARTIFACTS
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def lock_holder(redis_client, queue_name: str) -> str | None:
     from rq.scheduler import RQScheduler

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 READERS = re.compile(
-    r"""(?:env(?:str|bool|int|list|float)|redis_url|database_config|secret_key|os\.environ\.get|os\.getenv|environ\.setdefault)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
+    r"""(?:env(?:str|bool|int|list|float|choice)|redis_url|database_config|secret_key|header_name|os\.environ\.get|os\.getenv|environ\.setdefault)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
 )
 # Read by the tooling or the standard library, not settings of ours.
 NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "PYTHONUNBUFFERED", "STARK_TEST_ARTIFACTS", "HOME", "PATH", "TMPDIR",

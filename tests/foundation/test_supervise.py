@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from search.app.service.worker import pid_alive
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPERVISE = ROOT / "scripts" / "supervise.py"

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.kernels.conftest import FIXTURES
 from tests.kernels.test_settings_and_result import RESULT_KEYS
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = str(FIXTURES / "problem_scale_add.py")

@@ -75,6 +75,7 @@ CORPUS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("candidate", "problem", "verdicts"), CORPUS)
 def test_digest_mode_gives_the_same_verdicts(judged: Callable[..., EvalResult], candidate: str, problem: str,
                                              verdicts: set[str]) -> None:

@@ -8,6 +8,8 @@ import pytest
 
 from kernels import EvalResult
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 REJECTIONS = [
     ("returns_input", "output_aliases_input"),
     ("mutates_input", "mutates_inputs"),

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kernels.jobs import evaluate_job
 from tests.kernels.conftest import fixture_source
 from tests.kernels.test_settings_and_result import RESULT_KEYS
 
 
+@pytest.mark.slow
 def test_it_returns_a_json_ready_result(fast_settings) -> None:
     data = evaluate_job(fixture_source("problem_scale_add"), fixture_source("honest_torch"), fast_settings.to_dict())
     assert set(data) == RESULT_KEYS and data["verdict"] == "pass"
@@ -21,6 +24,7 @@ def test_a_bad_problem_becomes_a_runtime_error_result(fast_settings) -> None:
     assert data["reasons"][0].startswith("problem: the problem does not parse")
 
 
+@pytest.mark.slow
 def test_it_runs_on_a_real_rq_queue(fast_settings, redis_client) -> None:
     from rq import Queue, SimpleWorker
 

@@ -20,6 +20,7 @@ HEAD = "import torch\nimport torch.nn as nn\n\n\n"
 PLAIN_MODEL = "class Model(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 
 
+@pytest.mark.slow
 def test_it_summarizes_a_problem(fast_settings: EvalSettings) -> None:
     summary = inspect_problem(fixture_source("problem_scale_add"), "cpu", fast_settings)
     assert summary.inputs == [{"shape": [64, 256], "dtype": "float32"}]
@@ -29,6 +30,7 @@ def test_it_summarizes_a_problem(fast_settings: EvalSettings) -> None:
     assert {"mul", "add", "relu"} <= set(summary.ops)
 
 
+@pytest.mark.slow
 def test_it_counts_flops_of_a_matmul(fast_settings: EvalSettings) -> None:
     source = HEAD + "class Model(nn.Module):\n    def forward(self, a, b):\n        return a @ b\n" + \
         "\n\ndef get_inputs():\n    return [torch.randn(32, 64), torch.randn(64, 16)]\n\n\ndef get_init_inputs():\n    return []\n"
@@ -61,6 +63,7 @@ def test_it_rejects_static_problems_without_running_them(source: str, words: lis
     (HEAD + "class Model(nn.Module):\n    def forward(self, x):\n        return x.log() * 0 - 1 / x.abs().clamp_max(0)\n"
      + GOOD_TAIL, ["NaN/Inf"]),
 ])
+@pytest.mark.slow
 def test_it_names_runtime_problem_errors(source: str, words: list[str], fast_settings: EvalSettings) -> None:
     with pytest.raises(ProblemError) as info:
         inspect_problem(source, "cpu", fast_settings)
@@ -68,12 +71,14 @@ def test_it_names_runtime_problem_errors(source: str, words: list[str], fast_set
         assert word in str(info.value), str(info.value)
 
 
+@pytest.mark.slow
 def test_it_bounds_a_problem_that_hangs_at_import(fast_settings: EvalSettings) -> None:
     source = HEAD + "import time\ntime.sleep(600)\n" + PLAIN_MODEL + GOOD_TAIL
     with pytest.raises(ProblemError, match="did not finish"):
         inspect_problem(source, "cpu", fast_settings.replace(build_timeout_s=4))
 
 
+@pytest.mark.slow
 def test_it_reports_a_problem_that_needs_too_much_memory(fast_settings: EvalSettings) -> None:
     source = HEAD + PLAIN_MODEL + GOOD_TAIL.replace("[torch.randn(4, 8)]", "[torch.ones(6 * 1024**3 // 4)]")
     with pytest.raises(ProblemError, match="memory"):

@@ -30,12 +30,14 @@ def test_an_honest_torch_compile_candidate_is_not_called_harness_patched(judged:
     assert result.check("harness_patched")["status"] == "pass"
 
 
+@pytest.mark.slow
 def test_torch_save_in_a_candidate_is_not_called_harness_patched(judged: Callable[..., EvalResult]) -> None:
     """#17: copyreg caches Tensor.__slotnames__ on the first torch.save."""
     result = judged("honest_torch_save", problem="problem_matmul")
     assert result.verdict == "pass", result.reasons
 
 
+@pytest.mark.slow
 def test_nan_inputs_left_alone_are_not_a_mutation(judged: Callable[..., EvalResult]) -> None:
     """#18: NaN != NaN must not make a read-only candidate look like it mutates its inputs."""
     result = judged("honest_nan_inputs", problem="problem_nan_inputs")
@@ -43,6 +45,7 @@ def test_nan_inputs_left_alone_are_not_a_mutation(judged: Callable[..., EvalResu
     assert result.check("mutates_inputs")["status"] == "pass"
 
 
+@pytest.mark.slow
 def test_a_tensor_subclass_output_is_a_verdict_not_a_harness_crash(judged: Callable[..., EvalResult]) -> None:
     """#7: the parent's weights-only load refused the subclass and the harness itself crashed."""
     result = judged("subclass_output", problem="problem_matmul")
@@ -50,6 +53,7 @@ def test_a_tensor_subclass_output_is_a_verdict_not_a_harness_crash(judged: Calla
     assert "plain torch.Tensor" in result.reasons[0]
 
 
+@pytest.mark.slow
 def test_log_symlinks_are_not_followed_by_the_parent(judged: Callable[..., EvalResult]) -> None:
     """#8: build.log/run.log replaced by links to /proc/self/environ (the parent's secrets) and cmdline."""
     result = judged("symlink_logs", problem="problem_matmul")
@@ -58,6 +62,7 @@ def test_log_symlinks_are_not_followed_by_the_parent(judged: Callable[..., EvalR
     assert "\\x00" not in logs and "\x00" not in logs
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_fifo_log_does_not_hang_the_parent(judged: Callable[..., EvalResult]) -> None:
     """#9: build.log replaced by a FIFO; opening it without O_NONBLOCK blocked the harness forever."""
@@ -65,12 +70,14 @@ def test_a_fifo_log_does_not_hang_the_parent(judged: Callable[..., EvalResult]) 
     assert result.verdict == "pass", result.reasons
 
 
+@pytest.mark.slow
 def test_a_problem_with_empty_outputs_is_a_problem_error(fast_settings: EvalSettings) -> None:
     """#21: numel-0 outputs let any candidate of the right shape pass."""
     with pytest.raises(ProblemError, match="empty output"):
         evaluate(fixture_source("problem_zero_outputs"), fixture_source("empty_output"), fast_settings)
 
 
+@pytest.mark.slow
 def test_integer_outputs_must_match_exactly(judged: Callable[..., EvalResult]) -> None:
     """#16: argmax indices off by one passed under rtol=1e-2."""
     result = judged("argmax_off_by_one", problem="problem_argmax")
@@ -78,6 +85,7 @@ def test_integer_outputs_must_match_exactly(judged: Callable[..., EvalResult]) -
     assert "exactly" in result.reasons[0]
 
 
+@pytest.mark.slow
 def test_outputs_far_below_atol_are_compared_at_their_own_scale(judged: Callable[..., EvalResult],
                                                                  fast_settings: EvalSettings) -> None:
     """#15: x * 1e-6 passed as a softmax whose every value is below atol."""
@@ -94,12 +102,14 @@ def test_outputs_far_below_atol_are_compared_at_their_own_scale(judged: Callable
     ("patch_restore_timer", "harness_patched"),  # #3: timer swapped while timing, restored at the re-check
     ("timing_phase_garbage", "timed_outputs_correct"),  # #5: garbage on every timed run but the last
 ])
+@pytest.mark.slow
 def test_timing_and_channel_tricks_are_rejected(candidate: str, check: str, judged: Callable[..., EvalResult]) -> None:
     result = judged(candidate, problem="problem_matmul")
     assert result.verdict == "rejected", (result.verdict, result.reasons)
     assert result.check(check)["status"] == "fail", result.integrity
 
 
+@pytest.mark.slow
 def test_patching_statistics_does_not_change_the_reported_times(judged: Callable[..., EvalResult]) -> None:
     """#2: the summary is computed in the parent from raw per-run times, not by the candidate's `statistics`."""
     result = judged("patch_statistics", problem="problem_matmul")
@@ -107,6 +117,7 @@ def test_patching_statistics_does_not_change_the_reported_times(judged: Callable
     assert result.timing["median_ms"] > 2e-3 and result.timing["min_ms"] > 1e-3, result.timing
 
 
+@pytest.mark.slow
 def test_timed_runs_use_fresh_secret_inputs(judged: Callable[..., EvalResult]) -> None:
     """#4 and #6: timed runs see inputs no trial used (a content-keyed cache or a table built from predicted
     seeds in __init__ can only miss there)."""
@@ -143,6 +154,7 @@ def _sleepers() -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_setsid_grandchildren_do_not_outlive_the_evaluation(judged: Callable[..., EvalResult]) -> None:
     """#14: killpg missed a double-forked setsid() grandchild (it left the group); with sandbox none it lived on."""
     judged("escape_group_sleeper", problem="problem_matmul", sandbox="none")
@@ -150,6 +162,7 @@ def test_setsid_grandchildren_do_not_outlive_the_evaluation(judged: Callable[...
     assert _sleepers() == []
 
 
+@pytest.mark.slow
 def test_a_problem_cannot_poison_other_problems_reference_outputs(fast_settings: EvalSettings, tmp_path) -> None:
     """#10/#11: a problem (or a candidate with sandbox none) rewrote cached reference outputs of other problems;
     honest candidates then failed, and stored results ignored what the reference was."""
@@ -168,6 +181,7 @@ def test_a_problem_cannot_poison_other_problems_reference_outputs(fast_settings:
     assert "isolation_reduced" in again.flags
 
 
+@pytest.mark.slow
 def test_an_extra_trivial_op_does_not_hide_no_custom_kernel(judged: Callable[..., EvalResult]) -> None:
     """#19: `matmul(a, b) + 0.0` escaped the no_custom_kernel flag (op-set inclusion test)."""
     result = judged("evade_no_custom_flag", problem="problem_matmul")
@@ -187,6 +201,7 @@ def test_ceilings_measured_under_load_never_flag_and_expire() -> None:
     assert not ceilings_stale(good)
 
 
+@pytest.mark.slow
 def test_inputs_too_big_for_the_memory_limit_get_a_memory_hint(fast_settings: EvalSettings, tmp_path) -> None:
     """#22: an allocation failure in get_inputs() said "make get_inputs() return a list of input tensors"."""
     with pytest.raises(ProblemError, match="memory") as info:

@@ -21,6 +21,7 @@ def test_it_strips_secrets_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["TORCH_EXTENSIONS_DIR"] == "/x"
 
 
+@pytest.mark.slow
 def test_a_candidate_sees_no_secrets_and_cannot_escape(fast_settings: EvalSettings, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
@@ -40,6 +41,7 @@ def test_a_candidate_sees_no_secrets_and_cannot_escape(fast_settings: EvalSettin
     assert "REFERENCE-FILES: 0" in log
 
 
+@pytest.mark.slow
 def test_sandbox_none_still_runs_candidates(fast_settings: EvalSettings) -> None:
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"),
                       fast_settings.replace(sandbox="none"))

@@ -23,6 +23,8 @@ from kernels import EvalSettings, ProblemError, evaluate, inspect_problem, isola
 from kernels.sandbox import bwrap_available
 from tests.kernels.conftest import fixture_source
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ["auto", "none"]
 

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from kernels import EvalResult, EvalSettings, cache, evaluate
 from kernels.timing import exclusive, shared
 from tests.kernels.conftest import fixture_source
@@ -45,6 +47,7 @@ def evaluate_while_locked(settings: EvalSettings, mode: int = fcntl.LOCK_EX) -> 
     return done["result"], done["at"] - taken  # type: ignore[return-value,operator]
 
 
+@pytest.mark.slow
 def test_device_work_waits_for_the_device_lock(fast_settings: EvalSettings, tmp_path: Path) -> None:
     # run_timeout_s below the wait: queueing for the device must not count as a slow run
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
@@ -53,6 +56,7 @@ def test_device_work_waits_for_the_device_lock(fast_settings: EvalSettings, tmp_
     assert ended >= HOLD_S, f"the evaluation finished {ended:.1f} s after the lock was taken, while it was held"
 
 
+@pytest.mark.slow
 def test_timing_waits_for_a_shared_holder(fast_settings: EvalSettings, tmp_path: Path) -> None:
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
     result, ended = evaluate_while_locked(settings, fcntl.LOCK_SH)
@@ -102,6 +106,7 @@ def test_shared_holders_overlap_and_a_waiting_timer_goes_first(tmp_path: Path) -
     assert at["late in"] >= at["timer out"], "a shared holder slipped in ahead of the waiting timer"
 
 
+@pytest.mark.slow
 def test_without_exclusive_device_nothing_waits(fast_settings: EvalSettings, tmp_path: Path) -> None:
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, exclusive_device=False)
     result, ended = evaluate_while_locked(settings)

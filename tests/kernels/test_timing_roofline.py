@@ -46,6 +46,7 @@ def test_it_places_a_time_against_the_roofline() -> None:
     assert figures["bound"] == "compute" and figures["pct_of_peak"] == pytest.approx(50.0)
 
 
+@pytest.mark.slow
 def test_it_flags_a_speed_past_the_roofline(fast_settings: EvalSettings) -> None:
     settings = fast_settings.replace(roofline=True, timing_runs=10)
     problem = fixture_source("problem_broadcast")
@@ -59,6 +60,7 @@ def test_it_flags_a_speed_past_the_roofline(fast_settings: EvalSettings) -> None
     assert honest.check("beyond_roofline")["status"] == "pass"
 
 
+@pytest.mark.slow
 def test_it_caches_baselines_per_problem_and_device(fast_settings: EvalSettings) -> None:
     problem = fixture_source("problem_scale_add")
     settings = fast_settings.replace(timing_runs=7)

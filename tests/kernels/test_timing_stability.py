@@ -3,6 +3,8 @@ and steady ones are not; with too few runs to tell, the check is skipped."""
 
 from __future__ import annotations
 
+import pytest
+
 from kernels import EvalSettings, evaluate
 from kernels.judge import timing_stability
 from tests.kernels.conftest import fixture_source
@@ -26,6 +28,7 @@ def test_a_wide_spread_is_flagged_and_a_narrow_one_passes() -> None:
     assert strict["status"] == "flag"
 
 
+@pytest.mark.slow
 def test_an_evaluation_whose_runs_alternate_is_flagged(fast_settings: EvalSettings) -> None:
     settings = fast_settings.replace(timing_runs=30, reuse_results=False)
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("erratic_timing"), settings)

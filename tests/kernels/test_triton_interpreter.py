@@ -7,6 +7,8 @@ import pytest
 from kernels import EvalSettings, evaluate
 from tests.kernels.conftest import FIXTURES, fixture_source
 
+pytestmark = pytest.mark.slow  # a harness evaluation: children
+
 
 def test_a_triton_kernel_passes_under_the_interpreter(fast_settings: EvalSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("triton")

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
+
 from kernels import EvalResult, EvalSettings, evaluate, reference_candidate
 from tests.kernels.conftest import fixture_source
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 
 def test_it_passes_an_honest_candidate(judged: Callable[..., EvalResult]) -> None:

@@ -14,6 +14,8 @@ from kernels.cache import cache_root
 from kernels.zygote import socket_path
 from tests.kernels.conftest import fixture_source
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 @pytest.fixture(scope="module")
 def warm(judged: Callable[..., EvalResult]) -> Callable[..., EvalResult]:

@@ -31,6 +31,7 @@ def test_a_vendor_key_never_goes_to_a_user_base_url(stub: StubLLMServer, provide
     assert not stub.requests
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [True, False])
 def test_openai_compatible_never_falls_back_to_the_openai_key(stub: StubLLMServer, stream: bool) -> None:
     assert call(stub, {"provider": "openai-compatible", "base_url": stub.url, "stream": stream},

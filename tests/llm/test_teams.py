@@ -21,6 +21,7 @@ from tests.llm.stub_server import Reply, StubLLMServer
 from tests.llm.teams_support import SECRET, add_failed_child, engine_for, options
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_stark_plans_at_08_codes_at_01_and_records_usage(stub: StubLLMServer, results: dict, provider: str) -> None:
     events: list[Event] = []
@@ -42,6 +43,7 @@ def test_stark_plans_at_08_codes_at_01_and_records_usage(stub: StubLLMServer, re
     assert [e.data["role"] for e in events if e.type == "agent.call"] == ["plan", "code"]
 
 
+@pytest.mark.slow
 def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub), results, [])
     stub.push(Reply("I would fuse relu and the scale.", output_tokens=50))
@@ -53,6 +55,7 @@ def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub
     assert "malformed answer" in child.agent_log
 
 
+@pytest.mark.slow
 def test_the_context_window_is_a_cached_block_that_re_asks_reuse(stub: StubLLMServer, results: dict) -> None:
     """Issue 17.6: only the small system block was marked; now the window is too, so a re-ask (and the
     stub's Anthropic-like cache) reads it instead of paying for it again; the run's usage shows the rate."""
@@ -72,6 +75,7 @@ def test_the_context_window_is_a_cached_block_that_re_asks_reuse(stub: StubLLMSe
     assert 0 < usage["cache_hit_rate"] < 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_an_answer_cut_off_at_max_tokens_says_how_to_fix_it(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = engine_for("stark", options(stub, provider, max_tokens=64), results, [])
@@ -82,6 +86,7 @@ def test_an_answer_cut_off_at_max_tokens_says_how_to_fix_it(stub: StubLLMServer,
     assert child.usage["calls"][0]["stop_reason"] in ("max_tokens", "length")
 
 
+@pytest.mark.slow
 def test_a_plan_malformed_past_the_bound_fails_the_attempt(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub, max_reasks=1), results, [])
     stub.push(Reply("no code"), Reply("```python\nclass ModelNew: pass\n```"))
@@ -91,6 +96,7 @@ def test_a_plan_malformed_past_the_bound_fails_the_attempt(stub: StubLLMServer, 
     assert len(child.usage["calls"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_a_bad_key_stops_the_run_with_the_fix(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = engine_for("stark", options(stub, provider), results, [])
@@ -102,6 +108,7 @@ def test_a_bad_key_stops_the_run_with_the_fix(stub: StubLLMServer, results: dict
     assert child.verdict == "agent_error" and len(stub.requests) == 1
 
 
+@pytest.mark.slow
 def test_the_debug_agent_fixes_a_failed_node_at_01(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("stark", options(stub, debug_model="claude-haiku-4-5"), results, [])
     failed = add_failed_child(engine, results)
@@ -113,6 +120,7 @@ def test_the_debug_agent_fixes_a_failed_node_at_01(stub: StubLLMServer, results:
     assert "minimal fix (stub debug agent)" in child.source
 
 
+@pytest.mark.slow
 def test_sampling_uses_one_agent_writing_whole_files(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("sampling", options(stub, "openai-compatible"), results, [])
     child = engine.expand(0)
@@ -121,6 +129,7 @@ def test_sampling_uses_one_agent_writing_whole_files(stub: StubLLMServer, result
     assert [c["role"] for c in child.usage["calls"]] == ["single"]
 
 
+@pytest.mark.slow
 def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("reflexion", options(stub), results, [])
     failed = add_failed_child(engine, results)
@@ -175,6 +184,7 @@ def test_an_unpriced_hosted_model_warns_and_refuses_a_cost_limit(caplog: pytest.
                          "cost_limit_usd": 1.0})
 
 
+@pytest.mark.slow
 def test_the_key_never_reaches_the_tree_events_or_logs(stub: StubLLMServer, results: dict) -> None:
     events: list[Event] = []
     engine = engine_for("stark", options(stub), results, events)

@@ -9,6 +9,8 @@ from rq.job import JobStatus
 
 from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def lose(job_id: str) -> None:
     """What a worker dying mid-job leaves behind once rq gave up on it: a failed job, not queued."""

@@ -75,6 +75,7 @@ def test_stark_token_creates_the_user_and_a_working_token(redis_client, capsys):
     ({"problem_source": "PROBLEM", "team_options": '{"plan_api_key": "sk-123"}'}, "plan_api_key", 400),
     ({"problem_source": "x = 1\n" * 60000}, "problem_source", 413),
 ])
+@pytest.mark.slow
 def test_bad_requests_name_the_field_and_queue_nothing(token, redis_client, fields, field, status):
     from search.app.models import Run
 
@@ -88,6 +89,7 @@ def test_bad_requests_name_the_field_and_queue_nothing(token, redis_client, fiel
     assert queued_jobs(redis_client) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_an_invalid_problem_gets_the_harness_message(token, redis_client):
     response = create(api(token), problem_source="import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
@@ -108,6 +110,7 @@ def test_oversized_uploads_are_refused(token, redis_client, settings):
     assert response.json()["field"] == "problem"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client):
     from search.app.models import Node, Run
@@ -156,6 +159,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     assert other.get(f"/api/runs/{run.pk}").status_code == 404
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_pause_resume_cancel_follow_the_run_state(token, owner, redis_client):
     from search.app.models import Event, Run

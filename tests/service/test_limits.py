@@ -34,6 +34,7 @@ def api_post(token: str, **fields):
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}").post("/api/runs", fields)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_active_runs_per_user_are_limited_through_the_api(redis_client, owner, stranger, settings):
     from search.app.models import Run
@@ -170,6 +171,7 @@ def slots(redis_client) -> int:
     return redis_client.zcard(queues.redis_key("checks"))
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_users_sleeping_check_blocks_neither_them_long_nor_another_user(check_server, redis_client, owner,
                                                                           stranger, settings):
@@ -210,6 +212,7 @@ def test_a_users_sleeping_check_blocks_neither_them_long_nor_another_user(check_
         assert response.status == 201
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_checks_are_capped_in_all_and_killed_when_the_client_goes_away(check_server, redis_client, owner,
                                                                         stranger, django_user_model):

@@ -12,6 +12,8 @@ import websockets
 from search.app.events import apply_events
 from tests.service.helpers import make_run
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def ws_url(server: str, run_id: int, token: str) -> str:
     return server.replace("http", "ws") + f"/ws/runs/{run_id}/?token={token}"

@@ -7,9 +7,12 @@ import asyncio
 import json
 import time
 
+import pytest
 import websockets
 
 from tests.service.helpers import make_run
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 
 def test_the_socket_sends_the_evaluation_phase_of_a_node_in_flight(daphne_server, redis_client, owner):

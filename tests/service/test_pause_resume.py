@@ -9,6 +9,8 @@ from django.test import Client
 from search.app.service import queues
 from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 @pytest.mark.django_db(transaction=True)
 def test_pause_finishes_the_attempt_in_flight_and_resume_goes_on(owner, redis_client):

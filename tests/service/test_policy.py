@@ -51,6 +51,7 @@ def test_the_evaluators_security_settings_are_the_operators(client, redis_client
     assert_refused(response, f"eval.{key}", "operator")
 
 
+@pytest.mark.slow
 def test_the_operators_values_are_accepted_and_not_stored_with_the_run(client, redis_client):
     from search.app.models import Run
     from search.app.service.runs import eval_settings
@@ -83,6 +84,7 @@ def test_eval_numbers_beyond_the_ceilings_or_of_the_wrong_type_are_refused(clien
     assert_refused(response, f"eval.{key}", variable)
 
 
+@pytest.mark.slow
 def test_a_lower_ceiling_also_lowers_the_default(client, redis_client, settings):
     from search.app.models import Run
 
@@ -136,6 +138,7 @@ def test_a_form_field_holding_deep_json_is_a_400_naming_it(client, redis_client)
     assert_refused(response, "eval.atol", "finite")
 
 
+@pytest.mark.slow
 def test_actions_refuse_non_finite_numbers(client, owner, redis_client):
     from tests.service.helpers import make_run
 

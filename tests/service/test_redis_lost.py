@@ -7,6 +7,8 @@ import pytest
 
 from tests.service.helpers import assert_tree_consistent, make_run, run_finished, wait_for
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_redis_losing_everything(workers, reaper, owner, redis_client):

@@ -13,6 +13,8 @@ from django.test import Client
 
 from tests.service.helpers import assert_tree_consistent, make_run, run_finished, wait_for
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 @pytest.mark.django_db(transaction=True)
 def test_it_completes_a_scripted_run(workers, owner, tmp_path):

@@ -13,6 +13,8 @@ from tests.conftest import ARTIFACTS
 from tests.service.conftest import FAST_HEARTBEAT
 from tests.service.helpers import assert_tree_consistent, make_run, run_finished, wait_for
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def start_bare_gpu_worker(processes, redis_url: str, tmp_path: Path):
     from django.conf import settings

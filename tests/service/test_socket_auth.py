@@ -12,6 +12,8 @@ import pytest
 import websockets
 from asgiref.sync import sync_to_async
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 AUTH_S = 2  # STARK_SOCKET_AUTH_S of the server (the default)
 
 

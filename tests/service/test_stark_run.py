@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from tests.service.helpers import PROBLEM_PATH
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_stark_run_goes_through_the_queues(workers, owner, tmp_path, capsys):
     from search.app.models import Run

@@ -20,6 +20,8 @@ from tests.service.conftest import Workers
 from tests.service.helpers import CHEAP_EVAL, problem_source, run_finished, wait_for
 from tests.teams.processes import running_with
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 ANALYSIS_TIMEOUT_S = 20
 
 

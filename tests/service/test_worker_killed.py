@@ -10,6 +10,8 @@ import pytest
 
 from tests.service.helpers import assert_tree_consistent, make_run, run_finished, wait_for
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def evaluation_started(run_id: int):
     """A child node (not the root) whose evaluation job a worker has started."""

@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 
 def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: str) -> None:
     code = textwrap.dedent(f"""

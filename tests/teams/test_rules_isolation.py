@@ -22,6 +22,8 @@ from search.teams.rules.recipe import recipe_of
 from tests.teams import rules_problems as P
 from tests.teams.processes import running_with
 
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -54,6 +54,7 @@ def assert_matches_reference(problem: str, module: ModuleType, seeds: int = 3) -
             assert got.data_ptr() not in {t.data_ptr() for t in inputs}
 
 
+@pytest.mark.slow
 def test_the_cpp_openmp_kernels_build_and_match_the_reference(tmp_path: Path) -> None:
     a = analyse(P.MANY_OPS)
     source = render(P.MANY_OPS, Recipe(fused=(0, 1, 2), backend="cpp-omp"), a, "many ops").source
@@ -69,6 +70,7 @@ def test_the_cpp_openmp_kernels_build_and_match_the_reference(tmp_path: Path) ->
         getattr(module, region.name)(x, residual, torch.randn(5, 1, 1), torch.randn(6), torch.rand(1))
 
 
+@pytest.mark.slow
 def test_the_triton_kernels_match_the_reference_in_the_interpreter(tmp_path: Path) -> None:
     pytest.importorskip("triton")
     source = render(P.MANY_OPS, Recipe(fused=(0, 1, 2), backend="triton"), analyse(P.MANY_OPS), "many ops").source
@@ -88,6 +90,7 @@ def test_the_triton_kernels_match_the_reference_in_the_interpreter(tmp_path: Pat
     assert done.returncode == 0 and "triton ok" in done.stdout, done.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_the_cuda_kernels_compile_with_nvcc(tmp_path: Path) -> None:
     """The __global__ templates compile for float, half and bfloat16 (the torch host side needs a CUDA torch)."""

@@ -42,6 +42,7 @@ def new_tree(problem: str) -> Tree:
     return tree
 
 
+@pytest.mark.slow
 def test_it_plans_with_anchors_and_fills_every_span() -> None:
     tree = new_tree(P.CONV_CHAIN)
     team = get_team("rules", {"seed": 0})
@@ -57,6 +58,7 @@ def test_it_plans_with_anchors_and_fills_every_span() -> None:
     assert "class ModelNew(Model):" in source
 
 
+@pytest.mark.slow
 def test_moves_compose_and_siblings_differ() -> None:
     tree = new_tree(P.MANY_OPS)
     team = build_team({"seed": 3})
@@ -71,6 +73,7 @@ def test_moves_compose_and_siblings_differ() -> None:
     assert sum(len(a.body.splitlines()) for a in parse_anchors(plan.anchored_source)) < len(source.splitlines()) / 2
 
 
+@pytest.mark.slow
 def test_siblings_planned_while_others_are_in_flight_differ() -> None:
     """Parallel attempts: the plan of the second child comes before the first is evaluated (so before it enters
     any window); it must still choose another move."""
@@ -84,6 +87,7 @@ def test_siblings_planned_while_others_are_in_flight_differ() -> None:
     assert len(set(tags)) == 3, tags
 
 
+@pytest.mark.slow
 def test_it_is_deterministic_under_a_seed() -> None:
     def run(seed: int) -> list[str]:
         tree = new_tree(P.MANY_OPS)
@@ -93,6 +97,7 @@ def test_it_is_deterministic_under_a_seed() -> None:
     assert run(7) == run(7)
 
 
+@pytest.mark.slow
 def test_it_says_when_nothing_is_left_to_try() -> None:
     tree = new_tree(P.MATMUL)
     team = build_team({})
@@ -127,6 +132,7 @@ def debug(tree: Tree, node_id: int) -> Recipe | None:
     return recipe_of(answer.source)
 
 
+@pytest.mark.slow
 def test_debug_drops_the_kernel_the_diagnostics_name() -> None:
     tree = new_tree(P.MANY_OPS)
     names = [r.name for r in analyse(P.MANY_OPS).regions]
@@ -134,6 +140,7 @@ def test_debug_drops_the_kernel_the_diagnostics_name() -> None:
     assert debug(tree, node) == Recipe(fused=(0, 2), backend="cpp-omp")
 
 
+@pytest.mark.slow
 def test_debug_falls_back_to_a_safer_variant_then_further() -> None:
     tree = new_tree(P.MANY_OPS)
     node = failed_child(tree, Recipe(fused=(0, 1), backend="cpp-omp", compile_mode="default"), "g++: error")
@@ -143,6 +150,7 @@ def test_debug_falls_back_to_a_safer_variant_then_further() -> None:
     assert debug(tree, node) == Recipe(fused=(0, 1), backend="cpp-omp")
 
 
+@pytest.mark.slow
 def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
     passed(tree, 0, 2.0)
@@ -158,6 +166,7 @@ def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     assert any(r.compile_mode == "max-autotune-no-cudagraphs" for r in recipes if r)
 
 
+@pytest.mark.slow
 def test_debug_blames_the_last_move_and_ends_the_branch_when_only_undoing_it_is_left() -> None:
     tree = new_tree(P.MANY_OPS)
     team = build_team({})
@@ -178,6 +187,7 @@ def test_debug_blames_the_last_move_and_ends_the_branch_when_only_undoing_it_is_
         team.debug.debug(build_window(tree, "debug", node, device={"device": "cpu"}))
 
 
+@pytest.mark.slow
 def test_on_a_bare_softmax_the_first_move_writes_a_row_kernel_of_its_own() -> None:
     tree = new_tree(P.SOFTMAX)
     plan, source = attempt(tree, build_team({}), 0)
@@ -203,6 +213,7 @@ def test_every_kind_of_fusion_has_its_own_move_and_reason() -> None:
     assert gpu[0].recipe.backend == "triton" and "Triton kernels" in gpu[0].instruction
 
 
+@pytest.mark.slow
 def test_debug_drops_a_failing_row_kernel_and_pytorch_runs_the_op_again() -> None:
     tree = new_tree(P.ROW_OPS)
     regions = analyse(P.ROW_OPS).regions

@@ -54,6 +54,7 @@ def assert_outputs_match(problem: str, module: ModuleType, seeds: int = 2) -> No
                 assert torch.allclose(g, w, atol=1e-4, rtol=1e-4), (k, (g - w).abs().max())
 
 
+@pytest.mark.slow
 def test_the_cpp_row_kernels_build_and_match_the_reference(tmp_path: Path) -> None:
     source = fuse_all(P.ROW_OPS, "cpp-omp")
     assert source.count("#pragma omp parallel for") >= len(analyse(P.ROW_OPS).regions)
@@ -68,6 +69,7 @@ def test_the_cpp_row_kernels_build_and_match_the_reference(tmp_path: Path) -> No
         getattr(module, ln.name)(x, x, torch.ones(39), torch.zeros(40))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["SOFTMAX", "LAYERNORM", "SUM_MIDDLE", "RELU"])
 def test_each_single_library_op_passes_the_real_harness_as_a_kernel_of_its_own(name: str, tmp_path: Path) -> None:
     problem = getattr(P, name)
@@ -83,6 +85,7 @@ def test_each_single_library_op_passes_the_real_harness_as_a_kernel_of_its_own(n
     assert "fused0_" in no_custom["detail"]
 
 
+@pytest.mark.slow
 def test_the_triton_row_kernels_match_the_reference_in_the_interpreter(tmp_path: Path) -> None:
     pytest.importorskip("triton")
     paths = []
@@ -108,6 +111,7 @@ def test_the_triton_row_kernels_match_the_reference_in_the_interpreter(tmp_path:
     assert "SINGLE=block >= N" in long_rows and "for start in range(0, N, BLOCK):" in long_rows
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_the_cuda_row_kernels_compile_with_nvcc(tmp_path: Path) -> None:
     """Row kernels (block-per-row, warp-shuffle reductions), the bare and max reductions and a lone op

@@ -8,15 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from search.engine.anchors import parse_anchors
 from search.teams.rules.recipe import recipe_of
+
+pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBLEM = '''import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 
 class Model(nn.Module):
     def __init__(self, channels):

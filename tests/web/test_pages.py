@@ -47,6 +47,7 @@ def test_it_hides_the_notice_when_a_key_is_set(client, owner, monkeypatch):
     assert "sk-test" not in html  # keys never reach the browser
 
 
+@pytest.mark.slow
 def test_it_validates_a_good_problem_with_its_shapes(client, owner, relu_source):
     client.force_login(owner)
     html = client.post(reverse("pages:validate"), {"problem_source": relu_source}).content.decode()
@@ -55,6 +56,7 @@ def test_it_validates_a_good_problem_with_its_shapes(client, owner, relu_source)
     assert "relu" in html.split("<dt>Ops</dt>", 1)[1]
 
 
+@pytest.mark.slow
 def test_it_shows_a_bad_problem_inline_and_queues_nothing(client, owner):
     client.force_login(owner)
     bad = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -75,6 +77,7 @@ def test_it_fills_the_editor_from_the_gallery(client, owner, relu_source):
     assert client.get(reverse("pages:example"), {"path": "../../etc/passwd"}).status_code == 404
 
 
+@pytest.mark.slow
 def test_it_starts_a_run_and_opens_its_page(client, owner, relu_source):
     client.force_login(owner)
     response = client.post(reverse("pages:new"), {"problem_source": relu_source, "problem_name": "relu.py",
@@ -88,6 +91,7 @@ def test_it_starts_a_run_and_opens_its_page(client, owner, relu_source):
     assert f"#{run.pk}" in client.get(reverse("pages:runs")).content.decode()
 
 
+@pytest.mark.slow
 def test_the_active_run_limit_is_named_on_the_page(client, owner, relu_source, settings):
     settings.STARK_MAX_ACTIVE_RUNS = 1
     client.force_login(owner)
@@ -107,6 +111,7 @@ def test_it_names_a_bad_setting_next_to_its_field(client, owner, relu_source):
     assert "needs a CUDA device" in response.content.decode()
 
 
+@pytest.mark.slow
 def test_a_foreign_user_cannot_see_a_run(client, owner, stranger, relu_source):
     run = make_run(owner, relu_source)
     client.force_login(stranger)
@@ -118,6 +123,7 @@ def test_a_foreign_user_cannot_see_a_run(client, owner, stranger, relu_source):
     assert client.get(reverse("pages:run", args=[run.pk])).status_code == 200
 
 
+@pytest.mark.slow
 def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source):
     run = make_run(owner, relu_source)
     root = Node.objects.get(run=run, node_id=0)
@@ -140,6 +146,7 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     assert "1.00× (the reference)" in compare
 
 
+@pytest.mark.slow
 def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source):
     client.force_login(owner)
     client.post(reverse("pages:new"), {"problem_source": relu_source, "team": "rules", "device": "cpu", "budget": 2,

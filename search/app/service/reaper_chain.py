@@ -4,9 +4,10 @@ it needs nothing from them."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import timedelta
+
+from django.conf import settings
 
 from search.app.models import Run
 from search.app.service import queues
@@ -17,7 +18,7 @@ def chain_key() -> str:
 
 
 def interval_s() -> int:
-    return max(1, int(os.environ.get("STARK_REAP_INTERVAL_S", "30")))
+    return settings.STARK_REAP_INTERVAL_S
 
 
 def ensure_reaper() -> None:

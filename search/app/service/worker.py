@@ -27,6 +27,8 @@ from rq.defaults import DEFAULT_MAINTENANCE_TASK_INTERVAL, DEFAULT_WORKER_TTL
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 from rq.scripts import release_lock
 
+from stark_web.env import job_heartbeat_grace_s, job_heartbeat_s
+
 log = logging.getLogger(__name__)
 
 # Idle workers beat every WORKER_TTL_S - 15 s (rq), so a dead worker elsewhere is noticed in under a minute.
@@ -38,18 +40,6 @@ BEAT_FIELD = "stark_beat_s"
 BEAT_SLACK_S = 10
 # Which host and pid namespace the worker runs in: only there can its pid be checked.
 HOST_FIELD = "stark_host"
-
-
-def _seconds(raw: str | None, name: str, default: int) -> int:
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{name}={raw!r} must be a whole number of seconds >= 1, e.g. {default}")
-    return value
 
 
 def preload_isolation_plans() -> None:
@@ -72,11 +62,9 @@ class Worker(RQWorker):
         kwargs.pop("default_worker_ttl", None)
         if kwargs.get("maintenance_interval") in (None, DEFAULT_MAINTENANCE_TASK_INTERVAL):
             kwargs["maintenance_interval"] = MAINTENANCE_S
-        kwargs.setdefault("job_monitoring_interval",
-                          _seconds(os.environ.get("STARK_JOB_HEARTBEAT_S"), "STARK_JOB_HEARTBEAT_S", 30))
+        kwargs.setdefault("job_monitoring_interval", job_heartbeat_s())
         super().__init__(*args, **kwargs)
-        self.heartbeat_grace_s = _seconds(os.environ.get("STARK_JOB_HEARTBEAT_GRACE_S"),
-                                          "STARK_JOB_HEARTBEAT_GRACE_S", 60)
+        self.heartbeat_grace_s = job_heartbeat_grace_s()
         if any("gpu" in getattr(q, "name", "") for q in self.queues):
             # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
             # GPU host) once here rather than in every horse. The harness's own process never touches the device.

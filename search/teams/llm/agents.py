@@ -91,8 +91,9 @@ class LLMAgent:
             parse: Callable[[str], Answer]) -> Answer:
         """One call: stream to the UI, turn failures into the engine's errors, attach usage. `user` builds
         the user prompt for a window token budget; a context-length error shrinks the window once."""
-        if self.previous_error(window):
-            window.stream("\n\n--- re-asking: " + self.previous_error(window)[:300] + " ---\n\n")
+        error = self.previous_error(window)
+        if error:
+            window.stream("\n\n--- re-asking: " + error[:300] + " ---\n\n")
         budget, note = fitted_budget(self.client, window, self.budget(window))
         try:
             text, record = self.call(window, system, user, budget, version)

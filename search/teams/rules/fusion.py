@@ -73,7 +73,7 @@ def find_regions(gm: fx.GraphModule, allowed_dtypes: tuple[torch.dtype, ...],
     return [f for _, f in found]
 
 
-def forward_signature(model_class: type) -> tuple[str, str]:
+def forward_signature(model_class: type[Any]) -> tuple[str, str]:
     """The reference forward's parameter list (with self) and the matching call arguments."""
     sig = inspect.signature(model_class.forward)
     params = list(sig.parameters.values())

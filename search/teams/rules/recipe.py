@@ -43,7 +43,7 @@ class Recipe:
     def with_(self, **changes: object) -> Recipe:
         fused = changes.get("fused")
         if fused is not None:
-            changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[arg-type]
+            changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[call-overload]
         if changes.get("fused", self.fused) == () and "backend" not in changes:
             changes["backend"] = None
         return replace(self, **changes)  # type: ignore[arg-type]

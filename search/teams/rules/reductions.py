@@ -34,9 +34,11 @@ def read_reduce(node: fx.Node) -> tuple[str, fx.Node, int, bool] | None:
 def read_max_values(node: fx.Node) -> tuple[str, fx.Node, int, bool, fx.Node] | None:
     """("max", input, dim, keepdim, max node) for `torch.max(x, dim)[0]` / `x.max(dim).values` when the
     indices are never read, else None."""
-    if node.op != "call_function" or len(node.args) != 2 or not isinstance(node.args[0], fx.Node):
+    if node.op != "call_function" or len(node.args) != 2:
         return None
     source, key = node.args
+    if not isinstance(source, fx.Node):
+        return None
     if not ((node.target is operator.getitem and key == 0) or (node.target is getattr and key == "values")):
         return None
     if len(source.users) != 1 or not ((source.op == "call_function" and source.target is torch.max)

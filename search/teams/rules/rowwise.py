@@ -81,7 +81,7 @@ def _tensor_input(value: Any) -> RegionInput | None:
 
 def _softmax(node: fx.Node, root: nn.Module) -> _Core | None:
     if node.op == "call_module":
-        mod = root.get_submodule(str(node.target))
+        mod: Any = root.get_submodule(str(node.target))
         kind = SOFTMAX_MODULES.get(type(mod))
         if kind is None or len(node.args) != 1 or node.kwargs:
             return None
@@ -114,7 +114,7 @@ def _norm_shape_ok(shape: Any, x: fx.Node) -> bool:
 
 def _layer_norm(node: fx.Node, root: nn.Module) -> _Core | None:
     if node.op == "call_module":
-        mod = root.get_submodule(str(node.target))
+        mod: Any = root.get_submodule(str(node.target))
         if type(mod) not in (nn.LayerNorm, nn.RMSNorm) or len(node.args) != 1 or node.kwargs:
             return None
         x = node.args[0]
@@ -186,7 +186,7 @@ def _rms_pattern(node: fx.Node, root: nn.Module, calls: dict[fx.Node, OpCall]) -
     eps = _const_operand(add_call, node) if add_call is not None else None
     rstd = _only_user(add) if add is not None and eps is not None else None
     rstd_call = call_of(rstd)
-    if rstd_call is None or rstd_call.op not in ("rsqrt", "sqrt"):
+    if rstd is None or rstd_call is None or rstd_call.op not in ("rsqrt", "sqrt"):
         return None
     y = _only_user(rstd)
     y_call = call_of(y)

@@ -1,4 +1,4 @@
-"""A deterministic scripted team for tests: each attempt follows one script token, so every branch of
+"""A deterministic scripted team, for tests only (registered by tests/plugins, never by the product): each attempt follows one script token, so every branch of
 the engine loop (malformed anchors, build failures, debug fixes, agent errors) runs without an LLM.
 
 Script tokens (one per attempt, cycling; flags joined with '+', e.g. "malformed-plan+fail"):
@@ -44,7 +44,7 @@ def parse_token(token: str) -> dict[str, float]:
     for part in token.strip().split("+"):
         name, _, arg = part.strip().partition(":")
         if name not in ("ok", "fail", "malformed-plan", "malformed-code", "unfilled", "agent-error", "fatal"):
-            raise ValueError(f"unknown script token {name!r} in {token!r}; see search.teams.scripted")
+            raise ValueError(f"unknown script token {name!r} in {token!r}; see tests/plugins/scripted.py")
         flags[name] = float(arg) if arg else 1.0
     return flags
 

@@ -1,0 +1,103 @@
+"""Every setting is parsed when a process starts (stark_web/settings.py through stark_web/env.py): a bad value of
+any of them stops `manage.py check` with exit 2 and a message that names the variable and the fix, before
+anything runs; none is left to fail at first use (issue 15)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A bad value of each variable the Django side validates, and words of the message it must give.
+BAD_VALUES: dict[str, tuple[str, str]] = {
+    "DATABASE_URL": ("oracle://db", "use sqlite:///"),
+    "DEBUG": ("sometimes", "use one of 1/0"),
+    "LOG_LEVEL": ("loud", "set it to one of them"),
+    "REDIS_URL": ("nonsense", "use redis://"),
+    "STARK_CHECKS_PER_USER": ("0", "allowed: 1 to 100"),
+    "STARK_CHECKS_TOTAL": ("many", "set it to a whole number"),
+    "STARK_CHECK_TIMEOUT_S": ("1", "allowed: 5 to 3600"),
+    "STARK_CLIENT_IP_HEADER": ("X Forwarded For", "use a header name"),
+    "STARK_GPU_JOB_TIMEOUT": ("5", "allowed: at least 10"),
+    "STARK_HSTS_INCLUDE_SUBDOMAINS": ("perhaps", "use one of 1/0"),
+    "STARK_HSTS_PRELOAD": ("2", "use one of 1/0"),
+    "STARK_HSTS_SECONDS": ("-1", "allowed: at least 0"),
+    "STARK_INSTANCE": ("a b", "use 1-32 letters"),
+    "STARK_JOB_HEARTBEAT_GRACE_S": ("soon", "set it to a whole number"),
+    "STARK_JOB_HEARTBEAT_S": ("0", "allowed: at least 1"),
+    "STARK_LLM_BASE_URLS": ("ftp://x", "use http://HOST:PORT/v1"),
+    "STARK_LOGIN_MAX_FAILURES": ("0", "allowed: at least 1"),
+    "STARK_LOGIN_WINDOW_S": ("1.5", "set it to a whole number"),
+    "STARK_MAX_ACTIVE_RUNS": ("-1", "allowed: at least 0"),
+    "STARK_MAX_UPLOAD_BYTES": ("big", "set it to a whole number"),
+    "STARK_PRICES_JSON": ('{"m": 1}', "fix or unset STARK_PRICES_JSON"),
+    "STARK_PRODUCTION": ("maybe", "use one of 1/0"),
+    "STARK_PROXY_SSL_HEADER": ("X-Forwarded-Proto", "use e.g. X-Forwarded-Proto=https"),
+    "STARK_REAP_INTERVAL_S": ("0", "allowed: at least 1"),
+    "STARK_REQUIRED_QUEUES": ("search,cpu", "use the roles search and gpu"),
+    "STARK_RULES_ANALYSIS_MEMORY_MB": ("lots", "must be a positive number"),
+    "STARK_RULES_ANALYSIS_TIMEOUT_S": ("-1", "must be a positive number"),
+    "STARK_SEARCH_JOB_TIMEOUT": ("5", "allowed: at least 10"),
+    "STARK_SOCKET_AUTH_S": ("61", "allowed: 1 to 60"),
+    "STARK_SOCKET_POLL_S": ("often", "set it to a number"),
+    "STARK_SSL_REDIRECT": ("always", "use one of 1/0"),
+    "STARK_EVAL_MAX_TRIALS": ("0", "allowed: at least 1"),
+    "STARK_EVAL_MAX_TIMING_RUNS": ("lots", "set it to a whole number"),
+    "STARK_EVAL_MAX_WARMUP_RUNS": ("-1", "allowed: at least 0"),
+    "STARK_EVAL_MAX_BUILD_TIMEOUT_S": ("inf", "not a finite number"),
+    "STARK_EVAL_MAX_RUN_TIMEOUT_S": ("0", "allowed: at least 1"),
+    "STARK_EVAL_MAX_MEMORY_MB": ("100", "allowed: at least 256"),
+}
+# Free text, or (SECRET_KEY) checked only in production (tests/foundation/test_settings.py covers that).
+NOT_VALIDATED = {"ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "SITE_URL", "STARK_CSP", "STARK_VAR_DIR", "SECRET_KEY"}
+READ = re.compile(r"""\b(?:env\w+|redis_url|database_config|secret_key|instance_id|llm_base_urls|llm_prices|"""
+                  r"""proxy_ssl_header|header_name)\(\s*["']([A-Z][A-Z0-9_]+)["']""")
+
+
+def variables_read_at_start_up() -> set[str]:
+    found: set[str] = set()
+    for path in ("stark_web/settings.py", "stark_web/env.py"):
+        found.update(READ.findall((ROOT / path).read_text()))
+    # read by search/teams/rules/remote.py and validated through it by env.rules_analysis_limits()
+    return found | {"STARK_RULES_ANALYSIS_TIMEOUT_S", "STARK_RULES_ANALYSIS_MEMORY_MB"}
+
+
+def test_every_variable_read_at_start_up_has_a_bad_value_here():
+    untested = variables_read_at_start_up() - set(BAD_VALUES) - NOT_VALIDATED
+    assert not untested, f"add a bad value of each of these to BAD_VALUES: {sorted(untested)}"
+    assert not set(BAD_VALUES) - variables_read_at_start_up(), "BAD_VALUES names a variable nothing reads"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variable", sorted(BAD_VALUES))
+def test_a_bad_value_stops_manage_py_check_naming_the_variable_and_the_fix(variable: str):
+    value, fix = BAD_VALUES[variable]
+    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=dict(os.environ, **{variable: value}),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: bad setting: ") and "Traceback" not in proc.stderr
+    assert variable in proc.stderr and fix in proc.stderr, proc.stderr
+
+
+def test_the_worker_reads_its_heartbeat_through_env_py_at_start(monkeypatch, redis_url):
+    """The search/gpu worker (also a GPU host's bare `rq worker`, without Django settings) validates its
+    heartbeat when it is constructed, i.e. when the process starts, with the same reader and message."""
+    import redis
+    from django.core.exceptions import ImproperlyConfigured
+
+    from search.app.service.worker import Worker
+
+    conn = redis.Redis.from_url(redis_url)
+    monkeypatch.setenv("STARK_JOB_HEARTBEAT_S", "7")
+    monkeypatch.setenv("STARK_JOB_HEARTBEAT_GRACE_S", "9")
+    worker = Worker(["stark-test-heartbeat"], connection=conn)
+    assert (worker.job_monitoring_interval, worker.heartbeat_grace_s) == (7, 9)
+    monkeypatch.setenv("STARK_JOB_HEARTBEAT_GRACE_S", "soon")
+    with pytest.raises(ImproperlyConfigured, match="STARK_JOB_HEARTBEAT_GRACE_S='soon' is not an integer"):
+        Worker(["stark-test-heartbeat"], connection=conn)
