@@ -40,9 +40,11 @@ START_WAIT_S = 60.0
 MAX_FDS = 16
 PRELOAD = ("torch", "kernels.worker", "kernels.candidate_task", "kernels.reference_task", "kernels.call_task",
            "kernels.retime_task", "kernels.isolation")
-# Imported too when they import (torch.compile's front and back end: 1-3.5 s a child would pay at its first
-# torch.compile, the compile baselines and compiled candidates). They must leave CUDA untouched (checked).
-WARM_IMPORTS = ("torch._dynamo", "torch._inductor.compile_fx")
+# Imported too when they import, and only if they leave CUDA untouched, also later from threads they start (checked
+# at start). torch.compile's front and back end would save a child 1-3.5 s at its first torch.compile, but on the
+# H200 importing them left the zygote in a state where every forked child failed with "Cannot re-initialize CUDA
+# in forked subprocess" (a background thread touches CUDA after the import returns), so none are preloaded.
+WARM_IMPORTS: tuple[str, ...] = ()
 
 
 class ZygoteUnavailable(RuntimeError):

@@ -91,10 +91,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests.plugins import register
 
     register()
-    # This process's settings follow STARK_RETIME_AT_END as set above (Django read its settings earlier).
-    from django.conf import settings
-
-    if settings.configured:
+    # This process's settings follow STARK_RETIME_AT_END as set above (Django read its settings earlier). A GPU
+    # host without Django runs only tests/kernels.
+    try:
+        from django.conf import settings
+    except ImportError:
+        settings = None
+    if settings is not None and settings.configured:
         settings.STARK_RETIME_AT_END = os.environ["STARK_RETIME_AT_END"].lower() in ("1", "true", "yes", "on")
     # Asked once per process and cached (the openai/anthropic SDKs ask for their headers, running `uname -p`): ask
     # before the spawn guard watches, so whichever test builds the first client is not taken for a spawner.

@@ -141,6 +141,7 @@ def test_the_walker_sees_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
     assert strongly_connected(graph) == [["pkg.a", "pkg.b"]]
 
 
+@pytest.mark.slow  # runs ruff
 def test_the_django_line_is_enforced_by_ruff(tmp_path: Path) -> None:
     """ruff's banned-api rule (TID251) passes on the tree, and fails for a pure module that imports Django."""
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))

@@ -3,11 +3,31 @@ child; the parent's figures from raw times; a candidate whose output differs is 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernels.jobs import retime_job
 from kernels.retime import RetimeError, retime, summarize_rounds
-from tests.web.seed import CLAMP, RELU
+from tests.kernels.conftest import fixture_source
+
+# A GPU host runs tests/kernels without Django: the problem comes from the examples, not from tests/web.
+RELU = (Path(__file__).resolve().parents[2] / "examples" / "problems" / "level1" / "relu.py").read_text()
+# A correct candidate that is not the reference itself (so a re-time compares two different modules).
+CLAMP = RELU.rstrip() + '''
+
+
+class ModelNew(nn.Module):
+    """ReLU as clamp_min (a different module from the reference, same results)."""
+
+    def __init__(self, *args):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp_min(x, 0.0)
+'''
+
+pytestmark = pytest.mark.slow  # each test starts a harness child
 
 SETTINGS = {"device": "cpu", "timing_runs": 12, "warmup_runs": 2}
 
@@ -44,7 +64,5 @@ def test_the_parent_flags_spread_and_a_slowed_reference_from_raw_times():
 
 def test_a_candidate_that_patches_the_timer_gets_no_figures():
     """The same harness-integrity check as an evaluation's: the timer replaced at import -> refused, with words."""
-    from tests.kernels.conftest import fixture_source
-
     with pytest.raises(RetimeError, match="replaced the timer"):
         retime(fixture_source("problem_scale_add"), fixture_source("patches_timer"), SETTINGS, rounds=2)
