@@ -47,9 +47,13 @@ def device_lock(root: Path, settings: EvalSettings) -> Path | None:
 def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> ProblemError:
     log = run.log[-4000:]
     if run.timed_out_phase:
-        limit = settings.build_timeout_s if run.timed_out_phase == "start" else settings.run_timeout_s
-        return ProblemError(f"the problem did not finish {what} within {limit:g} s (phase {run.timed_out_phase}); "
-                            "remove the hang or lower the sizes in get_inputs(), or raise the timeout", log)
+        if run.timed_out_phase == "start":  # the child was still importing the problem (its module-level code)
+            return ProblemError(f"the problem did not finish importing within {settings.build_timeout_s:g} s (its "
+                                "module-level code runs at import); remove the hang or slow work from the module's "
+                                "top level, or raise the timeout", log)
+        return ProblemError(f"the problem did not finish {what} within {settings.run_timeout_s:g} s (phase "
+                            f"{run.timed_out_phase}); remove the hang or lower the sizes in get_inputs(), or raise "
+                            "the timeout", log)
     if run.memory_exceeded_mb:
         return ProblemError(f"the problem needs more than memory_limit_mb={settings.memory_limit_mb} MB "
                             f"({run.memory_exceeded_mb:.0f} MB seen); lower the sizes or raise memory_limit_mb", log)

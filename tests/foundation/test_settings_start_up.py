@@ -28,6 +28,7 @@ BAD_VALUES: dict[str, tuple[str, str]] = {
     "STARK_HSTS_INCLUDE_SUBDOMAINS": ("perhaps", "use one of 1/0"),
     "STARK_HSTS_PRELOAD": ("2", "use one of 1/0"),
     "STARK_HSTS_SECONDS": ("-1", "allowed: at least 0"),
+    "STARK_RETIME_AT_END": ("later", "use one of 1/0"),
     "STARK_INSTANCE": ("a b", "use 1-32 letters"),
     "STARK_JOB_HEARTBEAT_GRACE_S": ("soon", "set it to a whole number"),
     "STARK_JOB_HEARTBEAT_S": ("0", "allowed: at least 1"),

@@ -130,6 +130,7 @@ def created(client: Client, body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.django_db
+@pytest.mark.slow  # creating runs checks their problem in a child process
 def test_every_documented_option_is_accepted_by_the_service(api: Client) -> None:
     accepted, _ = llm_doc_service_options()
     for option in sorted(api_team_options() | accepted):
@@ -146,6 +147,7 @@ def test_every_documented_option_is_accepted_by_the_service(api: Client) -> None
 
 
 @pytest.mark.django_db
+@pytest.mark.slow  # creating runs checks their problem in a child process
 def test_every_option_the_docs_say_the_service_refuses_is_refused(api: Client) -> None:
     _, refused = llm_doc_service_options()
     for option in sorted(refused):

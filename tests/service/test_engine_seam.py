@@ -8,7 +8,7 @@ import pytest
 
 from tests.service.helpers import CHEAP_EVAL, PROBLEM_PATH, problem_source
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # creating a run checks its problem in a child process
 ROOT_RESULT = {"verdict": "pass", "reasons": [], "timing": {"median_ms": 2.0}, "speedup_vs_eager": 1.0}
 
 

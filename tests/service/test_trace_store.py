@@ -10,7 +10,7 @@ from search.engine.context import build_window
 from search.engine.tree import Tree
 from tests.teams import rules_problems as P
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # tracing runs in harness children
 
 
 def evaluated_root(problem: str) -> Tree:

@@ -182,6 +182,7 @@ def test_every_speed_up_agrees_with_a_side_by_side_re_time(client, owner):
     assert "4.00×" in client.get(reverse("pages:runs")).content.decode()
 
 
+@pytest.mark.slow  # creating the run checks its problem in a child process
 def test_missing_and_foreign_pages_are_styled_404s(client, owner, stranger, relu_source):
     run = make_run(owner, relu_source)
     client.force_login(stranger)
