@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from search.engine.limits import DEFAULT_BUDGET, Limits
+from search.llm.settings import CONFIGURABLE_ROLES
 from search.teams import OFFLINE_TEAM, TEAM_NAMES, default_target
 
 # The kernel languages a run's agents write, with what each is (the form shows it).
@@ -26,7 +27,7 @@ GPU_TARGETS = ("cuda", "triton")
 DEFAULT_DEVICE = "cpu"
 GPU_DEVICE = "cuda"  # "cuda:N" names one GPU (kernels.settings.device_problem checks every device name)
 DEVICE_KINDS = (DEFAULT_DEVICE, GPU_DEVICE)
-ROLES = ("plan", "code", "debug")  # the agent roles a run may configure one by one
+ROLES = CONFIGURABLE_ROLES  # the agent roles a run may configure one by one
 DEFAULT_TEAM = OFFLINE_TEAM
 DEFAULT_BASELINES = ("eager", "compile")  # max-autotune only when asked (slow to compile)
 MAX_BUDGET = 1000

@@ -17,7 +17,8 @@ from search.llm.keys import BASE_URL_ENV, NO_KEY, resolve_key
 from search.llm.keys import KEY_ENV as KEY_ENV  # re-exported: client, pages and docs tests read it here
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
-ROLES = ("plan", "code", "debug", "single")
+CONFIGURABLE_ROLES = ("plan", "code", "debug")  # the roles a run configures one by one (--plan-model, ...)
+ROLES = (*CONFIGURABLE_ROLES, "single")  # and the single-agent baselines' one role
 DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
 DEFAULT_MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5"}
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")

@@ -56,6 +56,7 @@ def big_engine(stub: StubLLMServer, results: dict, provider: str, **extra: Any) 
     return engine
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_context_length_error_shrinks_the_window_once(stub: StubLLMServer, results: dict, provider: str,
@@ -74,6 +75,7 @@ def test_a_context_length_error_shrinks_the_window_once(stub: StubLLMServer, res
     assert len(stub.requests) == 5 and len(stub.requests[3].text) < len(first)
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_a_second_context_length_error_names_the_options(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = big_engine(stub, results, provider)
@@ -100,6 +102,7 @@ def test_the_shrink_follows_the_servers_numbers(message: str, budget: int, expec
     assert shrunk_budget(message, budget, max_tokens, budget) == expected
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 def test_a_window_over_budget_by_the_providers_count_is_rendered_smaller(stub: StubLLMServer, results: dict) -> None:
     engine = big_engine(stub, results, "anthropic", context_tokens=1000)
     child = engine.expand(0)

@@ -138,6 +138,7 @@ def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: St
     assert child.role == "debug" and stub.requests[-1].temperature == 0.1
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 def test_the_cost_limit_refuses_a_call_whose_worst_case_does_not_fit(stub: StubLLMServer, results: dict) -> None:
     """Checked before every call with its worst case (input estimate + the whole --max-tokens answer)."""
     engine = engine_for("stark", options(stub, cost_limit_usd=0.01, max_tokens=2000), results, [])
@@ -149,6 +150,7 @@ def test_the_cost_limit_refuses_a_call_whose_worst_case_does_not_fit(stub: StubL
     assert not stub.requests
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer, results: dict, provider: str) -> None:
     """Issue 17.5: `--parallel 3` with a $0.001 limit spent $0.051. One meter per run holds each call's worst
@@ -210,6 +212,7 @@ def test_every_team_builds_with_its_policy(name: str) -> None:
     assert greedy.policy.name == "greedy" and greedy.debug is not None
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 def test_quota_stops_the_run_at_the_first_request(stub: StubLLMServer, results: dict) -> None:
     """Issue 17.2: a budget-4 run against an account without quota made 40 requests and exited "finished"."""
     stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
@@ -220,6 +223,7 @@ def test_quota_stops_the_run_at_the_first_request(stub: StubLLMServer, results: 
     assert "billing" in summary.stop_reason and len(stub.requests) == 1
 
 
+@pytest.mark.slow  # its problem is inspected in a harness child
 def test_a_run_whose_every_attempt_failed_for_provider_reasons_fails(stub: StubLLMServer, results: dict) -> None:
     stub.responder = lambda request: Reply(status=529, error_message="Overloaded")
     engine = engine_for("stark", options(stub, max_retries=1), results, [])

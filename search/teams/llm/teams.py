@@ -25,6 +25,7 @@ from search.llm import ConfigError, CostMeter, LLMClient, RoleSettings, load_pri
 from search.llm.client import HOSTED
 from search.llm.price_table import AS_OF
 from search.llm.pricing import Price, parse_price_option
+from search.teams import LLM_TEAMS
 from search.teams.llm.agents import (
     DEFAULT_CONTEXT_TOKENS,
     LLMCodeAgent,
@@ -35,7 +36,7 @@ from search.teams.llm.agents import (
 
 log = logging.getLogger(__name__)
 
-LLM_TEAM_NAMES = ("stark", "sampling", "reflexion", "search-single", "ma-only")
+LLM_TEAM_NAMES = LLM_TEAMS  # the registry (search.teams.TEAMS) names each team once
 DEFAULT_POLICY = {"stark": "adaptive-egreedy", "sampling": "best-of-k", "reflexion": "reflexion",
                   "search-single": "adaptive-egreedy", "ma-only": "best-of-k"}
 # Team settings the engine reads, taken from options when given.

@@ -12,8 +12,8 @@ from typing import Any
 
 from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
 from search.engine.anchors import has_markers
+from search.engine.settings import TARGETS
 
-TARGETS = ("cuda", "triton", "cpp", "torch")
 TARGET_ALIASES = {"cpu": "cpp", "c++": "cpp"}
 
 TASK = (
