@@ -40,11 +40,9 @@ START_WAIT_S = 60.0
 MAX_FDS = 16
 PRELOAD = ("torch", "kernels.worker", "kernels.candidate_task", "kernels.reference_task", "kernels.call_task",
            "kernels.retime_task", "kernels.isolation")
-# Imported too when they import, and only if they leave CUDA untouched, also later from threads they start (checked
-# at start). torch.compile's front and back end would save a child 1-3.5 s at its first torch.compile, but on the
-# H200 importing them left the zygote in a state where every forked child failed with "Cannot re-initialize CUDA
-# in forked subprocess" (a background thread touches CUDA after the import returns), so none are preloaded.
-WARM_IMPORTS: tuple[str, ...] = ()
+# Not preloaded: torch.compile's back end. It would save a child 1-3.5 s at its first torch.compile, but on the H200
+# `import torch._inductor.compile_fx` left the zygote multi-threaded and every child forked after it failed with
+# "Cannot re-initialize CUDA in forked subprocess" (torch.cuda.is_initialized() was still False in the zygote).
 
 
 class ZygoteUnavailable(RuntimeError):
@@ -238,18 +236,6 @@ def parent_of(pid: int) -> int | None:
         return None
 
 
-def warm_imports() -> None:
-    """WARM_IMPORTS, each only where it imports cleanly; a zygote whose imports initialised CUDA would hand every
-    child a context it cannot use after fork, so that stops the zygote (callers then spawn children as before)."""
-    import torch
-
-    for name in WARM_IMPORTS:
-        with contextlib.suppress(Exception):
-            __import__(name)
-    if torch.cuda.is_initialized():
-        raise SystemExit("zygote: an import initialised CUDA before fork; children are spawned instead")
-
-
 def descends_from(pid: int, ancestor: int) -> bool:
     """Whether `pid` is `ancestor` or below it (walks the parent chain through /proc)."""
     seen = 0
@@ -264,7 +250,6 @@ def descends_from(pid: int, ancestor: int) -> bool:
 def serve(path: Path) -> None:
     for name in PRELOAD:
         __import__(name)
-    warm_imports()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)
