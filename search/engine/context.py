@@ -3,6 +3,9 @@
 plan:  W = {i, root} ∪ D(i) ∪ Top-r(C)
 code:  W = {i, root} ∪ D(i) ∪ {j : p(j) ∈ S(i)}     (children of i's siblings)
 debug: W = {i, root} ∪ S(i)
+
+Without search memory (the best-of-K baselines `sampling` and `ma-only`: independent samples) every window is
+{i, root} alone: no earlier attempt, its diff, verdict or timing reaches the next sample.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ class WindowItem:
     relation: str
 
 
-def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_TOP_R) -> list[WindowItem]:
+def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_TOP_R,
+                   memory: bool = True) -> list[WindowItem]:
     """The nodes of role's window around target i, most relevant first (i and root always first).
 
-    Only finished nodes enter (an attempt still in flight has nothing to show yet), except i itself."""
+    Only finished nodes enter (an attempt still in flight has nothing to show yet), except i itself.
+    memory=False (independent samples) keeps {i, root} only."""
     if role not in WINDOW_ROLES:
         raise ValueError(f"unknown window role {role!r}; use one of {WINDOW_ROLES}")
     target = tree[target_id]
@@ -54,6 +59,8 @@ def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_T
     if tree.root.id not in seen:
         seen.add(tree.root.id)
         items.append(WindowItem(tree.root, "root"))
+    if not memory:
+        return items
     if role == "plan":
         add(newest_first(tree.children(target_id)), "child")
         add(tree.leaderboard(top_r), "leader")
@@ -194,6 +201,7 @@ def build_window(
     *,
     attempt: int = 0,
     top_r: int = DEFAULT_TOP_R,
+    memory: bool = True,
     problem: dict[str, Any] | None = None,
     device: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
@@ -203,7 +211,7 @@ def build_window(
         role=role,
         target=tree[target_id],
         root=tree.root,
-        items=window_members(tree, role, target_id, top_r),
+        items=window_members(tree, role, target_id, top_r, memory),
         problem_source=tree.problem_source,
         attempt=attempt,
         problem=dict(problem or {}),

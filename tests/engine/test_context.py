@@ -54,6 +54,16 @@ def test_windows_around_the_root_hold_it_once(tree):
     assert members(tree, "debug", 0) == {0}
 
 
+def test_without_memory_every_window_is_i_and_root_alone(tree):
+    """Best-of-K's independent samples: nothing of the earlier attempts (children, leaders, siblings)."""
+    for role in ("plan", "code", "debug"):
+        assert {it.node.id for it in window_members(tree, role, 0, memory=False)} == {0}
+        assert {it.node.id for it in window_members(tree, role, 1, memory=False)} == {1, 0}
+    assert members(tree, "plan", 0) != {0}  # with memory the root's window holds its children
+    text = build_window(tree, "plan", 0, memory=False).render()
+    assert "a child of i" not in text and "leaderboard" not in text and "node 1," not in text
+
+
 def test_target_and_root_come_first_with_their_relations(tree):
     items = window_members(tree, "code", 4)
     assert [(i.node.id, i.relation) for i in items[:2]] == [(4, "target"), (0, "root")]
