@@ -79,6 +79,7 @@ class Expansion:
                 attempt=child.attempt,
                 top_r=int(self._team_setting("top_r", DEFAULT_TOP_R)),
                 memory=bool(self._team_setting("memory", True)),
+                attempt_id=child.id,
                 problem=self.tree.meta.get("problem_summary") or {},
                 device=self.tree.meta.get("device_info") or {"device": self.tree.settings.get("device", "cpu")},
                 settings=settings,

@@ -64,3 +64,21 @@ def test_the_single_agent_baselines_write_and_fix_as_one_role_at_one_temperature
     settings = engine.team.settings
     assert settings["code_llm"] == settings["debug_llm"] and settings["code_llm"].endswith("@T=0.6")
     assert settings["memory"] is True and engine.team.code is engine.team.debug
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_parallel_attempts_see_each_others_instructions(stub: StubLLMServer, results: dict, provider: str) -> None:
+    """Issue 16.5: an attempt planned while another from the same node is in flight (being evaluated) is told
+    what that one was asked to do, so parallel attempts diverge; once it finished it is an ordinary child."""
+    engine = engine_for("stark", options(stub, provider), results, [])
+    first = engine.expand(0)
+    assert first.status == "building" and not first.finished  # in flight: its candidate awaits evaluation
+    second = engine.expand(0)
+    plans = [r.text for r in stub.requests if role_of(r) == "plan"]
+    assert len(plans) == 2 and "being tried" not in plans[0].split("## the node you work on")[1]
+    seen = plans[1].split("## the node you work on")[1]
+    assert f"## being tried (in flight from node 0, do not repeat it): node {first.id}," in seen
+    assert f"Instruction: {first.instruction}" in seen
+    third_window = engine.window("plan", 0, engine.start_child(0))
+    assert {it.node.id for it in third_window.items if it.relation == "in-flight"} == {first.id, second.id}
