@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer
+from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer, SearchExhausted
 from search.engine.anchors import check_filled, parse_anchors, resolve_instructions, wrap_all
 from search.engine.context import build_window
 from search.engine.tree import Tree
@@ -105,7 +105,7 @@ def test_it_says_when_nothing_is_left_to_try() -> None:
     assert seen == {Recipe(compile_mode="default"), Recipe(compile_mode="max-autotune-no-cudagraphs")}
     with pytest.raises(AgentError) as err:
         team.plan.plan(build_window(tree, "plan", 0, attempt=3, device={"device": "cpu"}))
-    assert not err.value.permanent
+    assert not err.value.permanent and isinstance(err.value, SearchExhausted)  # the root and both children: no move
     assert "nothing left to try" in err.value.message and "no chain" in err.value.message
 
 
