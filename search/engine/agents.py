@@ -87,6 +87,12 @@ class AgentError(Exception):
         self.usage = usage or Usage()
 
 
+class SearchExhausted(AgentError):
+    """The team has nothing left to try from the selected node nor from any node it sees (an offline team's
+    finite space of moves): the attempt ends with verdict "exhausted", unevaluated, and the run finishes with
+    "search space exhausted" (Engine.finish_reason) instead of spending its budget on empty attempts."""
+
+
 class MalformedAnswer(Exception):
     """The agent's answer broke the protocol (bad anchors, markers left, no code block): re-asked, bounded.
     Carry the tokens it cost in usage so they are counted on the node."""

@@ -1,8 +1,11 @@
 """Role-specific context windows exactly as the paper defines them, and their rendering into prompt text.
 
-plan:  W = {i, root} ∪ D(i) ∪ Top-r(C)
+plan:  W = {i, root} ∪ D(i) ∪ Top-r(C), plus what the attempts in flight from i were asked to do ("being tried")
 code:  W = {i, root} ∪ D(i) ∪ {j : p(j) ∈ S(i)}     (children of i's siblings)
 debug: W = {i, root} ∪ S(i)
+
+Without search memory (the best-of-K baselines `sampling` and `ma-only`: independent samples) every window is
+{i, root} alone: no earlier attempt, its diff, verdict or timing reaches the next sample.
 """
 
 from __future__ import annotations
@@ -29,16 +32,20 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass
 class WindowItem:
-    """One node in a window and why it is there: target, root, child, leader, sibling, sibling-child."""
+    """One node in a window and why it is there: target, root, child, in-flight, leader, sibling, sibling-child."""
 
     node: Node
     relation: str
 
 
-def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_TOP_R) -> list[WindowItem]:
+def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_TOP_R,
+                   memory: bool = True, attempt_id: int | None = None) -> list[WindowItem]:
     """The nodes of role's window around target i, most relevant first (i and root always first).
 
-    Only finished nodes enter (an attempt still in flight has nothing to show yet), except i itself."""
+    Only finished nodes enter (an attempt still in flight has nothing to show yet), except i itself and, in the
+    plan window, the attempts in flight from i that already have their instruction (relation "in-flight", so
+    parallel attempts diverge; attempt_id, the attempt the window is for, is not its own sibling).
+    memory=False (independent samples) keeps {i, root} only."""
     if role not in WINDOW_ROLES:
         raise ValueError(f"unknown window role {role!r}; use one of {WINDOW_ROLES}")
     target = tree[target_id]
@@ -54,8 +61,14 @@ def window_members(tree: Tree, role: str, target_id: int, top_r: int = DEFAULT_T
     if tree.root.id not in seen:
         seen.add(tree.root.id)
         items.append(WindowItem(tree.root, "root"))
+    if not memory:
+        return items
     if role == "plan":
         add(newest_first(tree.children(target_id)), "child")
+        for n in tree.children(target_id):
+            if not n.finished and n.instruction and n.id != attempt_id and n.id not in seen:
+                seen.add(n.id)
+                items.append(WindowItem(n, "in-flight"))
         add(tree.leaderboard(top_r), "leader")
     elif role == "code":
         add(newest_first(tree.children(target_id)), "child")
@@ -158,14 +171,14 @@ def render_item(item: WindowItem, target: Node, detail: bool) -> str:
     node = item.node
     titles = {
         "target": "the node you work on (i)", "root": "the reference (root)", "child": "a child of i",
-        "leader": "a leaderboard entry", "sibling": "a sibling of i", "sibling-child": "a child of a sibling of i",
+        "in-flight": f"being tried (in flight from node {target.id}, do not repeat it)", "leader": "a leaderboard entry", "sibling": "a sibling of i", "sibling-child": "a child of a sibling of i",
     }
     lines = [f"## {titles.get(item.relation, item.relation)}: {describe(node)}"]
     if node.instruction:
         lines.append("Instruction: " + node.instruction)
     if node.reasons:
         lines.append("Reasons: " + "; ".join(node.reasons))
-    if not detail:
+    if not detail or item.relation == "in-flight":  # an attempt in flight has no result to show yet
         return "\n".join(lines)
     if item.relation in ("target", "sibling") and not node.correct and node.result:
         logs = node.result.get("logs") or {}
@@ -194,6 +207,8 @@ def build_window(
     *,
     attempt: int = 0,
     top_r: int = DEFAULT_TOP_R,
+    memory: bool = True,
+    attempt_id: int | None = None,
     problem: dict[str, Any] | None = None,
     device: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
@@ -203,7 +218,7 @@ def build_window(
         role=role,
         target=tree[target_id],
         root=tree.root,
-        items=window_members(tree, role, target_id, top_r),
+        items=window_members(tree, role, target_id, top_r, memory, attempt_id),
         problem_source=tree.problem_source,
         attempt=attempt,
         problem=dict(problem or {}),

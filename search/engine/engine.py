@@ -19,7 +19,7 @@ from typing import Any
 
 from search.engine.agents import Team
 from search.engine.events import Emit, Event, ignore
-from search.engine.expand import Expansion
+from search.engine.expand import EXHAUSTED, Expansion
 from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.engine.node import Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
@@ -27,6 +27,7 @@ from search.engine.tree import Tree
 
 Evaluator = Callable[[str, str, dict[str, Any]], dict[str, Any]]
 NOTHING_SELECTABLE = "nothing left to select (every branch is throttled or pruned)"
+SEARCH_EXHAUSTED = "search space exhausted"
 LEADERBOARD_SIZE = 10
 RETRY_STATUS = {"expand": "selected", "evaluate": "building"}  # a lost phase's new try starts from this status
 
@@ -148,6 +149,8 @@ class Engine(Expansion):
             if not self.tree.root.correct:  # not evaluated yet, or the reference failed (finish_reason says so)
                 return started, None
             limits = self.limits()
+            if self.exhausted() is not None:
+                return started, SEARCH_EXHAUSTED
             while len(started) < slots:
                 stop = limits.stop_reason(self.tree, elapsed_s)
                 if stop is not None:
@@ -170,6 +173,10 @@ class Engine(Expansion):
                 return Finish("failed", f"the reference itself did not pass ({root.verdict}): {reasons}")
             if self.tree.in_flight():
                 return None
+            exhausted = self.exhausted()
+            if exhausted is not None:
+                why = exhausted.reasons[0] if exhausted.reasons else f"nothing left to try from node {exhausted.parent}"
+                return Finish("finished", f"{SEARCH_EXHAUSTED}: {why}")
             attempts = [n for n in self.tree if n.parent is not None]
             if attempts and all(n.verdict == "agent_error" for n in attempts):
                 last = attempts[-1].reasons[0] if attempts[-1].reasons else "no reason given"
@@ -177,6 +184,11 @@ class Engine(Expansion):
             if stop is None:
                 return Finish("finished", NOTHING_SELECTABLE)
             return Finish("finished" if self.tree.attempts >= self.limits().budget else "stopped", stop)
+
+    def exhausted(self) -> Node | None:
+        """The first attempt whose team found nothing left to try (verdict "exhausted"), if any: no attempt
+        starts after it, and the run finishes with "search space exhausted"."""
+        return next((n for n in self.tree if n.parent is not None and n.verdict == EXHAUSTED), None)
 
     def retry(self, node_id: int, reason: str, phase: str = "expand") -> Node:
         """Hand an unfinished attempt whose phase was lost (killed worker, lost job) to a new try: the reason goes

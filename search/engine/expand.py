@@ -9,12 +9,21 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from search.engine.agents import AgentError, CodeAnswer, MalformedAnswer, PlanAnswer, Team, Usage
+from search.engine.agents import (
+    AgentError,
+    CodeAnswer,
+    MalformedAnswer,
+    PlanAnswer,
+    SearchExhausted,
+    Team,
+    Usage,
+)
 from search.engine.anchors import AnchorError, check_filled, has_markers, resolve_instructions, wrap_all
 from search.engine.context import DEFAULT_TOP_R, ContextWindow, build_window
 from search.engine.node import Node
 from search.engine.tree import Tree
 
+EXHAUSTED = "exhausted"  # the verdict of the attempt whose team found the search space exhausted
 SINGLE_AGENT_INSTRUCTION = (
     "Rewrite ModelNew so it runs faster on the target device with custom kernels, computing the same outputs"
 )
@@ -59,6 +68,9 @@ class Expansion:
         except MalformedAnswer as exc:
             self.fail(child.id, "malformed", exc.message)
             return child
+        except SearchExhausted as exc:  # the run ends here (Engine.finish_reason); nothing to evaluate
+            self.fail(child.id, EXHAUSTED, exc.message)
+            return child
         except AgentError as exc:
             self.fail(child.id, "agent_error", exc.message)
             if exc.permanent:
@@ -78,6 +90,8 @@ class Expansion:
                 self.tree, role, node_id,
                 attempt=child.attempt,
                 top_r=int(self._team_setting("top_r", DEFAULT_TOP_R)),
+                memory=bool(self._team_setting("memory", True)),
+                attempt_id=child.id,
                 problem=self.tree.meta.get("problem_summary") or {},
                 device=self.tree.meta.get("device_info") or {"device": self.tree.settings.get("device", "cpu")},
                 settings=settings,
@@ -109,7 +123,7 @@ class Expansion:
             except AgentError as exc:
                 self._charge(child, role, exc.usage, len(feedback))
                 self._log(child, f"{role}: provider error: {exc.message}")
-                if exc.permanent or retries_left <= 0:
+                if exc.permanent or isinstance(exc, SearchExhausted) or retries_left <= 0:
                     raise
                 retries_left -= 1
                 continue

@@ -32,8 +32,27 @@ def test_metrics_follow_the_paper_and_kernelbench():
     assert m["n"] == 3 and m["success"] == pytest.approx(2 / 3)
     assert m["Fast_1"] == pytest.approx(1 / 3)  # only a (3.0x) is at least as fast
     assert m["fast_p"] == pytest.approx({"0": 2 / 3, "0.5": 2 / 3, "1": 1 / 3, "1.5": 1 / 3, "2": 1 / 3})
-    assert m["mean_speedup"] == pytest.approx(1.9)
-    assert m["geomean_speedup"] == pytest.approx(math.sqrt(3.0 * 0.8))
+    assert m["mean_speedup_solved"] == pytest.approx(1.9)
+    assert m["geomean_speedup_solved"] == pytest.approx(math.sqrt(3.0 * 0.8))
+
+
+def test_mean_speedups_are_reported_over_solved_problems_and_with_unsolved_ones_at_1x():
+    """Issue 16: KernelBench-derived papers differ; both are reported, named, and differ when a problem is unsolved."""
+    m = metrics(RECORDS[:3], "eager")  # a 3.0x, b 0.8x, c unsolved
+    assert m["mean_speedup_solved"] == pytest.approx((3.0 + 0.8) / 2)
+    assert m["mean_speedup_all"] == pytest.approx((3.0 + 0.8 + 1.0) / 3) and m["counted_all"] == 3
+    assert m["geomean_speedup_all"] == pytest.approx((3.0 * 0.8 * 1.0) ** (1 / 3))
+    solved = metrics(RECORDS[3:], "eager")  # nothing unsolved: the two agree
+    assert solved["mean_speedup_all"] == pytest.approx(solved["mean_speedup_solved"]) == pytest.approx(1.3)
+    nothing = metrics([rec("c", "level1", None)], "eager")
+    assert nothing["mean_speedup_solved"] is None and nothing["mean_speedup_all"] == 1.0
+    untimed = metrics(RECORDS[:3], "compile_max_autotune")  # never timed: no mean either way
+    assert untimed["mean_speedup_all"] is None and untimed["mean_speedup_solved"] is None
+    text = markdown({"team": "rules", "budget": 3, "device": "cpu", "problems": RECORDS[:3],
+                     "summary": summarize(RECORDS[:3])})
+    assert "| mean (solved) | mean (all, unsolved = 1×) | geomean (solved) | geomean (all, unsolved = 1×) |" in text
+    assert "| level1 | eager | 3 | 66.7% | 33.3% |" in text and "| 1.90× | 1.60× | 1.55× | 1.34× |" in text
+    assert "one without a correct attempt counted as 1.0×" in text
 
 
 def test_fast_1_counts_a_tie_but_fast_p_at_1_does_not():

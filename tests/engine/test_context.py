@@ -54,6 +54,32 @@ def test_windows_around_the_root_hold_it_once(tree):
     assert members(tree, "debug", 0) == {0}
 
 
+def test_without_memory_every_window_is_i_and_root_alone(tree):
+    """Best-of-K's independent samples: nothing of the earlier attempts (children, leaders, siblings)."""
+    for role in ("plan", "code", "debug"):
+        assert {it.node.id for it in window_members(tree, role, 0, memory=False)} == {0}
+        assert {it.node.id for it in window_members(tree, role, 1, memory=False)} == {1, 0}
+    assert members(tree, "plan", 0) != {0}  # with memory the root's window holds its children
+    text = build_window(tree, "plan", 0, memory=False).render()
+    assert "a child of i" not in text and "leaderboard" not in text and "node 1," not in text
+
+
+def test_the_plan_window_lists_what_attempts_in_flight_from_i_were_asked_to_do(tree):
+    tree[10].instruction = "tile the reduction in shared memory"
+    tree.nodes[11] = Node(id=11, parent=1, attempt=11, role="plan+code", status="planning")  # not planned yet
+    tree.nodes[12] = Node(id=12, parent=1, attempt=12, role="plan+code", status="planning")  # the window's own
+    tree[12].instruction = "its own earlier plan"
+    items = window_members(tree, "plan", 1, attempt_id=12)
+    assert [it.node.id for it in items if it.relation == "in-flight"] == [10]
+    text = build_window(tree, "plan", 1, attempt_id=12).render()
+    assert "## being tried (in flight from node 1, do not repeat it): node 10" in text
+    assert "Instruction: tile the reduction in shared memory" in text and "its own earlier plan" not in text
+    # only the plan window, and not without memory (independent samples know nothing of each other)
+    for role in ("code", "debug"):
+        assert all(it.relation != "in-flight" for it in window_members(tree, role, 1))
+    assert all(it.relation != "in-flight" for it in window_members(tree, "plan", 1, memory=False))
+
+
 def test_target_and_root_come_first_with_their_relations(tree):
     items = window_members(tree, "code", 4)
     assert [(i.node.id, i.relation) for i in items[:2]] == [(4, "target"), (0, "root")]

@@ -80,7 +80,7 @@ def test_each_target_gets_its_guidance(name: str, expected: str) -> None:
 
 
 def test_versions_are_named() -> None:
-    assert VERSIONS == {"plan": "plan/1", "code": "code/1", "debug": "debug/1", "single": "single/1"}
+    assert VERSIONS == {"plan": "plan/2", "code": "code/1", "debug": "debug/1", "single": "single/2"}
 
 
 def plan_text(body: str = ANCHORED, lines: str = "INSTRUCTION 1: fuse relu and scale into one kernel") -> str:

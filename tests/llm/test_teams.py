@@ -130,12 +130,12 @@ def test_sampling_uses_one_agent_writing_whole_files(stub: StubLLMServer, result
 
 
 @pytest.mark.slow
-def test_reflexion_debugs_its_failed_attempt_with_the_debug_temperature(stub: StubLLMServer, results: dict) -> None:
+def test_reflexion_fixes_its_failed_attempt_itself_at_its_one_temperature(stub: StubLLMServer, results: dict) -> None:
     engine = engine_for("reflexion", options(stub), results, [])
     failed = add_failed_child(engine, results)
     assert engine.select() == failed
     child = engine.expand(failed)
-    assert child.role == "debug" and stub.requests[-1].temperature == 0.1
+    assert child.role == "debug" and stub.requests[-1].temperature == 0.8
 
 
 @pytest.mark.slow  # its problem is inspected in a harness child

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer
+from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer, SearchExhausted
 from search.engine.anchors import check_filled, parse_anchors, resolve_instructions, wrap_all
 from search.engine.context import build_window
 from search.engine.tree import Tree
@@ -105,8 +105,22 @@ def test_it_says_when_nothing_is_left_to_try() -> None:
     assert seen == {Recipe(compile_mode="default"), Recipe(compile_mode="max-autotune-no-cudagraphs")}
     with pytest.raises(AgentError) as err:
         team.plan.plan(build_window(tree, "plan", 0, attempt=3, device={"device": "cpu"}))
-    assert not err.value.permanent
+    assert not err.value.permanent and isinstance(err.value, SearchExhausted)  # the root and both children: no move
     assert "nothing left to try" in err.value.message and "no chain" in err.value.message
+
+
+@pytest.mark.slow
+def test_an_exhausted_branch_is_not_an_exhausted_space() -> None:
+    """Nothing is left from node 1 (torch.compile'd matmul), but the root still has an untried move: only that
+    branch ends (a plain agent error the policy prunes); the run goes on."""
+    tree = new_tree(P.MATMUL)
+    team = build_team({})
+    attempt(tree, team, 0)
+    with pytest.raises(AgentError) as err:
+        team.plan.plan(build_window(tree, "plan", 1, attempt=2, device={"device": "cpu"}))
+    assert not isinstance(err.value, SearchExhausted) and not err.value.permanent
+    assert "nothing left to try from node 1" in err.value.message
+    assert "node(s) 0 still have untried moves" in err.value.message
 
 
 def test_the_code_role_refuses_a_plan_it_did_not_write() -> None:

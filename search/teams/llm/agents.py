@@ -180,18 +180,9 @@ class LLMDebugAgent(LLMAgent):
 
 
 class SingleAgent(LLMAgent):
-    """The baselines' one agent: writes the whole improved candidate directly (it sits in the team's
-    code slot; the engine hands it the whole file as one span with a generic instruction), and
-    fixes failed candidates with the debug prompt, through `debug_client` (the debug role's
-    temperature) when given."""
-
-    def __init__(self, client: LLMClient, context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
-                 target: str | None = None, debug_client: LLMClient | None = None) -> None:
-        super().__init__(client, context_tokens, target)
-        self.fixer = LLMDebugAgent(debug_client or client, context_tokens, target)
-
-    def debug(self, window: ContextWindow) -> CodeAnswer:
-        return self.fixer.debug(window)
+    """The baselines' one agent at one temperature: writes the whole improved candidate directly (it sits in
+    the team's code slot; the engine hands it the whole file as one span with a generic instruction), and
+    fixes failed candidates itself (same client, same system prompt, a fix task), with no second role."""
 
     def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
         target = target_of(window, self.target)
@@ -200,3 +191,9 @@ class SingleAgent(LLMAgent):
                         lambda budget: single_prompt.user_prompt(window, budget, instruction,
                                                                  self.previous_error(window)),
                         single_prompt.VERSION, lambda text: single_prompt.parse(text, window))
+
+    def debug(self, window: ContextWindow) -> CodeAnswer:
+        target = target_of(window, self.target)
+        return self.ask(window, single_prompt.system(window, target),
+                        lambda budget: single_prompt.fix_prompt(window, budget, self.previous_error(window)),
+                        single_prompt.VERSION, lambda text: debug_prompt.parse(text, window))

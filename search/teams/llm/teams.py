@@ -1,10 +1,14 @@
 """build_team(name, options): the STARK team and the paper's baselines, over LLM providers.
 
   stark          plan + code + debug agents, adaptive ε-greedy search (the paper's method)
-  sampling       one agent, best-of-K from the root
-  reflexion      one agent, linear refinement of the latest attempt (failed ones are debugged)
+  sampling       one agent, best-of-K independent samples from the root's window alone (no memory)
+  reflexion      one agent, linear refinement of the latest attempt (failed ones are fixed by the same agent)
   search-single  one agent + the adaptive ε-greedy policy
-  ma-only        plan + code + debug agents, best-of-K from the root (no search)
+  ma-only        plan + code + debug agents, best-of-K from the root without search memory between samples
+
+The single-agent baselines use ONE agent at ONE temperature (the single role's) for writing and fixing.
+Best-of-K (the policy of sampling and ma-only, or any team given --policy best-of-k) draws independent
+samples: the team setting memory=False keeps every window to {i, root}.
 
 Options (CLI flags / run settings): provider, model, base_url, api_key, api_key_env, max_tokens, temperature,
 timeout_s, max_retries, stream, prompt_caching, reasoning_effort, and the same per role as plan_*, code_*, debug_* (the single
@@ -95,7 +99,7 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
     policy = _policy(DEFAULT_POLICY[name], options)
     # Best-of-K never selects a failed node, so sampling needs no fixer (unless --policy says otherwise).
     fixes = policy.name != "best-of-k"
-    roles = ("plan", "code", "debug") if name in ("stark", "ma-only") else ("single", "debug") if fixes else ("single",)
+    roles = ("plan", "code", "debug") if name in ("stark", "ma-only") else ("single",)
     role_set = {role: role_settings(options, role) for role in roles}
     limit = _cost_limit(options)
     prices = _prices(options, role_set, limit)
@@ -114,20 +118,20 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
         plan, code = agent(LLMPlanAgent, "plan"), agent(LLMCodeAgent, "code")
         debug = agent(LLMDebugAgent, "debug")
     else:
-        single = SingleAgent(client("single"), context_tokens=context_tokens, target=target,
-                             debug_client=client("debug") if fixes else None)
+        single = SingleAgent(client("single"), context_tokens=context_tokens, target=target)
         code = single
         debug = single if fixes else None
     # The LLM client already retried transient failures (max_retries): the engine's second try would
     # multiply the requests of a failing provider, so it is off unless asked for.
-    settings: dict[str, Any] = {"max_agent_retries": 0}
+    # Best-of-K draws independent samples: no earlier sample reaches a window (search.engine.context).
+    settings: dict[str, Any] = {"max_agent_retries": 0, "memory": policy.name != "best-of-k"}
     for key, kind in ENGINE_SETTINGS.items():
         if options.get(key) is not None:
             settings[key] = kind(options[key])
     # Scalars only, no keys: team settings reach the tree file and the prompts' window settings.
     for role, member in (("plan", plan), ("code", code), ("debug", debug)):
         if member is not None:
-            s = (member.fixer if isinstance(member, SingleAgent) and role == "debug" else member).client.settings
+            s = member.client.settings
             settings[f"{role}_llm"] = f"{s.provider}:{s.model}@T={s.temperature}"
     if meter.limit_usd is not None:
         settings["cost_limit_usd"] = meter.limit_usd

@@ -15,7 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from search.engine.agents import AgentError, CodeAnswer, ContextWindow, MalformedAnswer, PlanAnswer, Usage
+from search.engine.agents import (
+    AgentError,
+    CodeAnswer,
+    ContextWindow,
+    MalformedAnswer,
+    PlanAnswer,
+    SearchExhausted,
+    Usage,
+)
 from search.engine.anchors import resolve_instructions, strip_markers
 from search.teams.rules.anchoring import anchor, fill, tag_of
 from search.teams.rules.facts import Facts
@@ -169,19 +177,21 @@ class RulesPlan:
         rng = random.Random(f"{self.ctx.seed}:{window.target.id}:{window.attempt}")
         move = self.ctx.claim(window, tried, lambda known: choose(moves, known, rng, first=not window.related("child")))
         if move is None:
-            return self._nothing_left(window, analysis, current, len(moves), started)
+            return self._nothing_left(window, analysis, current, len(moves), tried, started)
         new = self.ctx.render(window, move.recipe)
         if new == source:
-            return self._nothing_left(window, analysis, current, len(moves), started)
+            return self._nothing_left(window, analysis, current, len(moves), tried, started)
         anchored, instructions = anchor(source, new, move.instruction, move.recipe.to_text(), move.name)
         text = f"move {move.name}: {current.to_text()} -> {move.recipe.to_text()}"
         window.stream(text)
         return PlanAnswer(anchored, instructions, text=text, usage=usage("plan", started))
 
     def _nothing_left(self, window: ContextWindow, analysis: Facts, current: Recipe, n_moves: int,
-                      started: float) -> PlanAnswer:
-        """Say plainly that nothing is left instead of re-submitting the same candidate: the attempt ends as an
-        agent error with this message, costs no evaluation, and the policy prunes the exhausted branch."""
+                      tried: set[Recipe], started: float) -> PlanAnswer:
+        """Say plainly that nothing is left instead of re-submitting the same candidate. When no node the window
+        shows (the root, the leaders, the target's children) has an untried move either, the space of moves is
+        exhausted: SearchExhausted ends the run ("search space exhausted"). Otherwise only this branch is: the
+        attempt ends as an agent error with this message, costs no evaluation, and the policy prunes the branch."""
         why = [f"all {n_moves} applicable move(s) from this candidate were already tried" if n_moves
                else "no rule-based move applies to this candidate"]
         if analysis.error:
@@ -189,9 +199,25 @@ class RulesPlan:
         elif not analysis.regions:
             why.append("the traced forward has no chain of elementwise ops, no row-wise op (softmax, layer or RMS "
                        "norm) and no reduction to fuse")
-        raise AgentError(f"rules team: nothing left to try from node {window.target.id} "
-                         f"(recipe {current.to_text()}): {'; '.join(why)}", permanent=False,
-                         usage=usage("plan", started))
+        message = f"rules team: nothing left to try from node {window.target.id} (recipe {current.to_text()}): "
+        others = self._open_elsewhere(window, analysis, tried)
+        if not others:
+            raise SearchExhausted(message + "; ".join([*why, "no other node shown has an untried move either"]),
+                                  usage=usage("plan", started))
+        why.append(f"node(s) {', '.join(str(n) for n in others)} still have untried moves")
+        raise AgentError(message + "; ".join(why), permanent=False, usage=usage("plan", started))
+
+    def _open_elsewhere(self, window: ContextWindow, analysis: Facts, tried: set[Recipe]) -> list[int]:
+        """The correct nodes of the window, other than the target, with a move whose recipe is untried."""
+        device, target = self.ctx.device(window), self.ctx.target(window)
+        out = []
+        for node in window.nodes:
+            if node.id == window.target.id or not node.correct or not node.source:
+                continue
+            recipe = recipe_of(node.source) or Recipe()
+            if any(m.recipe not in tried for m in candidate_moves(recipe, analysis, device, target)):
+                out.append(node.id)
+        return out
 
 
 class RulesCode:

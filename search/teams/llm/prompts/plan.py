@@ -12,7 +12,7 @@ from search.engine.agents import ContextWindow, MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END, AnchorError, resolve_instructions
 from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
-VERSION = "plan/1"
+VERSION = "plan/2"
 
 ROLE = (
     "Your role: the PLAN agent. Study node i (its source, its measured runtime and speed-ups), the "
@@ -20,7 +20,9 @@ ROLE = (
     "single most promising next optimization for node i, grounded in its code: mark exactly where the "
     "code must change and say precisely what to do there. You do not write the new code yourself; a "
     "code agent implements your instructions. Do not repeat an idea that a child of i already tried "
-    "unless you fix why it failed. Use several spans when the change touches several places (e.g. "
+    "unless you fix why it failed, nor what an attempt in flight from node i is already trying (shown as "
+    "'being tried'): parallel attempts must diverge. Use several spans when the change touches several "
+    "places (e.g. "
     "one at module level for the kernel source, one in `ModelNew.forward` to call it). When node i "
     "is the reference itself (ModelNew merely subclasses Model), leave `Model` as it is and mark "
     "spans in or around ModelNew; an empty span marks where new code is to be inserted."

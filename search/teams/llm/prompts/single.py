@@ -1,5 +1,6 @@
-"""Single-agent prompt, v1 (baselines sampling, reflexion, search-single): one agent reads node i and
-writes an improved complete candidate directly, with no plan/anchor hand-off."""
+"""Single-agent prompt, v2 (baselines sampling, reflexion, search-single): one agent reads node i and
+writes an improved complete candidate directly, with no plan/anchor hand-off; the same agent (same system
+prompt, same temperature) fixes a failed candidate when the policy selects one."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
 from search.teams.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
-VERSION = "single/1"
+VERSION = "single/2"
 
 ROLE = (
     "Your role: you are the only agent. Read node i (and the attempts shown), decide on the most "
-    "promising optimization, and write the complete faster candidate yourself."
+    "promising optimization, and write the complete faster candidate yourself. When node i failed "
+    "(its verdict, reasons and logs are shown), fix it yourself with a minimal change that keeps its "
+    "optimization."
 )
 
 FORMAT = f"""Answer format (machine-checked; an answer that breaks it is rejected):
@@ -27,6 +30,13 @@ def user_prompt(window: ContextWindow, token_budget: int | None, instruction: st
             + rejection_note(previous_error))
 
 
+def fix_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None) -> str:
+    """The same agent's task when node i failed: fix it, minimally."""
+    return (window.render(token_budget) + "\n\n"
+            f"Task for node {window.target.id}: it failed; fix it with a minimal change and return the complete "
+            "file in one fenced block." + rejection_note(previous_error))
+
+
 def system(window: ContextWindow, target: str) -> str:
     return system_prompt(ROLE, FORMAT, window, target)
 
@@ -34,3 +44,4 @@ def system(window: ContextWindow, target: str) -> str:
 def parse(text: str, window: ContextWindow) -> CodeAnswer:
     return whole_file_answer(text, window, f"the file contains {BEGIN}/{END} markers; return plain code",
                              "the answer is identical to node i; change the code")
+
