@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 from kernels import cache, judge
@@ -19,10 +20,22 @@ from kernels.reference import (
     worker_env,
 )
 from kernels.result import EvalResult
-from kernels.sandbox import run_worker
+from kernels.sandbox import WorkerRun, run_worker
 from kernels.settings import EvalSettings
 
 REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and crashes may depend on load: re-run them
+
+
+def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSettings, root: Path,
+                        clock: PhaseClock) -> WorkerRun:
+    """A child that imports and runs a candidate (task kinds "candidate" and "retime"): the build deadline covers its
+    start, build and first call, the run deadline its work; the cache root is hidden from it."""
+    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
+                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s}
+    return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
+                      memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
+                      hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
+                      zygote_root=root if settings.warm_start else None, on_phase=clock.child())
 
 
 def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None,
@@ -51,14 +64,9 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
-    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
-                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s}
     try:
         clock.enter("start")
-        run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                         memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
-                         hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
-                         zygote_root=root if settings.warm_start else None, on_phase=clock.child())
+        run = run_candidate_child(task, work_dir, settings, root, clock)
         saved = judge.load_outputs(work_dir / "outputs.pt") if reference.digest and run.last("result") else None
         if isinstance(saved, dict):  # digest mode: one reference worker for every seed, at the candidate's positions
             clock.enter("re-check")

@@ -27,11 +27,10 @@ import time
 from typing import Any
 
 from kernels import cache
+from kernels.evaluate import run_candidate_child
 from kernels.isolation import new_work_dir
 from kernels.phases import PhaseClock, Progress
 from kernels.problem import reference_candidate
-from kernels.reference import device_lock, worker_env
-from kernels.sandbox import run_worker
 from kernels.settings import EvalSettings
 from kernels.stats import summarize, valid_times
 
@@ -61,15 +60,9 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
             "device": settings.device, "seed": settings.seed, "memory_limit_mb": settings.memory_limit_mb,
             "atol": settings.atol, "rtol": settings.rtol, "rounds": rounds,
             "timing": {"runs": runs, "warmup": max(1, settings.warmup_runs // 2), "flush": settings.flush_cache}}
-    timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
-                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s,
-                "timing": settings.run_timeout_s}
     try:
         clock.enter("start")
-        run = run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                         memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
-                         hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
-                         zygote_root=root if settings.warm_start else None, on_phase=clock.child())
+        run = run_candidate_child(task, work_dir, settings, root, clock)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     answer = run.last("result")
