@@ -29,7 +29,7 @@ def message_of(exception: BaseException | None) -> str:
 
 def error_page(request: HttpRequest, status: int, exception: BaseException | None = None) -> HttpResponse:
     """The app's own 400/403/404/500 pages (templates/<status>.html, in the site's layout)."""
-    context = {"exception": message_of(exception), "request_path": request.path}
+    context = {"exception": message_of(exception), "request_path": request.path, "status": status}
     try:
         return render(request, f"{status}.html", context, status=status)
     except Exception:  # noqa: BLE001 - an error page must never fail: fall back to plain words
