@@ -10,6 +10,21 @@ import pytest
 from kernels import EvalResult, EvalSettings, evaluate
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The examples' ReLU and a correct candidate that is not the reference itself (a re-time then compares two modules);
+# tests/web uses them too (a GPU host runs tests/kernels without Django, so they live here).
+RELU = (Path(__file__).resolve().parents[2] / "examples" / "problems" / "level1" / "relu.py").read_text()
+CLAMP = RELU.rstrip() + '''
+
+
+class ModelNew(nn.Module):
+    """ReLU as clamp_min (a different module from the reference, same results)."""
+
+    def __init__(self, *args):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp_min(x, 0.0)
+'''
 
 
 def fixture_source(name: str) -> str:

@@ -3,29 +3,11 @@ child; the parent's figures from raw times; a candidate whose output differs is 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kernels.jobs import retime_job
 from kernels.retime import RetimeError, retime, summarize_rounds
-from tests.kernels.conftest import fixture_source
-
-# A GPU host runs tests/kernels without Django: the problem comes from the examples, not from tests/web.
-RELU = (Path(__file__).resolve().parents[2] / "examples" / "problems" / "level1" / "relu.py").read_text()
-# A correct candidate that is not the reference itself (so a re-time compares two different modules).
-CLAMP = RELU.rstrip() + '''
-
-
-class ModelNew(nn.Module):
-    """ReLU as clamp_min (a different module from the reference, same results)."""
-
-    def __init__(self, *args):
-        super().__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp_min(x, 0.0)
-'''
+from tests.kernels.conftest import CLAMP, RELU, fixture_source
 
 pytestmark = pytest.mark.slow  # each test starts a harness child
 

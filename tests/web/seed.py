@@ -9,22 +9,8 @@ from typing import Any
 
 from kernels.problem import reference_candidate
 from search.app.models import Node, Problem, Run, source_hash
-from tests.web.conftest import EXAMPLES
+from tests.kernels.conftest import CLAMP, RELU
 
-RELU = (EXAMPLES / "level1" / "relu.py").read_text()
-# A correct candidate that is not the reference itself (so a re-time compares two different modules).
-CLAMP = RELU.rstrip() + '''
-
-
-class ModelNew(nn.Module):
-    """ReLU as clamp_min (a different module from the reference, same results)."""
-
-    def __init__(self, *args):
-        super().__init__()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp_min(x, 0.0)
-'''
 EVAL = {"timing_runs": 12, "warmup_runs": 2, "correctness_trials": 1, "baselines": ["eager", "compile"]}
 
 
