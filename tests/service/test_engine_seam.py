@@ -49,8 +49,9 @@ def test_cancel_builds_no_team(llm_run) -> None:
     assert root.status == "failed" and root.verdict == "interrupted"
 
 
-def test_recording_and_scheduling_build_no_team(llm_run) -> None:
-    from search.app.models import Node, Run
+def record_root_and_schedule(llm_run):
+    """The run running, its reference recorded as passed, and its first attempts scheduled: the engine used."""
+    from search.app.models import Run
     from search.app.service import steps
     from search.app.service.runs import locked_run
 
@@ -60,22 +61,22 @@ def test_recording_and_scheduling_build_no_team(llm_run) -> None:
         engine = steps.engine_of(run)
         engine.record(0, ROOT_RESULT)
         steps.schedule(run, engine)
-        assert not engine.team_built
+    return engine
+
+
+def test_recording_and_scheduling_build_no_team(llm_run) -> None:
+    from search.app.models import Node
+
+    assert not record_root_and_schedule(llm_run).team_built
     children = list(Node.objects.filter(run=llm_run, node_id__gt=0).order_by("node_id"))
     assert [(c.status, c.phase, c.parent) for c in children] == [("selected", "expand", 0)] * 2  # k = 2
 
 
 def test_a_lost_phase_is_retried_through_the_engine(llm_run) -> None:
-    from search.app.models import Node, Run
+    from search.app.models import Node
     from search.app.service import steps
-    from search.app.service.runs import locked_run
 
-    with locked_run(llm_run.pk) as run:
-        run.status = Run.Status.RUNNING
-        run.save(update_fields=["status"])
-        engine = steps.engine_of(run)
-        engine.record(0, ROOT_RESULT)
-        steps.schedule(run, engine)
+    record_root_and_schedule(llm_run)
     child = Node.objects.filter(run=llm_run, node_id=1).get()
     Node.objects.filter(pk=child.pk).update(status="coding")
     assert steps.retry_lost_expand(llm_run.pk, child.pk, 1, "its worker was killed") == \

@@ -32,7 +32,9 @@ def load_problem(source: str, name: str = "stark_rules_problem") -> LoadedProble
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
     module = types.ModuleType(f"{name}_{digest}")
     module.__file__ = f"<{name}_{digest}>"
-    exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - the user's own problem
+    # Runs the problem's module-level code: only ever called inside the harness's isolated child (traced.py through
+    # kernels.isolated) or on the tests' own sources, never in a server process.
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, attr):
             raise ProblemLoadError(f"the problem defines no {attr}; a KernelBench problem needs "
