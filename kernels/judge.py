@@ -83,7 +83,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     result = EvalResult(verdict="pass", settings=settings.to_dict())
     checks: list[Check] = []
     if run.forged:
-        checks.append(check("forged_result", "fail", f"{len(run.forged)} unauthenticated message(s) were written to "
+        checks.append(check("forged_result", "fail", f"{max(run.forged_count, len(run.forged))} unauthenticated message(s) were written to "
                             f"the harness's result channel, e.g. {run.forged[0][:120]!r}"))
     failure = process_failure(run, settings)
     if failure:

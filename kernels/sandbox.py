@@ -62,6 +62,13 @@ class WorkerRun:
     isolation: dict[str, list[str]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
+    forged_count: int = 0
+
+    def add_forged(self, text: str) -> None:
+        self.forged_count += 1
+        if len(self.forged) < MAX_FORGED:
+            self.forged.append(text)
+
     def last(self, kind: str) -> dict[str, Any] | None:
         return next((m for m in reversed(self.messages) if m.get("type") == kind), None)
 
@@ -193,7 +200,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         for fd in lock_fds:
             os.close(fd)
     deadline = start + timeouts.get("start", 300.0)
-    buffer = b""
+    lines = ChannelLines()
     next_memory_check = next_disk_check = 0.0
     tracked: dict[int, str] = {}
     try:
@@ -225,9 +232,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             chunk = os.read(read_fd, 1 << 16)
             if not chunk:
                 break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
+            for line in lines.feed(chunk, run):
                 message = _authenticate(line, nonce, run)
                 if message and message.get("type") == "phase":
                     run.phase = str(message.get("phase"))
@@ -306,6 +311,38 @@ def read_regular_file(path: Path, limit: int | None = None, tail: bool = False) 
         os.close(fd)
 
 
+MAX_LINE = 16 << 20  # no harness message comes near this; a longer "line" is a flood, dropped unread
+MAX_FORGED = 100  # forgeries kept (as evidence) per run; more are counted, not stored
+
+
+class ChannelLines:
+    """Split the result channel into lines with bounded memory: a line longer than MAX_LINE (a candidate writing
+    without newlines to exhaust the parent's memory) is dropped as it arrives and recorded as one forgery."""
+
+    def __init__(self, limit: int = MAX_LINE) -> None:
+        self.limit = limit
+        self.buffer = b""
+        self.dropping = False
+
+    def feed(self, chunk: bytes, run: WorkerRun) -> list[bytes]:
+        out: list[bytes] = []
+        while chunk:
+            head, newline, chunk = chunk.partition(b"\n")
+            if self.dropping:
+                self.dropping = not newline
+                continue
+            self.buffer += head
+            if len(self.buffer) > self.limit:
+                run.add_forged(f"{self.buffer[:120].decode(errors='replace')}... (a line over "
+                               f"{self.limit >> 20} MB, dropped)")
+                self.buffer, self.dropping = b"", not newline
+                continue
+            if newline:
+                out.append(self.buffer)
+                self.buffer = b""
+        return out
+
+
 def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | None:
     text = line.decode(errors="replace").strip()
     if not text:
@@ -313,10 +350,10 @@ def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | N
     try:
         message = json.loads(text)
     except ValueError:
-        run.forged.append(text[:200])
+        run.add_forged(text[:200])
         return None
     if not isinstance(message, dict) or message.pop("nonce", None) != nonce:
-        run.forged.append(text[:200])
+        run.add_forged(text[:200])
         return None
     message["received_s"] = round(time.monotonic() - run.started, 4)
     run.messages.append(message)

@@ -21,6 +21,7 @@ REJECTIONS = [
     ("patches_torch", "harness_patched"),
     ("patches_harness", "harness_patched"),
     ("forged_channel", "forged_result"),
+    ("flood_channel", "forged_result"),
 ]
 
 
