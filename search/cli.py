@@ -13,6 +13,7 @@ from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
+from search.llm.temperature import notices
 from search.teams import TEAM_NAMES
 
 
@@ -45,6 +46,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
                    help="reasoning models: OpenAI's reasoning_effort, or an Anthropic thinking budget (minimal "
                         "1,024 ... high 16,384 tokens on top of --max-tokens); the temperature is then not sent")
+    g.add_argument("--strict-temperatures", action="store_true", default=None,
+                   help="a model that refuses a role's temperature (plan 0.8, code/debug 0.1) stops the run with an "
+                        "error instead of that role running without it (default: it runs without it, and the "
+                        "summary says so)")
     g.add_argument("--price", action="append", default=None, metavar="[MODEL=]IN,OUT[,CACHE_READ[,CACHE_WRITE]]",
                    help="USD per million tokens of a model the price table lacks (repeatable; without MODEL= "
                         "every model of the run); needed for --cost-limit with such a model")
@@ -111,9 +116,20 @@ def outline(tree: Tree) -> str:
     return "\n".join(lines)
 
 
+def temperature_lines(tree: Tree) -> list[str]:
+    """One line per role that ran without its temperature (search.llm.temperature.notices), for the summary."""
+    lines = []
+    for n in notices((node.id, node.usage) for node in tree):
+        where = ", ".join(f"#{i}" for i in n["nodes"][:8]) + (" ..." if len(n["nodes"]) > 8 else "")
+        lines.append(f"Temperature: {n['text']} ({n['calls']} call(s), nodes {where}).")
+    return lines
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     tree, summary = search_problem(args.problem, args, out, tree_file=args.out, events_file=args.events)
     print(summary.text(), file=out)
+    for line in temperature_lines(tree):
+        print(line, file=out)
     if args.out:
         print(f"tree written to {args.out}", file=out)
     return 1 if summary.status == "failed" else 0
