@@ -128,9 +128,9 @@ class LLMClient:
                     if self.temperatures.strict:
                         raise strict_error(settings, settings.temperature, failure.message[:300],
                                            failure.status) from exc
-                    self.temperatures.refuse(settings, failure.message[:160])
+                    self.temperatures.refuse(settings, failure.message[:400])
                     notes.append(f"{settings.model} rejected temperature {settings.temperature:g} for the "
-                                 f"{settings.role} agent ({failure.message[:160]}); re-sent without it, and the "
+                                 f"{settings.role} agent ({failure.message[:400]}); re-sent without it, and the "
                                  f"{settings.role} agent's later calls in this run leave it out")
                     log.warning("%s: %s rejected temperature %s; re-sending without it", settings.role,
                                 settings.model, settings.temperature)

@@ -39,7 +39,7 @@ export function nodeLabel(n, root = null, anchor = null) {
   }
   const move = moveLabel(n);
   // "no temp": a call of this attempt was sent without its role's temperature (the run header says why).
-  const tail = (move ? ` · ${move}` : "") + (dropsTemperature(n) ? " · no temp" : "");
+  const tail = (dropsTemperature(n) ? " · no temp" : "") + (move ? ` · ${move}` : "");
   if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {
