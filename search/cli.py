@@ -13,7 +13,7 @@ from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
-from search.llm.temperature import notices
+from search.llm.temperature import dropped, notices
 from search.teams import TEAM_NAMES
 
 
@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", required=True, help="results JSON; the Markdown table goes next to it (.md)")
     bench.add_argument("--trees", default=None, help="directory for each problem's tree JSON")
     add_run_options(bench)
-    show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed")
+    show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
+                                       "(and 'no temp' where a call went without its role's temperature)")
     show.add_argument("tree", help="a tree JSON written by run --out or bench --trees")
     return parser
 
@@ -106,6 +107,8 @@ def outline(tree: Tree) -> str:
             facts.append(f"{n.speedup_vs_eager:.3g}x eager")
         if n.reasks:
             facts.append(f"{n.reasks} re-ask(s)")
+        if any(dropped(c) for c in n.usage.get("calls", [])):
+            facts.append("no temp")  # a call went without its role's temperature (the run summary says why)
         star = " *" if best is not None and n.id == best.id else ""
         what = f"  {n.instruction.splitlines()[0][:80]}" if n.instruction else ""
         lines.append("  " * depth + " ".join(facts) + star + what)

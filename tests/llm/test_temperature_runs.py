@@ -4,6 +4,7 @@ ask again, and --strict-temperatures stops the run with the model, the role and 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from search.cli import main
 from tests.llm.stub_server import StubLLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +56,9 @@ def test_plan_runs_without_its_temperature_code_keeps_its_own_and_the_summary_sa
     assert [(c["temperature"], c["temperature_requested"], c["temperature_dropped"]) for c in plan] == [
         (None, 0.8, "refused")] * 2
     assert "rejected temperature 0.8 for the plan agent" in plan[0]["temperature_note"]
+    shown = io.StringIO()
+    assert main(["show", str(out)], out=shown) == 0
+    assert ["no temp" in line for line in shown.getvalue().splitlines()] == [False, True, True]
     # Resumed: the plan role's refusal is on record, so its first call of the new process sends none.
     sent = len(stub.requests)
     proc = search_run(stub, provider, "--budget", "3", "--out", str(out), "--resume")
