@@ -13,6 +13,7 @@ from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
+from search.llm.temperature import dropped, notices
 from search.teams import TEAM_NAMES
 
 
@@ -45,6 +46,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
                    help="reasoning models: OpenAI's reasoning_effort, or an Anthropic thinking budget (minimal "
                         "1,024 ... high 16,384 tokens on top of --max-tokens); the temperature is then not sent")
+    g.add_argument("--strict-temperatures", action="store_true", default=None,
+                   help="a model that refuses a role's temperature (plan 0.8, code/debug 0.1) stops the run with an "
+                        "error instead of that role running without it (default: it runs without it, and the "
+                        "summary says so)")
     g.add_argument("--price", action="append", default=None, metavar="[MODEL=]IN,OUT[,CACHE_READ[,CACHE_WRITE]]",
                    help="USD per million tokens of a model the price table lacks (repeatable; without MODEL= "
                         "every model of the run); needed for --cost-limit with such a model")
@@ -82,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", required=True, help="results JSON; the Markdown table goes next to it (.md)")
     bench.add_argument("--trees", default=None, help="directory for each problem's tree JSON")
     add_run_options(bench)
-    show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed")
+    show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
+                                       "(and 'no temp' where a call went without its role's temperature)")
     show.add_argument("tree", help="a tree JSON written by run --out or bench --trees")
     return parser
 
@@ -101,6 +107,8 @@ def outline(tree: Tree) -> str:
             facts.append(f"{n.speedup_vs_eager:.3g}x eager")
         if n.reasks:
             facts.append(f"{n.reasks} re-ask(s)")
+        if any(dropped(c) for c in n.usage.get("calls", [])):
+            facts.append("no temp")  # a call went without its role's temperature (the run summary says why)
         star = " *" if best is not None and n.id == best.id else ""
         what = f"  {n.instruction.splitlines()[0][:80]}" if n.instruction else ""
         lines.append("  " * depth + " ".join(facts) + star + what)
@@ -111,9 +119,20 @@ def outline(tree: Tree) -> str:
     return "\n".join(lines)
 
 
+def temperature_lines(tree: Tree) -> list[str]:
+    """One line per role that ran without its temperature (search.llm.temperature.notices), for the summary."""
+    lines = []
+    for n in notices((node.id, node.usage) for node in tree):
+        where = ", ".join(f"#{i}" for i in n["nodes"][:8]) + (" ..." if len(n["nodes"]) > 8 else "")
+        lines.append(f"Temperature: {n['text']} ({n['calls']} call(s), nodes {where}).")
+    return lines
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     tree, summary = search_problem(args.problem, args, out, tree_file=args.out, events_file=args.events)
     print(summary.text(), file=out)
+    for line in temperature_lines(tree):
+        print(line, file=out)
     if args.out:
         print(f"tree written to {args.out}", file=out)
     return 1 if summary.status == "failed" else 0

@@ -22,6 +22,7 @@ from search.engine.settings import (
     SettingError,
 )
 from search.engine.tree import Tree
+from search.llm.temperature import SEED_OPTION, refusals
 from search.teams import TeamUnavailable, get_team
 
 # The flag that sets each field of RunSettings where it is not --<field with dashes>.
@@ -125,14 +126,18 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
     settings = run_settings(args)
     args.device, args.target = settings.device, settings.target  # the bench's results name them
     source, summary = read_problem(path, settings.device)
+    resumed = Tree.load(tree_file) if getattr(args, "resume", False) and tree_file and Path(tree_file).exists() else None
+    config = settings.team_config()
+    if resumed is not None:  # the roles whose models refused their temperature do not ask again
+        config[SEED_OPTION] = refusals(node.usage for node in resumed)
     try:
-        team = get_team(settings.team, settings.team_config())
+        team = get_team(settings.team, config)
     except (ValueError, TeamUnavailable) as exc:
         raise UsageError(str(exc)) from None
     limits = {"budget": settings.budget, "parallel": settings.parallel, "time_limit_s": settings.time_limit_s,
               "cost_limit_usd": settings.cost_limit_usd}
-    if getattr(args, "resume", False) and tree_file and Path(tree_file).exists():
-        tree = Tree.load(tree_file)
+    if resumed is not None:
+        tree = resumed
         tree.settings.update(limits)
     else:
         tree = Tree(source, {"problem_file": str(path), "team": settings.team, "team_options": settings.team_config(),

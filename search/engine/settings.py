@@ -17,6 +17,7 @@ from typing import Any
 
 from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.llm.settings import CONFIGURABLE_ROLES
+from search.llm.temperature import STRICT_OPTION
 from search.teams import OFFLINE_TEAM, TEAM_NAMES, default_target
 
 # The kernel languages a run's agents write, with what each is (the form shows it).
@@ -36,16 +37,21 @@ MAX_SEED = 2**31 - 1
 # Options of one LLM role, run-wide (`model`) or per role (`plan_model`).
 ROLE_OPTIONS = ("provider", "model", "base_url", "temperature", "max_tokens", "timeout_s", "max_retries", "stream",
                 "reasoning_effort")
+# Run-wide options of the LLM teams: strict_temperatures stops the run when a model refuses a role's temperature.
+LLM_RUN_OPTIONS = (STRICT_OPTION,)
 SEARCH_OPTIONS = ("policy", "n_root", "n_child", "eps", "max_reasks", "max_agent_retries", "top_r", "context_tokens")
 SCRIPTED_OPTIONS = ("script", "cost_per_call", "single_agent", "no_debug")  # the test-only scripted team
 TEAM_OPTIONS = (
     *ROLE_OPTIONS,
     *(f"{role}_{name}" for role in ROLES for name in ROLE_OPTIONS),
+    *LLM_RUN_OPTIONS,
     *SEARCH_OPTIONS,
     *SCRIPTED_OPTIONS,
 )
 # Names an environment variable of the machine the run executes on: the CLI's, never a web service's.
 LOCAL_ONLY_OPTIONS = ("api_key_env", "price")  # price: the operator sets prices for the service (STARK_PRICES_JSON)
+FLAG_OPTIONS = (STRICT_OPTION,)  # on/off options: true/false (JSON), or "on"/"off", "1"/"0", "yes"/"no" as text
+FLAG_TEXT = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 BASE_URL_OPTIONS = ("base_url", *(f"{role}_base_url" for role in ROLES))
 # Bounds of numeric team options, run-wide or per role (a huge max_retries would spin a search worker forever).
 OPTION_BOUNDS = {"max_retries": (0, 20), "timeout_s": (1, 3600), "max_tokens": (1, 1_000_000),
@@ -227,6 +233,9 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - {*TEAM_OPTIONS, *LOCAL_ONLY_OPTIONS})
     if unknown:
         raise SettingError("team_options", f"unknown option(s) {unknown}; known: {', '.join(TEAM_OPTIONS)}")
+    for key in FLAG_OPTIONS:
+        if key in options:
+            options[key] = _flag_option(key, options[key])
     for key, value in options.items():
         base = key.split("_", 1)[1] if key.startswith(tuple(f"{role}_" for role in ROLES)) else key
         if base in OPTION_BOUNDS and value is not None:
@@ -238,6 +247,15 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
             if not low <= number <= high:
                 raise SettingError(key, f"{value!r} is out of range; use {low} to {high}")
     return options
+
+
+def _flag_option(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value is None or str(value).strip().lower() not in FLAG_TEXT:
+        raise SettingError(key, f"{value!r} is not true or false; send true or false (JSON), or one of "
+                                f"{', '.join(FLAG_TEXT)} as text")
+    return FLAG_TEXT[str(value).strip().lower()]
 
 
 def _eval_dict(raw: dict[str, Any], device: str, seed: int) -> dict[str, Any]:

@@ -5,16 +5,17 @@ then the status). Transient ones are retried here, and only here (the SDKs' retr
 teams turn the engine's second try off), with exponential backoff or as long as the server asked
 (`retry-after-ms`, `Retry-After` in seconds or as a date); each retry is counted in the call record.
 Permanent ones (quota, bad key, unknown model, `x-should-retry: false`) raise at once with a message
-naming the fix. A model that rejects `temperature` (newer Claude models, OpenAI reasoning models) is
-re-asked once without it, and the record says so; later calls to that model leave it out. Exceptions that
-are not provider failures (a TypeError from the SDK, say) are not caught: they are bugs, not retries.
+naming the fix. A model that rejects this role's `temperature` (newer Claude models, OpenAI reasoning models) is
+re-asked once without it, and the record says so; the role's later calls in the run leave it out, other roles
+keep theirs (the run's TemperatureMemory, search.llm.temperature, says why); with strict temperatures the refusal
+raises instead. Exceptions that are not provider failures (a TypeError from the SDK, say) are not caught: they
+are bugs, not retries.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,7 @@ from search.llm.pricing import Price, estimate_cost, load_prices, price_for
 from search.llm.providers import Message, TextCallback, make_provider, prompt_text
 from search.llm.records import CallRecord, Completion, CostMeter
 from search.llm.settings import KEY_ENV, RoleSettings
+from search.llm.temperature import REASONING, REFUSED, TemperatureMemory, strict_error
 from search.llm.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -32,28 +34,24 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 60.0
 HOSTED = ("anthropic", "openai")  # providers that bill; an openai-compatible server is usually local
 
-# (provider, base_url, model) of models that rejected a temperature, shared by all clients.
-_NO_TEMPERATURE: set[tuple[str, str | None, str]] = set()
-_NO_TEMPERATURE_LOCK = threading.Lock()
-
 
 class LLMClient:
     """Calls one role's model. Safe to share between threads (attempts in flight run in parallel):
-    the SDK clients are, and a call keeps its state on the stack."""
+    the SDK clients are, and a call keeps its state on the stack. `temperatures` is the run's memory of refused
+    temperatures, shared by the run's clients (default: this client's own)."""
 
     def __init__(self, settings: RoleSettings, prices: dict[str, Price] | None = None,
-                 meter: CostMeter | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 meter: CostMeter | None = None, sleep: Callable[[float], None] = time.sleep,
+                 temperatures: TemperatureMemory | None = None) -> None:
         self.settings = settings
         self.prices = load_prices() if prices is None else prices
         self.meter = meter
         self.sleep = sleep
+        self.temperatures = TemperatureMemory() if temperatures is None else temperatures
         self.provider = make_provider(settings)
 
     def __repr__(self) -> str:
         return f"LLMClient({self.settings!r})"
-
-    def _model_key(self) -> tuple[str, str | None, str]:
-        return (self.settings.provider, self.settings.base_url, self.settings.model)
 
     def complete(self, system: str, prompt: str | list[Message], on_text: TextCallback | None = None,
                  prompt_version: str = "", cached_prefix: str = "") -> tuple[str, CallRecord]:
@@ -104,15 +102,20 @@ class LLMClient:
                   prompt_version: str) -> tuple[str, CallRecord]:
         settings = self.settings
         notes: list[str] = []
+        dropped = ""
+        refusal = self.temperatures.refused(settings) if settings.temperature is not None else None
         if settings.temperature is not None and settings.reasoning_effort:
-            settings = settings.without_temperature()
+            settings, dropped = settings.without_temperature(), REASONING
             notes.append(f"temperature {self.settings.temperature} not sent: reasoning effort "
                          f"{settings.reasoning_effort}" + (f" (thinking budget {settings.thinking_budget} tokens)"
                                                            if settings.thinking_budget else "")
                          + " takes none")
-        elif settings.temperature is not None and self._model_key() in _NO_TEMPERATURE:
-            settings = settings.without_temperature()
-            notes.append(f"temperature {self.settings.temperature} not sent: {settings.model} rejects it")
+        elif refusal is not None:
+            if self.temperatures.strict:  # a resumed run that turned strict: the refusal is on record
+                raise strict_error(settings, refusal.requested, refusal.reason)
+            settings, dropped = settings.without_temperature(), REFUSED
+            notes.append(f"temperature {refusal.requested:g} not sent: {settings.model} refused it for the "
+                         f"{settings.role} agent earlier in this run ({refusal.reason})")
         retries = 0
         started = time.monotonic()
         while True:
@@ -122,14 +125,19 @@ class LLMClient:
             except self.provider.failures as exc:
                 failure = self._classify(exc)
                 if failure.kind == "temperature" and settings.temperature is not None:
-                    with _NO_TEMPERATURE_LOCK:
-                        _NO_TEMPERATURE.add(self._model_key())
-                    notes.append(f"{settings.model} rejected temperature {settings.temperature} "
-                                 f"({failure.message[:160]}); re-sent without it")
-                    log.warning("%s: %s rejected temperature; re-sending without it", settings.role, settings.model)
+                    if self.temperatures.strict:
+                        raise strict_error(settings, settings.temperature, failure.message[:300],
+                                           failure.status) from exc
+                    self.temperatures.refuse(settings, failure.message[:400])
+                    notes.append(f"{settings.model} rejected temperature {settings.temperature:g} for the "
+                                 f"{settings.role} agent ({failure.message[:400]}); re-sent without it, and the "
+                                 f"{settings.role} agent's later calls in this run leave it out")
+                    log.warning("%s: %s rejected temperature %s; re-sending without it", settings.role,
+                                settings.model, settings.temperature)
                     if on_text is not None:
-                        on_text(f"\n[{settings.model} does not accept a temperature; re-sent without one]\n")
-                    settings = settings.without_temperature()
+                        on_text(f"\n[{settings.model} does not accept the {settings.role} agent's temperature "
+                                f"{settings.temperature:g}; re-sent without one]\n")
+                    settings, dropped = settings.without_temperature(), REFUSED
                     continue
                 if failure.kind == "context":
                     raise ContextTooLong(failure.message, status=failure.status) from exc
@@ -147,8 +155,11 @@ class LLMClient:
                     on_text(f"\n[retrying: {failure.message}]\n")
                 self.sleep(delay)
                 retries += 1
-        return completion.text, self._record(settings, completion, time.monotonic() - started,
-                                             retries, notes, prompt_version)
+        record = self._record(settings, completion, time.monotonic() - started, retries, notes, prompt_version)
+        if dropped:
+            record.temperature_dropped = dropped
+            record.temperature_note = next((n for n in notes if "temperature" in n), "")
+        return completion.text, record
 
     def _backoff(self, retries: int, retry_after_s: float | None) -> float:
         """Exponential backoff with jitter, capped at MAX_BACKOFF_S; a server's own wait wins when longer."""

@@ -24,7 +24,9 @@ class Completion:
 
 @dataclass
 class CallRecord:
-    """One call as the run log shows it. `temperature` is what was actually sent (None: not sent)."""
+    """One call as the run log shows it. `temperature` is what was actually sent (None: not sent);
+    `temperature_dropped` says why a requested one was not ("refused" or "reasoning", search.llm.temperature)
+    and `temperature_note` says it in words."""
 
     role: str
     provider: str
@@ -43,6 +45,8 @@ class CallRecord:
     prompt_version: str = ""
     stop_reason: str | None = None
     notes: list[str] = field(default_factory=list)
+    temperature_dropped: str = ""
+    temperature_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -87,6 +87,11 @@ def _pick(options: dict[str, Any], role: str, name: str) -> Any:
     return options.get(name)
 
 
+def flag(value: Any) -> bool:
+    """An on/off option: a bool, or its text from a form, a flag or JSON ("1", "true", "yes", "on")."""
+    return value if isinstance(value, bool) else str(value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _number(value: Any, name: str, kind: type) -> Any:
     try:
         return kind(value)
@@ -164,7 +169,7 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
     for name in ("stream", "prompt_caching"):
         value = _pick(options, role, name)
         if value is not None:
-            overrides[name] = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+            overrides[name] = flag(value)
     effort = _pick(options, role, "reasoning_effort")
     if effort is not None:
         if str(effort).lower() not in REASONING_EFFORTS:

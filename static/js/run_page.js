@@ -8,6 +8,7 @@ import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
 import { anchorOf, fmtX, moveLabel, phaseWords, rangeText, retimed } from "./speed.js";
 import { rooflineView } from "./roofline.js";
+import { drawTemperatureNotice } from "./temperature.js";
 
 const config = JSON.parse(document.getElementById("run-config").textContent);
 const inspector = document.getElementById("inspector");
@@ -108,6 +109,7 @@ function drawSummary() {
   fig("tokens").textContent = `${t.tokensIn.toLocaleString()} / ${t.tokensOut.toLocaleString()}`;
   fig("cost").textContent = `$${t.cost.toFixed(4)}`;
   fig("reason").textContent = run.error || run.stop_reason || run.reason || "";
+  drawTemperatureNotice(document.getElementById("temperature-notice"), state.nodes.values());
   drawElapsed();
   const ended = ["finished", "failed", "cancelled"].includes(run.status);
   for (const b of document.querySelectorAll("#controls [data-action]")) {

@@ -2,6 +2,7 @@
 // reference, timed the same way: static/js/speed.js) and its text label (never colour alone).
 
 import { fmtX, moveLabel, phaseWords, speed } from "./speed.js";
+import { dropsTemperature } from "./temperature.js";
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
 
@@ -28,7 +29,7 @@ export function fillColour(n, root = null, anchor = null) {
 }
 
 // The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
-// ("~" marks a speed-up whose timing was unstable).
+// ("~" marks a speed-up whose timing was unstable; "no temp" a call sent without its role's temperature).
 export function nodeLabel(n, root = null, anchor = null) {
   const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
   if (n.parent == null) {
@@ -37,7 +38,8 @@ export function nodeLabel(n, root = null, anchor = null) {
     return `#${n.id} reference ${(n.verdict || n.status).replace(/_/g, " ")}`;
   }
   const move = moveLabel(n);
-  const tail = move ? ` · ${move}` : "";
+  // "no temp": a call of this attempt was sent without its role's temperature (the run header says why).
+  const tail = (dropsTemperature(n) ? " · no temp" : "") + (move ? ` · ${move}` : "");
   if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {

@@ -33,6 +33,13 @@ ANTHROPIC_ERROR_TYPES = {
     529: "overloaded_error",
 }
 
+# What each vendor answers (400) to a temperature the model does not take.
+REJECTED_TEMPERATURE = {
+    "anthropic": "temperature is not supported for this model (got {})",
+    "openai": "Unsupported value: 'temperature' does not support {} with this model. Only the default (1) value "
+              "is supported.",
+}
+
 
 @dataclass
 class Reply:
@@ -113,9 +120,13 @@ class StubLLMServer:
     """A threaded HTTP server; use as a context manager or call start()/stop()."""
 
     def __init__(self, responder: Callable[[RecordedRequest], Reply] | None = None,
-                 host: str = "127.0.0.1", port: int = 0, required_key: str | None = None) -> None:
+                 host: str = "127.0.0.1", port: int = 0, required_key: str | None = None,
+                 reject_temperature: Callable[[float], bool] | None = None) -> None:
         self.responder = responder or (lambda request: Reply())
         self.required_key = required_key  # when set, any other credential gets a 401 like the real APIs
+        # When set, a request whose temperature it holds true for gets the vendor's 400 (a model that takes no
+        # temperature, or only some values): `lambda t: True` refuses every temperature, `lambda t: t > 0.5` 0.8.
+        self.reject_temperature = reject_temperature
         self.script: list[Reply] = []
         self.requests: list[RecordedRequest] = []
         self.cached_prefixes: set[str] = set()
@@ -156,6 +167,9 @@ class StubLLMServer:
             self.requests.append(request)
             if self.required_key is not None and request.credential != self.required_key:
                 return Reply(status=401, error_message="invalid x-api-key")
+            temperature = request.temperature
+            if temperature is not None and self.reject_temperature is not None and self.reject_temperature(temperature):
+                return Reply(status=400, error_message=REJECTED_TEMPERATURE[request.api].format(temperature))
             reply = self.script.pop(0) if self.script else None
         reply = reply or self.responder(request)
         if reply.status == 200 and not reply.cache_read_tokens:
@@ -364,6 +378,9 @@ def main() -> None:
     parser.add_argument("--kernel-responder", action="store_true",
                         help="answer plan/code/debug prompts with valid kernels (see kernel_responder.py)")
     parser.add_argument("--require-key", default=None, help="answer 401 to any other API key")
+    parser.add_argument("--reject-temperature-above", type=float, default=None, metavar="T",
+                        help="answer 400 to any temperature above T, as a model that takes none or only some does "
+                             "(-1: every temperature)")
     args = parser.parse_args()
     responder = None
     if args.kernel_responder:
@@ -374,7 +391,9 @@ def main() -> None:
         from tests.llm.kernel_responder import kernel_responder
 
         responder = kernel_responder
-    server = StubLLMServer(responder, port=args.port, required_key=args.require_key).start()
+    above = args.reject_temperature_above
+    server = StubLLMServer(responder, port=args.port, required_key=args.require_key,
+                           reject_temperature=None if above is None else (lambda t: t > above)).start()
     print(server.url, flush=True)
     try:
         while True:

@@ -110,7 +110,7 @@ def test_a_model_that_rejects_temperature_is_asked_again_without_it(stub: StubLL
     assert "temperature" not in stub.requests[1].body
     assert record.temperature is None and record.temperature_requested == 0.8
     assert "rejected temperature 0.8" in record.notes[0]
-    # Remembered for the model: the next call leaves it out from the start and says so.
+    # Remembered for this role in this run (the client's own memory here): the next call leaves it out and says so.
     _, again = llm.complete("s", "q")
     assert "temperature" not in stub.requests[2].body and len(stub.requests) == 3
     assert "not sent" in again.notes[0]

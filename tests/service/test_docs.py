@@ -28,7 +28,7 @@ SAMPLES: dict[str, Any] = {
     "provider": "openai", "model": "gpt-5", "base_url": LLM_URL, "temperature": 0.5, "max_tokens": 2000,
     "timeout_s": 60, "max_retries": 2, "stream": False, "reasoning_effort": "low", "policy": "best-of-k", "n_root": 4, "n_child": 2,
     "eps": 0.2, "max_reasks": 1, "max_agent_retries": 1, "top_r": 2, "context_tokens": 6000, "script": "ok,fail",
-    "cost_per_call": 0.01, "single_agent": True, "no_debug": True,
+    "cost_per_call": 0.01, "single_agent": True, "no_debug": True, "strict_temperatures": True,
 }
 
 

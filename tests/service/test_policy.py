@@ -124,6 +124,7 @@ def test_malformed_json_is_a_400_naming_the_field(client, redis_client, body, fi
     ({"cost_limit_usd": "nan"}, "cost_limit_usd"),
     ({"max_retries": 10**9}, "max_retries"),
     ({"team_options": {"plan_temperature": 1e300}}, "plan_temperature"),
+    ({"strict_temperatures": "maybe"}, "strict_temperatures"),
 ])
 def test_bad_values_are_a_400_naming_the_field(client, redis_client, fields, field):
     assert_refused(post_json(client, run_body(**fields)), field)

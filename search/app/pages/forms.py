@@ -51,6 +51,11 @@ class NewRunForm(forms.Form):
     base_url = forms.CharField(required=False, max_length=500, label="Server URL (openai-compatible)",
                                help_text="one of the LLM endpoints this server allows (STARK_LLM_BASE_URLS)")
 
+    strict_temperatures = forms.BooleanField(
+        required=False, label="Strict temperatures",
+        help_text="stop the run with an error when a model refuses a role's temperature (plan 0.8, code and debug "
+                  "0.1), instead of letting that role run without it")
+
     eval_correctness_trials = forms.IntegerField(required=False, min_value=1, max_value=100, initial=5, label="Correctness trials")
     eval_timing_runs = forms.IntegerField(required=False, min_value=1, max_value=10000, initial=100, label="Timed runs")
     eval_warmup_runs = forms.IntegerField(required=False, min_value=0, max_value=1000, initial=10, label="Warm-up runs")
@@ -80,6 +85,8 @@ class NewRunForm(forms.Form):
             for key in LLM_FIELDS:
                 if d.get(key):
                     data[key] = d[key]
+            if d.get("strict_temperatures"):
+                data["strict_temperatures"] = True
         given = {"correctness_trials": d.get("eval_correctness_trials"), "timing_runs": d.get("eval_timing_runs"),
                  "warmup_runs": d.get("eval_warmup_runs"), "baselines": d.get("eval_baselines") or None}
         data["eval"] = {k: v for k, v in given.items() if v is not None}

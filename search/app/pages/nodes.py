@@ -7,6 +7,7 @@ from typing import Any
 
 from search.app.models import Node
 from search.app.pages import speed as speeds
+from search.llm.temperature import dropped
 
 
 def ms(value: float | None) -> str:
@@ -112,7 +113,8 @@ def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) 
         "trials": "—" if trials is None else f"{correctness.get('passed', 0)}/{trials} passed",
         "tokens": f"{usage.get('input_tokens', 0):,} / {usage.get('output_tokens', 0):,}",
         "cost": usd(usage.get("cost_usd")),
-        "calls": usage.get("calls") or [],
+        "calls": [call_view(c) for c in usage.get("calls") or []],
+        "temperature_dropped": any(dropped(c) for c in usage.get("calls") or []),
         "flags": ", ".join(result.get("flags") or []) or "—",
         "flag_list": result.get("flags") or [],
         "reasons": node.reasons or result.get("reasons") or [],
@@ -132,6 +134,20 @@ def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) 
         "instructions": node.instructions or ([node.instruction] if node.instruction else []),
         "wall_s": result.get("wall_s"),
     }
+
+
+def temperature_text(value: Any) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def call_view(call: dict[str, Any]) -> dict[str, Any]:
+    """One provider call for the agent tab: the temperature asked for and the one sent, and why they differ."""
+    asked, sent = call.get("temperature_requested"), call.get("temperature")
+    note = call.get("temperature_note") or ""
+    if dropped(call) and not note:  # a record from before the notes: say what is known
+        note = next((n for n in call.get("notes") or [] if "temperature" in n), "not sent")
+    return {**call, "asked": temperature_text(asked), "sent": "not sent" if asked is not None and sent is None
+            else temperature_text(sent), "dropped": dropped(call), "note": note}
 
 
 def build_log_note(node: Node, result: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from search.app.pages import code_marks, diffs
 from search.app.pages import speed as speeds
 from search.app.pages.access import get_node, get_run, visible_runs
 from search.app.pages.nodes import ms, node_view
+from search.llm.temperature import notices
 
 
 @login_required
@@ -68,7 +69,8 @@ def header_context(run: Run) -> dict[str, Any]:
     best = Node.objects.filter(run=run, node_id=run.best_node).first() if run.best_node is not None else None
     speed = speeds.speed(best, root, anchor)
     out = {"best": "—", "spread": "", "unstable": False, "why": "",
-           "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": ""}
+           "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": "",
+           "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage"))}
     if speed is not None and best is not None:
         out["unstable"], out["why"] = speed["unstable"], speed["why"]
         if speeds.faster(speed):

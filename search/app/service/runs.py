@@ -17,6 +17,7 @@ from search.engine.engine import Engine
 from search.engine.node import Node as EngineNode
 from search.engine.settings import team_config
 from search.engine.tree import Tree
+from search.llm.temperature import SEED_OPTION, refusals
 from search.teams import get_team
 
 MAX_TRIES = 2  # a lost phase (killed worker, lost job) is retried once, then recorded as failed
@@ -28,20 +29,23 @@ def load_tree(run: Run) -> Tree:
     return Tree(run.problem.source, dict(run.settings), meta=dict(run.meta), nodes=nodes)
 
 
-def make_team(run: Run, spent_usd: float = 0.0) -> Team:
+def make_team(run: Run, spent_usd: float = 0.0, tree: Tree | None = None) -> Team:
     """The run's team, built from its stored options (the same shape RunSettings.team_config gives), with the
-    run's trace store (the offline team keeps its tracing children's answers there across expand jobs) and, for a
-    cost limit, what the run has spent so far (each expand job builds its own team, so its meter starts there)."""
+    run's trace store (the offline team keeps its tracing children's answers there across expand jobs), for a
+    cost limit what the run has spent so far (each expand job builds its own team, so its meter starts there),
+    and the temperatures its models refused so far (recorded in `tree`'s calls: those roles do not ask again)."""
     options = team_config(run.team_options, {**run.settings, "target": run.target, "device": run.device})
     if options.get("cost_limit_usd") is not None:
         options["cost_spent_usd"] = spent_usd
+    if tree is not None:
+        options[SEED_OPTION] = refusals(node.usage for node in tree)
     return get_team(run.team, {**options, "trace_store": RedisTraceStore(run.pk)})
 
 
 def make_engine(run: Run, tree: Tree, recorder: Recorder) -> Engine:
     """The run's engine over `tree`, its events stored by `recorder`; the team is built only when a step needs
     its agents or its policy (record, fail, retry and cancel never do), and nothing is evaluated inline."""
-    return Engine(tree, lambda: make_team(run, tree.usage_total()["cost_usd"]), emit=recorder)
+    return Engine(tree, lambda: make_team(run, tree.usage_total()["cost_usd"], tree), emit=recorder)
 
 
 @contextlib.contextmanager

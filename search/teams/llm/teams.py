@@ -15,7 +15,9 @@ timeout_s, max_retries, stream, prompt_caching, reasoning_effort, and the same p
 agent reads single_*, then plan_*); policy (overrides the team's), n_root, n_child, eps; max_reasks, top_r, context_tokens,
 target; cost_limit_usd (the CLI's --cost-limit: checked before every call against the call's worst case,
 over all attempts in flight); price (--price [MODEL=]INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]], repeatable);
-prices (a STARK_PRICES_JSON-style override).
+prices (a STARK_PRICES_JSON-style override); strict_temperatures (--strict-temperatures: a model that refuses a
+role's temperature stops the run instead of running the role without it) and temperature_refusals (what the run
+recorded so far: a resumed run's roles do not ask again; search.llm.temperature says who decides what).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from search.llm import ConfigError, CostMeter, LLMClient, RoleSettings, load_pri
 from search.llm.client import HOSTED
 from search.llm.price_table import AS_OF
 from search.llm.pricing import Price, parse_price_option
+from search.llm.settings import flag
+from search.llm.temperature import SEED_OPTION, STRICT_OPTION, TemperatureMemory
 from search.teams import LLM_TEAMS
 from search.teams.llm.agents import (
     DEFAULT_CONTEXT_TOKENS,
@@ -107,8 +111,11 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
     context_tokens = int(options.get("context_tokens") or DEFAULT_CONTEXT_TOKENS)
     target = options.get("target")
 
+    temperatures = TemperatureMemory(strict=flag(options.get(STRICT_OPTION)))  # this run's, no other's
+    temperatures.seed(role_set, options.get(SEED_OPTION) or [])
+
     def client(role: str) -> LLMClient:
-        return LLMClient(role_set[role], prices=prices, meter=meter)
+        return LLMClient(role_set[role], prices=prices, meter=meter, temperatures=temperatures)
 
     def agent(cls: type, role: str) -> Any:
         return cls(client(role), context_tokens=context_tokens, target=target)

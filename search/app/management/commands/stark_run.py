@@ -16,7 +16,7 @@ from search.app.models import Run
 from search.app.service.control import create_run, problem_for
 from search.app.service.runs import load_tree
 from search.app.service.settings import SettingError, parse_run_settings
-from search.cli import add_run_options
+from search.cli import add_run_options, temperature_lines
 from search.inline import UsageError, eval_fields, run_settings
 
 
@@ -85,6 +85,8 @@ class Command(BaseCommand):
                        f"{run.best_speedup_vs_eager or 0:.3g}x vs eager)" if run.best_node is not None else "no correct attempt"
                 self.stdout.write(f"run {run_id} {run.status}: {run.stop_reason or run.error}; {run.attempts} "
                                   f"attempt(s); {best}")
+                for line in temperature_lines(load_tree(run)):  # roles that ran without their temperature
+                    self.stdout.write(line)
                 return run
             if timeout and time.monotonic() - started > timeout:
                 raise CommandError(f"run {run_id} still {run.status} after {timeout:g} s (it goes on in the workers)")
