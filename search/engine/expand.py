@@ -176,7 +176,7 @@ class Expansion:
         def check_code(ans: CodeAnswer) -> CodeAnswer:
             with self.lock:
                 child.source = ans.source
-            grounded = check_filled(plan.anchored_source, ans.source)
+            grounded = check_filled(plan.anchored_source, ans.source, plan.instructions)
             self._log(child, grounded.summary())
             return ans
 

@@ -11,10 +11,12 @@ ignored; indentation and everything else count.
    new lines anywhere else are allowed only when they are, as a whole, new module-level definitions inserted
    between two top-level statements of the skeleton: `import`/`from` lines, `def`/`class` blocks, assignments to
    plain names (a kernel's source string, a `load_inline(...)` handle, a constant), and comments. A definition may
-   not rebind a name the skeleton already binds at module level (an import may repeat one the skeleton imports).
-   What was allowed is returned (Alignment.allowed) and recorded on the node's agent log.
+   not rebind a name the skeleton already binds at module level (an import may repeat one the skeleton imports);
+   search.engine.allowance decides. What was allowed is returned (Alignment.allowed) and recorded on the node's
+   agent log.
 3. Every span changed: its fill differs from its body (whitespace-insensitively; an empty insertion span needs at
-   least one line). Spans with no fixed line between them are judged together.
+   least one line). Spans with no fixed line between them are judged together, except that one at either end whose
+   body still starts (ends) their joint fill is named unchanged.
 
 The alignment is a dynamic programme over (fixed line, file line): all fixed lines matched in order when possible,
 then as few new lines outside the spans as possible, so lines that could be either count as the spans' fills.
@@ -22,37 +24,15 @@ then as few new lines outside the spans as possible, so lines that could be eith
 
 from __future__ import annotations
 
-import ast
 import difflib
 from dataclasses import dataclass, field
 
+from search.engine.allowance import ALLOWANCE, Allowed, allowed, module_facts, show
 from search.engine.anchors import BEGIN, END, MARKER_RE, Anchor, AnchorError, has_markers, parse_anchors
 
 MAX_CELLS = 600_000  # past this many (fixed x file) cells, difflib's matching blocks stand in for the programme
 MAX_REPORTED = 4
 SIMILAR = 0.6  # a changed fixed line is named with the file's new line when they are at least this similar
-ALLOWANCE = ("only new imports, new module-level functions/classes, assignments to new module-level names and "
-             "comments may be added outside the spans, between top-level statements")
-
-
-@dataclass
-class Allowed:
-    """A run of new lines outside every span that the allowance accepts (1-based, inclusive, in the file)."""
-
-    first: int
-    last: int
-    kinds: list[str]
-    names: list[str]
-
-    def describe(self) -> str:
-        where = f"line {self.first}" if self.first == self.last else f"lines {self.first}-{self.last}"
-        names = f" ({', '.join(self.names)})" if self.names else ""
-        return f"{where}: new {' + '.join(dict.fromkeys(self.kinds))}{names}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"first": self.first, "last": self.last, "kinds": list(self.kinds), "names": list(self.names)}
-
-
 @dataclass
 class Fill:
     """The file lines that fill a group of spans (one span, or adjacent spans judged together)."""
@@ -82,11 +62,6 @@ def _numbered(text: str) -> list[tuple[int, str]]:
     return [(no, ln.rstrip()) for no, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
 
 
-def _show(text: str, most: int = 80) -> str:
-    text = text.strip()
-    return repr(text if len(text) <= most else text[:most - 1] + "…")
-
-
 def check_skeleton(anchored_source: str, source: str, node_id: int | None = None) -> None:
     """Raise AnchorError unless the anchored source, markers removed, is `source` (node i's), line for line."""
     parse_anchors(anchored_source)
@@ -101,13 +76,13 @@ def check_skeleton(anchored_source: str, source: str, node_id: int | None = None
         if tag == "equal":
             continue
         if tag == "replace":
-            problems.append(f"skeleton line {skel[i1][0]} {_show(a[i1])} is line {src[j1][0]} {_show(b[j1])} in "
+            problems.append(f"skeleton line {skel[i1][0]} {show(a[i1])} is line {src[j1][0]} {show(b[j1])} in "
                             f"{node}'s source")
         elif tag == "delete":
-            problems.append(f"skeleton line {skel[i1][0]} {_show(a[i1])} is not in {node}'s source")
+            problems.append(f"skeleton line {skel[i1][0]} {show(a[i1])} is not in {node}'s source")
         else:
             after = f"after skeleton line {skel[i1 - 1][0]}" if i1 > 0 else "at the top of the skeleton"
-            problems.append(f"{node}'s line {src[j1][0]} {_show(b[j1])} is missing {after}")
+            problems.append(f"{node}'s line {src[j1][0]} {show(b[j1])} is missing {after}")
     more = f" (and {len(problems) - MAX_REPORTED} more)" if len(problems) > MAX_REPORTED else ""
     raise AnchorError(
         f"the skeleton is not {node}'s source with markers added: {'; '.join(problems[:MAX_REPORTED])}{more}. "
@@ -124,8 +99,11 @@ class _Skeleton:
     anchors: list[Anchor]
 
 
-def _skeleton(anchored_source: str) -> _Skeleton:
+def _skeleton(anchored_source: str, instructions: list[str] | None) -> _Skeleton:
     anchors = parse_anchors(anchored_source)
+    if instructions and len(instructions) == len(anchors):
+        for a, text in zip(anchors, instructions):
+            a.instruction = text or a.instruction
     span_at = {}
     for a in anchors:
         for no in range(a.begin_line, a.end_line + 1):
@@ -218,87 +196,17 @@ def _programme(f: list[str], g: list[bool], lines: list[str]) -> list[int | None
     return out
 
 
-def _module_facts(anchored_source: str) -> tuple[set[int], dict[str, str]] | None:
-    """For the skeleton as Python: the lines that continue a top-level statement (not its first line), and the
-    names it binds at module level (name -> "import" or "definition"); None when it does not parse."""
-    lines = anchored_source.splitlines()
-    kept = [no for no, ln in enumerate(lines, start=1) if not MARKER_RE.search(ln)]
-    try:  # the plain code (markers may sit outside comments), its line numbers mapped back onto the skeleton's
-        tree = ast.parse("\n".join(lines[no - 1] for no in kept))
-    except (SyntaxError, ValueError):
-        return None
-    inside: set[int] = set()
-    bound: dict[str, str] = {}
-    for stmt in tree.body:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        inside.update(kept[k - 1] for k in range(first + 1, (stmt.end_lineno or stmt.lineno) + 1))
-        for name, what in _bindings(stmt):
-            if bound.get(name) != DEFINED:
-                bound[name] = what
-    return inside, bound
-
-
-DEFINED = ""  # what a name bound by a definition (def, class, assignment) is bound to, for _bindings
-
-
-def _bindings(stmt: ast.stmt) -> list[tuple[str, str]]:
-    """(name, what it is bound to) for each module-level name the statement binds: the imported module or object
-    for an import (`import torch.nn as nn` -> ("nn", "torch.nn")), DEFINED otherwise."""
-    if isinstance(stmt, ast.Import):
-        return [(a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0]) for a in stmt.names]
-    if isinstance(stmt, ast.ImportFrom):
-        module = "." * stmt.level + (stmt.module or "")
-        return [(a.asname or a.name, f"{module}.{a.name}") for a in stmt.names]
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [(stmt.name, DEFINED)]
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-        stmt, (ast.AnnAssign, ast.AugAssign)) else []
-    return [(n.id, DEFINED) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-
-
-KINDS = {ast.Import: "import", ast.ImportFrom: "import", ast.FunctionDef: "function", ast.AsyncFunctionDef: "function",
-         ast.ClassDef: "class", ast.Assign: "assignment", ast.AnnAssign: "assignment"}
-
-
-def _allowed(text: str, bound: dict[str, str]) -> tuple[list[str], list[str], str | None]:
-    """(kinds, names, None) when the new lines are all allowed definitions, else (.., .., why not)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return [], [], "they are not complete top-level statements"
-    kinds, names = [], []
-    for stmt in tree.body:
-        kind = KINDS.get(type(stmt))
-        shown = _show(text.splitlines()[stmt.lineno - 1])
-        if kind == "assignment" and not all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store, ast.Starred))
-                                            for t in _targets(stmt) for n in ast.walk(t)):
-            return kinds, names, f"{shown} assigns to an attribute or an item, not to a new name"
-        if kind is None:
-            word = "an expression" if isinstance(stmt, ast.Expr) else f"a `{type(stmt).__name__.lower()}`"
-            return kinds, names, f"{shown} is {word} statement, not an import or a definition"
-        for name, what in _bindings(stmt):
-            if name in bound and (what == DEFINED or bound[name] != what):
-                return kinds, names, f"{shown} rebinds {name!r}, which the skeleton already binds"
-            names.append(name)
-        kinds.append(kind)
-    return kinds or ["comment"], names, None
-
-
-def _targets(stmt: ast.stmt) -> list[ast.expr]:
-    return list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) \
-        else []
-
-
-def align(anchored_source: str, filled_source: str) -> Alignment:
+def align(anchored_source: str, filled_source: str, instructions: list[str] | None = None) -> Alignment:
     """How the filled file maps onto the skeleton: each span group's fill, what was allowed outside the spans,
-    and every violation of the contract (empty when the file is grounded)."""
-    sk = _skeleton(anchored_source)
+    and every violation of the contract (empty when the file is grounded). instructions (one per span) name the
+    spans in messages when their markers carry none."""
+    sk = _skeleton(anchored_source, instructions)
     numbered = _numbered(filled_source)
     lines = [t for _, t in numbered]
     raw = filled_source.splitlines()
     flags = [bool(gs) for gs in sk.gap_spans]
     match = _match([t for _, t in sk.fixed], flags, lines)
-    facts = _module_facts(anchored_source)
+    facts = module_facts(anchored_source)
     result = Alignment()
     matched = [(j, i) for j, i in enumerate(match) if i is not None]
     bounds = [(-1, -1), *matched, (len(sk.fixed), len(lines))]
@@ -332,11 +240,11 @@ def _changed(skipped: list[tuple[int, str]], new: list[tuple[int, str]]) -> list
         ratios = [(difflib.SequenceMatcher(None, text, other, autojunk=False).ratio(), at, other) for at, other in new]
         best = max(ratios, default=(0.0, 0, ""))
         if best[0] >= SIMILAR:
-            shown = (repr(text), repr(best[2])) if text.strip() == best[2].strip() else (_show(text), _show(best[2]))
+            shown = (repr(text), repr(best[2])) if text.strip() == best[2].strip() else (show(text), show(best[2]))
             out.append(f"skeleton line {no} {shown[0]} is outside every span but your file changes it to {shown[1]} "
                        f"(line {best[1]})")
         else:
-            out.append(f"skeleton line {no} {_show(text)} is outside every span but your file removes or replaces it")
+            out.append(f"skeleton line {no} {show(text)} is outside every span but your file removes or replaces it")
     return out
 
 
@@ -362,7 +270,8 @@ def _outside(new: list[tuple[int, str]], raw: list[str], sk: _Skeleton, next_fix
              facts: tuple[set[int], dict[str, str]] | None, result: Alignment) -> list[str]:
     """Check a run of new lines outside the spans against the allowance; record it when allowed."""
     first, last = new[0][0], new[-1][0]
-    where = f"line {first} {_show(new[0][1])}" if first == last else f"lines {first}-{last} (from {_show(new[0][1])})"
+    where = f"line {first} {show(new[0][1])}" if first == last else f"lines {first}-{last} (from {show(new[0][1])})"
+    why: str | None
     if facts is None:
         why = "the skeleton does not parse as Python, so nothing may be added outside its spans"
     else:
@@ -371,7 +280,7 @@ def _outside(new: list[tuple[int, str]], raw: list[str], sk: _Skeleton, next_fix
         if at is not None and at in inside:
             why = f"they are inside the top-level statement that skeleton line {at} belongs to"
         else:
-            kinds, names, why = _allowed("\n".join(raw[first - 1:last]), bound)
+            kinds, names, why = allowed("\n".join(raw[first - 1:last]), bound)
             if why is None:
                 result.allowed.append(Allowed(first, last, kinds, names))
                 return []
@@ -379,7 +288,7 @@ def _outside(new: list[tuple[int, str]], raw: list[str], sk: _Skeleton, next_fix
             f"{ALLOWANCE}: move the change into a span or leave the skeleton's lines as they are"]
 
 
-def check_filled(anchored_source: str, filled_source: str) -> Alignment:
+def check_filled(anchored_source: str, filled_source: str, instructions: list[str] | None = None) -> Alignment:
     """The grounded filled file's alignment; AnchorError naming every violation (markers left, empty answer,
     lines outside the spans changed or added beyond the allowance, spans left unchanged)."""
     if has_markers(filled_source):
@@ -388,7 +297,7 @@ def check_filled(anchored_source: str, filled_source: str) -> Alignment:
         )
     if not filled_source.strip():
         raise AnchorError("the answer is empty; return the complete candidate source")
-    result = align(anchored_source, filled_source)
+    result = align(anchored_source, filled_source, instructions)
     if result.violations:
         more = f" (and {len(result.violations) - MAX_REPORTED} more)" if len(result.violations) > MAX_REPORTED else ""
         raise AnchorError("the answer does not follow the anchored skeleton: "

@@ -80,7 +80,7 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> 
         lines.append(f"        return {inner}({body_call})")
     if recipe.cuda_graph:
         lines += ["", *CUDA_GRAPH_METHODS.splitlines()]
-    if traced:
+    if analysis.graph_module is not None:
         lines += ["", "    # The traced reference forward, one line per op; each fused region replaced by its kernel.",
                   forward_source(analysis.graph_module, regions, "_fused_forward").rstrip("\n")]
     return "\n".join(lines) + "\n"
