@@ -67,7 +67,7 @@ def test_a_fusion_replaces_exactly_the_forward_lines_of_its_region() -> None:
     assert "(part 1/5: record the move in the header)" in header.instruction
     assert header.body.splitlines() == ["# Applied moves: 1 fused kernel(s) in C++/OpenMP.", "# Recipe: fuse=cpp-omp:0"]
     assert len(kernels) == 3 and all("write the kernels here" in k.instruction for k in kernels)
-    assert "functions=['fused0_" in kernels[1].body and "use them in ModelNew" in forward.instruction
+    assert "functions=['fused0_" in kernels[1].body and "apply it in ModelNew" in forward.instruction
     region = a.regions[1]
     traced = forward.body.splitlines()
     assert {ln.strip().split(" = ")[0] for ln in traced} == set(region.nodes)  # one traced line per op of the region

@@ -1,18 +1,20 @@
 """Issue 16: a rules run's inspector shows real spans. A rules run on the CPU through the real queues and workers
 (the root may have one child, so the second attempt builds on the first); the second attempt's anchors view shows
-the lines of ModelNew's forward its move changes, anchored, beside the filled code. Screenshot:
-test-artifacts/issue16/rules-anchors.png."""
+the lines of ModelNew's forward its move changes, anchored, beside the filled code. Screenshots:
+test-artifacts/issue16/rules-anchors-header.png and rules-anchors-model.png."""
 
 from __future__ import annotations
 
 import io
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from tests.web.conftest import EXAMPLES, ROOT, WORKER_CLASS
 from tests.web.test_browser_flow import log_in
@@ -20,6 +22,13 @@ from tests.web.test_browser_flow import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ISSUE16 = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "issue16"
+# Scroll the code pane holding the k-th (negative: from the end) line matching a selector so that it shows.
+SCROLL_TO = """([selector, k]) => {
+  const lines = [...document.querySelectorAll(selector)];
+  const line = lines[k < 0 ? lines.length + k : k];
+  const pane = line.closest("pre");
+  pane.scrollTop += line.getBoundingClientRect().top - pane.getBoundingClientRect().top - 60;
+}"""
 FORWARD_LINE = re.compile(r"self\._fused_forward|self\._compiled_forward|^\s+\w+ = (torch\.|self\.|fused\d)")
 
 
@@ -41,9 +50,12 @@ def test_the_inspector_of_a_rules_run_shows_the_spans_a_move_rewrites(owner, dap
     start_worker("search", *WORKER_CLASS)
     start_worker("gpu", *WORKER_CLASS)
     out = io.StringIO()
-    call_command("stark_run", str(EXAMPLES / "level1" / "relu.py"), "--team", "rules", "--budget", "2",
-                 "--n-root", "1", "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline",
-                 "--owner", "ada", "--no-wait", stdout=out)
+    args = (str(EXAMPLES / "level1" / "relu.py"), "--team", "rules", "--budget", "2", "--n-root", "1", "--device",
+            "cpu", "--timing-runs", "3", "--no-compile-baseline", "--owner", "ada", "--no-wait")
+    # On a thread of its own: Playwright's event loop runs on this one, where Django refuses database calls.
+    starter = threading.Thread(target=lambda: (call_command("stark_run", *args, stdout=out), connection.close()))
+    starter.start()
+    starter.join()
     run_id = int(re.search(r"run (\d+) queued", out.getvalue()).group(1))  # type: ignore[union-attr]
     base = daphne_server
     page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
@@ -61,11 +73,14 @@ def test_the_inspector_of_a_rules_run_shows_the_spans_a_move_rewrites(owner, dap
     markers = page.locator("#skeleton-code .line.anchor-marker").all_text_contents()
     # Real spans: the move's lines in ModelNew's forward, not one empty span above a rewritten file.
     assert any(FORWARD_LINE.search(line) for line in anchored), anchored
-    assert any("use them in ModelNew" in m for m in markers) and any("record the move in the header" in m
+    assert any("apply it in ModelNew" in m for m in markers) and any("record the move in the header" in m
                                                                       for m in markers), markers
     skeleton_lines = page.locator("#skeleton-code .line").count()
     assert len(anchored) < skeleton_lines / 4  # most of the file is outside the spans
     filled = page.locator("#filled-code .line.filled").all_text_contents()
     assert filled and any("compile" in line or "fused" in line for line in filled), filled
     ISSUE16.mkdir(parents=True, exist_ok=True)
-    page.locator(".inspector").screenshot(path=str(ISSUE16 / "rules-anchors.png"))
+    for name, which in (("header", 0), ("model", -1)):  # each pane scrolled to the span of that part
+        page.evaluate(SCROLL_TO, ["#skeleton-code .line.anchor-marker", 2 * which if which >= 0 else -2])
+        page.evaluate(SCROLL_TO, ["#filled-code .line.filled", which])
+        page.locator(".inspector").screenshot(path=str(ISSUE16 / f"rules-anchors-{name}.png"))

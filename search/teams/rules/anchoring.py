@@ -50,7 +50,7 @@ def where(old: str, first: int) -> str:
         return "record the move in the header"
     if first < model:
         return "write the kernels here"
-    return "use them in ModelNew"
+    return "apply it in ModelNew"
 
 
 def anchor(old: str, new: str, instruction: str, tag: str, short: str = "") -> tuple[str, list[str]]:
