@@ -2,8 +2,8 @@
 
 A marker occupies its whole line (usually inside a comment, `# <<<IMPROVE BEGINS>>> fuse the ReLU`);
 text after a BEGINS marker on the same line is that span's instruction. Spans must be balanced,
-non-nested and at least one; every span needs an instruction. The code agent's answer must contain
-no marker and must change every span (a span left exactly as it was, between the same lines, is unfilled).
+non-nested and at least one; every span needs an instruction. What a skeleton and a filled answer must
+satisfy beyond the markers (the grounding contract) is checked by search.engine.grounding.
 """
 
 from __future__ import annotations
@@ -107,63 +107,6 @@ def strip_markers(anchored_source: str) -> str:
     """The anchored source as plain code: marker lines removed, everything else kept."""
     kept = [ln for ln in anchored_source.splitlines() if not MARKER_RE.search(ln)]
     return "\n".join(kept) + ("\n" if anchored_source.endswith("\n") else "")
-
-
-def _norm(lines: list[str]) -> list[str]:
-    return [ln.rstrip() for ln in lines if ln.strip()]
-
-
-def _contains_run(haystack: list[str], needle: list[str], at_start: bool, at_end: bool) -> bool:
-    """needle occurs contiguously in haystack (pinned to its first/last line when asked)."""
-    n = len(needle)
-    starts = range(len(haystack) - n + 1)
-    return any(
-        haystack[k:k + n] == needle and (not at_start or k == 0) and (not at_end or k + n == len(haystack))
-        for k in starts
-    )
-
-
-def unfilled_anchors(anchored_source: str, filled_source: str) -> list[Anchor]:
-    """Spans the answer left exactly as they were (same body between the same neighbouring lines)."""
-    anchors = parse_anchors(anchored_source)
-    if _norm(strip_markers(anchored_source).splitlines()) == _norm(filled_source.splitlines()):
-        return anchors
-    lines = anchored_source.splitlines()
-    filled = _norm(filled_source.splitlines())
-
-    def neighbour(start: int, step: int) -> list[str] | None:
-        """The nearest fixed line on one side: [] at the file's edge, None when another span comes first."""
-        k = start
-        while 0 <= k < len(lines):
-            if MARKER_RE.search(lines[k]):
-                return None
-            if lines[k].strip():
-                return [lines[k].rstrip()]
-            k += step
-        return []
-
-    out = []
-    for a in anchors:
-        body = _norm(a.body.splitlines())
-        before, after = neighbour(a.begin_line - 2, -1), neighbour(a.end_line, 1)
-        run = (before or []) + body + (after or [])
-        if run and _contains_run(filled, run, at_start=before == [], at_end=after == []):
-            out.append(a)
-    return out
-
-
-def check_filled(anchored_source: str, filled_source: str) -> None:
-    """Raise AnchorError unless the answer has no marker left and changes every span."""
-    if has_markers(filled_source):
-        raise AnchorError(
-            f"the answer still contains {BEGIN}/{END} markers; return the complete code with every marker removed"
-        )
-    if not filled_source.strip():
-        raise AnchorError("the answer is empty; return the complete candidate source")
-    left = unfilled_anchors(anchored_source, filled_source)
-    if left:
-        where = ", ".join(f"span {a.index + 1} (line {a.begin_line}: {a.instruction or 'no instruction'})" for a in left)
-        raise AnchorError(f"the answer leaves {where} unchanged; implement the instruction of every span")
 
 
 def apply_fills(anchored_source: str, fills: list[str]) -> str:

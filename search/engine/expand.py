@@ -18,8 +18,9 @@ from search.engine.agents import (
     Team,
     Usage,
 )
-from search.engine.anchors import AnchorError, check_filled, has_markers, resolve_instructions, wrap_all
+from search.engine.anchors import AnchorError, has_markers, resolve_instructions, wrap_all
 from search.engine.context import DEFAULT_TOP_R, ContextWindow, build_window
+from search.engine.grounding import check_filled, check_skeleton
 from search.engine.node import Node
 from search.engine.tree import Tree
 
@@ -159,7 +160,7 @@ class Expansion:
             plan = self._ask(
                 child, "plan",
                 lambda fb: agent.plan(self.window("plan", node_id, child, fb)),
-                lambda ans: _checked_plan(ans),
+                lambda ans: _checked_plan(ans, parent),
             )
         anchors = resolve_instructions(plan.anchored_source, plan.instructions)
         plan.instructions = [a.instruction for a in anchors]
@@ -175,7 +176,8 @@ class Expansion:
         def check_code(ans: CodeAnswer) -> CodeAnswer:
             with self.lock:
                 child.source = ans.source
-            check_filled(plan.anchored_source, ans.source)
+            grounded = check_filled(plan.anchored_source, ans.source, plan.instructions)
+            self._log(child, grounded.summary())
             return ans
 
         code = self._ask(
@@ -212,8 +214,10 @@ class Expansion:
                 self._log(child, f"debug: {fix.text}")
 
 
-def _checked_plan(answer: PlanAnswer) -> PlanAnswer:
+def _checked_plan(answer: PlanAnswer, parent: Node) -> PlanAnswer:
+    """The grounding contract's first half: the skeleton's markers parse and, removed, give node i's source."""
     resolve_instructions(answer.anchored_source, answer.instructions)
+    check_skeleton(answer.anchored_source, parent.source, parent.id)
     return answer
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from search.engine.agents import MalformedAnswer, PlanAnswer
-from search.engine.anchors import BEGIN, END
+from search.engine.anchors import BEGIN, END, AnchorError
 from search.engine.context import build_window
+from search.engine.grounding import check_filled
 from search.engine.tree import Tree
 from search.teams.llm.prompts import VERSIONS, code, debug, plan, single
 from search.teams.llm.prompts.common import candidate_block, target_of
@@ -80,7 +81,7 @@ def test_each_target_gets_its_guidance(name: str, expected: str) -> None:
 
 
 def test_versions_are_named() -> None:
-    assert VERSIONS == {"plan": "plan/2", "code": "code/1", "debug": "debug/1", "single": "single/2"}
+    assert VERSIONS == {"plan": "plan/3", "code": "code/2", "debug": "debug/1", "single": "single/2"}
 
 
 def plan_text(body: str = ANCHORED, lines: str = "INSTRUCTION 1: fuse relu and scale into one kernel") -> str:
@@ -120,14 +121,15 @@ def test_a_malformed_plan_is_rejected_with_the_reason(text: str, words: str) -> 
     assert info.value.text == text
 
 
-def test_code_answers_must_fill_every_span_and_drop_markers() -> None:
+def test_code_answers_are_the_file_in_the_block_which_the_engine_checks_against_the_skeleton() -> None:
     p = PlanAnswer(ANCHORED, ["fuse"])
     filled = SOURCE.replace("return torch.relu(x) * 2.0", "return fused(x)")
     assert code.parse(f"```python\n{filled}```", p).source == filled
-    with pytest.raises(MalformedAnswer, match="markers"):
-        code.parse(f"```python\n{ANCHORED}```", p)
-    with pytest.raises(MalformedAnswer, match="unchanged"):
-        code.parse(f"```python\n{SOURCE}```", p)
+    check_filled(ANCHORED, filled)  # what Engine.expand checks (search.engine.grounding)
+    with pytest.raises(AnchorError, match="markers"):
+        check_filled(ANCHORED, code.parse(f"```python\n{ANCHORED}```", p).source)
+    with pytest.raises(AnchorError, match="unchanged"):
+        check_filled(ANCHORED, code.parse(f"```python\n{SOURCE}```", p).source)
 
 
 def test_debug_and_single_answers_must_change_the_file() -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer, SearchExhausted
-from search.engine.anchors import check_filled, parse_anchors, resolve_instructions, wrap_all
+from search.engine.anchors import parse_anchors, resolve_instructions, strip_markers, wrap_all
 from search.engine.context import build_window
+from search.engine.grounding import check_filled, check_skeleton
 from search.engine.tree import Tree
 from search.teams import get_team
 from search.teams.rules import build_team
@@ -30,6 +31,7 @@ def attempt(tree: Tree, team, parent: int, device: str = "cpu") -> tuple[PlanAns
     child = tree.add_child(parent, "plan+code", status="planning")
     plan = team.plan.plan(build_window(tree, "plan", parent, attempt=child.attempt, device={"device": device}))
     code = team.code.code(build_window(tree, "code", parent, attempt=child.attempt, device={"device": device}), plan)
+    check_skeleton(plan.anchored_source, tree[parent].source, parent)  # the engine's grounding contract, both halves
     check_filled(plan.anchored_source, code.source)
     child.source, child.anchored_source = code.source, plan.anchored_source
     passed(tree, child.id, 1.0)
@@ -48,7 +50,11 @@ def test_it_plans_with_anchors_and_fills_every_span() -> None:
     team = get_team("rules", {"seed": 0})
     plan, source = attempt(tree, team, 0)
     anchors = resolve_instructions(plan.anchored_source, plan.instructions)
-    assert len(anchors) == len(plan.instructions) >= 2
+    # From the reference itself the whole generated part is new: one span, the root's ModelNew stub below the
+    # untouched reference.
+    assert len(anchors) == len(plan.instructions) == 1
+    assert anchors[0].body.splitlines()[0] == "class ModelNew(Model):" and len(anchors[0].body.splitlines()) <= 2
+    assert strip_markers(plan.anchored_source) == tree.root.source
     tags = {tag_of(a.instruction) for a in anchors}
     assert len(tags) == 1
     recipe = Recipe.from_text(tags.pop() or "")
@@ -206,7 +212,7 @@ def test_on_a_bare_softmax_the_first_move_writes_a_row_kernel_of_its_own() -> No
     tree = new_tree(P.SOFTMAX)
     plan, source = attempt(tree, build_team({}), 0)
     assert recipe_of(source) == Recipe(fused=(0,), backend="cpp-omp")
-    assert len(parse_anchors(plan.anchored_source)) == len(plan.instructions) >= 2
+    assert len(parse_anchors(plan.anchored_source)) == len(plan.instructions) == 1  # below the reference
     first = plan.instructions[0]
     assert first.startswith("Fuse the traced forward into C++/OpenMP kernels") and "softmax(dim=-1) on x (full)" in first
     assert "row-wise op" in first and "one read of the input and one write of the output" in first

@@ -41,6 +41,15 @@ def test_it_marks_the_filled_lines_and_names_their_span():
     assert "span 1" in marks[0]["title"]
 
 
+def test_it_marks_the_fill_and_the_allowed_additions_from_the_grounding_alignment():
+    filled = "import torch\nimport triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+             "        y = fused_relu_scale(x, 2.0)\n        return y\n"
+    marks = filled_marks(SKELETON, filled, ["fuse relu and the scale"])
+    assert [(m["from"], m["to"], m["cls"]) for m in marks] == [(2, 2, "filled-allowed"), (5, 5, "filled")]
+    assert marks[0]["title"] == "allowed outside the spans: line 2: new import (triton)"
+    assert marks[1]["title"] == "fills span 1: fuse relu and the scale"
+
+
 def test_unified_rows_show_removed_and_added_lines():
     rows = unified_rows("a\nb\nc\n", "a\nB\nc\n")
     kinds = [(r["kind"], r["a_text"] or r["b_text"]) for r in rows]

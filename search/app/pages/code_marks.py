@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 
 from search.engine.anchors import MARKER_RE, AnchorError, parse_anchors
+from search.engine.grounding import align
 
 # A mark is {"from": line, "to": line, "cls": css class, "title": hover text}, lines 1-based inclusive
 # (the shape static/js/code.js reads from data-marks).
@@ -29,11 +30,25 @@ def skeleton_marks(anchored_source: str | None) -> tuple[list[dict], str | None]
     return marks, None
 
 
-def filled_marks(anchored_source: str | None, source: str) -> list[dict]:
-    """Marks for the filled candidate: lines that differ from the skeleton (markers removed), each named
-    after the span it fills (the nearest one in the skeleton)."""
+def filled_marks(anchored_source: str | None, source: str, instructions: list[str] | None = None) -> list[dict]:
+    """Marks for the filled candidate: the lines that fill each span and the additions the grounding contract
+    allowed outside them (search.engine.grounding.align); for a file that breaks the contract, the lines that
+    differ from the skeleton (markers removed), each named after the nearest span."""
     if not anchored_source or not source:
         return []
+    try:
+        grounded = align(anchored_source, source, instructions)
+    except AnchorError:
+        grounded = None
+    if grounded is not None and not grounded.violations:
+        anchors = parse_anchors(anchored_source)
+        texts = list(instructions or []) if len(instructions or []) == len(anchors) else [a.instruction for a in anchors]
+        marks = [{"from": f.first, "to": f.last, "cls": "filled",
+                  "title": "; ".join(f"fills span {s + 1}: {texts[s]}" for s in f.spans)}
+                 for f in grounded.fills if f.first <= f.last]
+        marks += [{"from": a.first, "to": a.last, "cls": "filled-allowed",
+                   "title": f"allowed outside the spans: {a.describe()}"} for a in grounded.allowed]
+        return sorted(marks, key=lambda m: m["from"])
     skeleton = anchored_source.splitlines()
     try:
         anchors = parse_anchors(anchored_source)

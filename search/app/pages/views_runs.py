@@ -95,7 +95,7 @@ def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpRespo
     context = {
         "run": run, "node": node, "v": view, "parent": parent,
         "skeleton_marks": json.dumps(skeleton), "skeleton_error": skeleton_error,
-        "filled_marks": json.dumps(code_marks.filled_marks(node.anchored_source, node.source)),
+        "filled_marks": json.dumps(code_marks.filled_marks(node.anchored_source, node.source, node.instructions)),
         "parent_diff": diffs.unified_rows(parent.source, node.source) if parent is not None else [],
         "is_owner": run.owner_id == request.user.pk,
     }

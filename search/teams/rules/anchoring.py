@@ -1,6 +1,8 @@
 """Turn a move into grounded instructions: the spans of the current candidate that the move changes (the
 hunks of a line diff against the rendered result) are wrapped in IMPROVE anchors, and the code role fills
-each span with that hunk's new lines. Both roles compute the same hunks, so they always agree."""
+each span with that hunk's new lines. Both roles compute the same hunks, so they always agree. A hunk that only
+adds or removes blank lines (or trailing spaces) is no change under the grounding contract
+(search.engine.grounding) and gets no span."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from search.engine.anchors import parse_anchors, wrap_lines
 
 KERNELS_TITLE = "# Generated kernels"  # the section titles of a rendered candidate (search.teams.rules.candidate)
 MODEL_TITLE = "# Optimized model"
+HEADER_START = "# Candidate for "  # the first line of the header comment, below the reference
 MERGE_GAP = 2  # hunks separated by this many unchanged lines or fewer become one span
 TAG = re.compile(r"\[rules: ([^\]]*)\]\s*$")
 
@@ -27,7 +30,11 @@ def diff_hunks(old: str, new: str) -> list[tuple[int, int, list[str]]]:
             hunks[-1][1], hunks[-1][3] = i2, j2
         else:
             hunks.append([i1, i2, j1, j2])
-    return [(i1 + 1, i2, b[j1:j2]) for i1, i2, j1, j2 in hunks]
+    return [(i1 + 1, i2, b[j1:j2]) for i1, i2, j1, j2 in hunks if _plain(a[i1:i2]) != _plain(b[j1:j2])]
+
+
+def _plain(lines: list[str]) -> list[str]:
+    return [ln.rstrip() for ln in lines if ln.strip()]
 
 
 def where(old: str, first: int) -> str:
@@ -36,13 +43,14 @@ def where(old: str, first: int) -> str:
     kernels = next((k + 1 for k, ln in enumerate(lines) if ln.startswith(KERNELS_TITLE)), None)
     model = next((k + 1 for k, ln in enumerate(lines) if ln.startswith(MODEL_TITLE)), None)
     if kernels is None or model is None:
-        return "restructure the file as ModelNew(Model) with the traced forward"
-    doc_end = next((k + 1 for k, ln in enumerate(lines) if k > 0 and ln == '"""'), 0)
-    if first <= doc_end:
-        return "record the move in the docstring"
+        return ("below the reference, replace the ModelNew stub with the generated part: header, kernels and "
+                "ModelNew(Model) with the traced forward")
+    header = next((k + 1 for k, ln in enumerate(lines) if ln.startswith(HEADER_START)), 0)
+    if header <= first < kernels:
+        return "record the move in the header"
     if first < model:
         return "write the kernels here"
-    return "use them in ModelNew"
+    return "apply it in ModelNew"
 
 
 def anchor(old: str, new: str, instruction: str, tag: str, short: str = "") -> tuple[str, list[str]]:
@@ -61,9 +69,10 @@ def anchor(old: str, new: str, instruction: str, tag: str, short: str = "") -> t
 
 
 def fill(anchored: str, old: str, new: str) -> str:
-    """The code role's answer: each span replaced by its hunk of new; checked to reproduce new exactly."""
+    """The code role's answer: each span replaced by its hunk of new; checked to reproduce new (blank lines and
+    trailing spaces aside: the hunks that change only those have no span), which it returns."""
     filled = replace_spans(anchored, [lines for _, _, lines in diff_hunks(old, new)])
-    if filled.splitlines() != new.splitlines():
+    if _plain(filled.splitlines()) != _plain(new.splitlines()):
         raise ValueError("the anchored spans do not match the planned change")
     return new
 

@@ -1,9 +1,12 @@
 """Render a complete, readable candidate file from the problem and a recipe.
 
-Layout (each part a span the plan agent can anchor): a docstring naming the applied moves and the
-recipe; the reference problem, unchanged; the generated kernels; and `class ModelNew(Model)`, which keeps
-the reference constructor (same parameters, created in the same order, so identical weights under the
-same seed) and replaces only `forward`.
+Layout, so that a move's line diff is exactly the code it changes (the rules team anchors those hunks,
+search.teams.rules.anchoring): the reference problem first, unchanged; then the generated part: a comment block
+naming the applied moves and the recipe, the generated kernels, and `class ModelNew(Model)`, which keeps the
+reference constructor (same parameters, created in the same order, so identical weights under the same seed) and
+replaces only `forward`. The traced reference forward is always spelled out in ModelNew, one line per traced op
+(even with nothing fused), so a fusion replaces exactly the lines of its region; torch.compile, CUDA graphs and
+channels_last add or change only the lines of `__init__`/`forward` they need.
 """
 
 from __future__ import annotations
@@ -30,29 +33,35 @@ def _title(text: str) -> str:
 
 
 def header(recipe: Recipe, problem_name: str) -> str:
+    """The comment block that opens the generated part: what was applied, and the recipe (search.teams.rules.recipe
+    reads it back from any node's source)."""
     return (
-        f'"""Candidate for {problem_name}, written by STARK Studio\'s offline rules team.\n\n'
-        f"Applied moves: {recipe.describe()}.\n"
-        f"Recipe: {recipe.to_text()}\n\n"
-        "ModelNew subclasses the reference Model below: same constructor arguments, same parameters created in\n"
-        "the same order (identical weights under the same seed). Only forward changes; fused kernels are\n"
-        "specialised to the constants traced from the reference (shapes may vary).\n"
-        '"""\n'
+        f"{RULE}\n"
+        f"# Candidate for {problem_name}, written by STARK Studio's offline rules team below the reference\n"
+        "# problem above, which is left as it is.\n"
+        "#\n"
+        f"# Applied moves: {recipe.describe()}.\n"
+        f"# Recipe: {recipe.to_text()}\n"
+        "#\n"
+        "# ModelNew subclasses the reference Model: same constructor arguments, same parameters created in the same\n"
+        "# order (identical weights under the same seed). Only forward changes: the traced reference forward, one\n"
+        "# line per op, each fused region replaced by its kernel (specialised to the constants traced from the\n"
+        "# reference; shapes may vary).\n"
     )
 
 
 def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> str:
     sig, call = analysis.signature, analysis.call
+    traced = analysis.graph_module is not None
     lines = ["class ModelNew(Model):",
-             f'    """The reference Model with: {recipe.describe()}."""', ""]
-    inner = "self._fused_forward" if regions else "super().forward"
+             '    """The reference Model; forward runs the moves recorded at the top of this part."""', ""]
+    inner = "self._fused_forward" if traced else "super().forward"
     if recipe.compile_mode or recipe.cuda_graph or recipe.channels_last:
         lines += ["    def __init__(self, *args, **kwargs):", "        super().__init__(*args, **kwargs)"]
         if recipe.channels_last:
             lines.append("        self.to(memory_format=torch.channels_last)  # convolution weights as NHWC")
         if recipe.compile_mode:
-            target = "self._fused_forward" if regions else "super().forward"
-            lines.append(f'        self._compiled_forward = torch.compile({target}, mode="{recipe.compile_mode}")')
+            lines.append(f'        self._compiled_forward = torch.compile({inner}, mode="{recipe.compile_mode}")')
             inner = "self._compiled_forward"
         if recipe.cuda_graph:
             lines += ["        self._graph = None  # captured on the first call, again when an input shape changes",
@@ -71,8 +80,8 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> 
         lines.append(f"        return {inner}({body_call})")
     if recipe.cuda_graph:
         lines += ["", *CUDA_GRAPH_METHODS.splitlines()]
-    if regions and analysis.graph_module is not None:
-        lines += ["", "    # The traced reference forward, each fused region replaced by its kernel.",
+    if analysis.graph_module is not None:
+        lines += ["", "    # The traced reference forward, one line per op; each fused region replaced by its kernel.",
                   forward_source(analysis.graph_module, regions, "_fused_forward").rstrip("\n")]
     return "\n".join(lines) + "\n"
 
@@ -136,8 +145,7 @@ CHANNELS_LAST_HELPER = '''def _channels_last_inputs(args, kwargs):
 def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem") -> Rendered:
     """The full candidate source for recipe (regions not found in analysis are ignored)."""
     regions = [r for r in analysis.regions if r.index in recipe.fused] if analysis.graph_module else []
-    parts = [header(recipe, problem_name), "\n", problem_source.strip("\n") + "\n", "\n\n"]
-    parts.append(_title(KERNELS_TITLE))
+    parts = [problem_source.strip("\n") + "\n", "\n\n", header(recipe, problem_name), _title(KERNELS_TITLE)]
     if regions and recipe.backend:
         parts.append(kernel_section(regions, recipe.backend))
     else:

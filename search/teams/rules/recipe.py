@@ -1,7 +1,7 @@
 """A recipe: the set of moves applied to the reference, from which the rules team renders a candidate.
 
-It is written into every candidate's docstring (`Recipe: ...`) so any node's source says exactly how it
-was made, and the next move (or a fix) starts from it."""
+It is written into every candidate's header comment (`# Recipe: ...`, below the reference) so any node's source
+says exactly how it was made, and the next move (or a fix) starts from it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 BACKEND_WORDS = {
     "cpp-omp": "C++/OpenMP", "cpp-serial": "serial C++", "triton": "Triton", "cuda": "CUDA C++",
 }
-_LINE = re.compile(r"^Recipe: (.*)$", re.MULTILINE)
+_LINE = re.compile(r"^(?:# )?Recipe: (.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,12 @@ class Recipe:
 
 
 def recipe_of(source: str) -> Recipe | None:
-    """The recipe a rules candidate records in its docstring, or None for any other source."""
-    m = _LINE.search(source)
-    if m is None:
+    """The recipe a rules candidate records in its header, or None for any other source. The last such line counts:
+    the header comes after the reference problem, which could hold a line that looks like one."""
+    found = list(_LINE.finditer(source))
+    if not found:
         return None
+    m = found[-1]
     try:
         return Recipe.from_text(m.group(1))
     except ValueError:

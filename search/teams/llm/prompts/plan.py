@@ -12,7 +12,7 @@ from search.engine.agents import ContextWindow, MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END, AnchorError, resolve_instructions
 from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
-VERSION = "plan/2"
+VERSION = "plan/3"
 
 ROLE = (
     "Your role: the PLAN agent. Study node i (its source, its measured runtime and speed-ups), the "
@@ -34,7 +34,9 @@ FORMAT = f"""Answer format (machine-checked; an answer that breaks it is rejecte
    INSTRUCTION 1: <what to change in span 1, concrete and self-contained>
    INSTRUCTION 2: <...>
 3. The COMPLETE source of node i in ONE fenced ```python block, unchanged except that each region to
-   rewrite is wrapped in marker lines, each marker alone on its own comment line:
+   rewrite is wrapped in marker lines, each marker alone on its own comment line (the engine checks that
+   removing the marker lines gives node i's source line for line, trailing spaces and blank lines aside;
+   the code agent may change only the lines inside the spans):
    # {BEGIN}
    ...the existing lines to rewrite (may be empty to mark an insertion point)...
    # {END}
