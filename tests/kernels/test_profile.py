@@ -190,3 +190,35 @@ def test_ncu_without_permission_degrades_with_a_note_and_is_not_tried_again(refu
     assert calls and calls[0][0] == str(refusing_ncu) and "--metrics" in calls[0]
     again = ncu.measure(task, settings, Path(kernel_cache), child)
     assert again["note"] == result["note"] and len(calls) == 1  # remembered: no second child
+
+
+# -- on a CUDA device (the lead runs `pytest -m gpu` on the H200; skipped cleanly without CUDA) -------------------
+
+GPU = Path(__file__).parent / "fixtures" / "gpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem, candidate, kernel", [
+    ("problem_gpu_scale_add", "cuda_scale_add", "scale_add_relu_kernel"),
+    ("problem_gpu_scale_add", "triton_scale_add", "scale_add_relu_kernel"),
+    ("problem_gpu_matmul", None, ""),
+])
+def test_cuda_kernels_appear_in_the_profile(problem: str, candidate: str | None, kernel: str, kernel_cache) -> None:
+    from kernels import reference_candidate
+
+    source = (GPU / f"{problem}.py").read_text()
+    settings = EvalSettings(device="cuda", cache_dir=kernel_cache, baselines=(), build_timeout_s=600, timing_runs=20)
+    result = evaluate(source, (GPU / f"{candidate}.py").read_text() if candidate else reference_candidate(source),
+                      settings)
+    assert result.verdict == "pass", result.reasons
+    profile = result.profile
+    assert profile["activity"] == "cuda" and profile["calls"] >= 1 and not profile["error"], profile
+    names = [k["name"] for k in profile["kernels"]]
+    if kernel:
+        assert any(kernel in name for name in names), names  # the candidate's own kernel, by device time
+        assert profile["achieved_gbps"] > 0 and profile["pct_of_copy"] is not None
+    else:  # a matmul: its kernels carry the FLOPs of the op that launched them
+        rated = [k for k in profile["kernels"] if k["tflops"]]
+        assert rated and rated[0]["pct_of_peak"] is not None and rated[0]["tflops"] > 1, profile["kernels"]
+    # ms per forward from the profiler agrees with the timed median within the profiler's own overhead
+    assert 0.05 < profile["forward_ms"] / result.timing["median_ms"] < 2.0, (profile["forward_ms"], result.timing)
