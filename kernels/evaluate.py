@@ -66,7 +66,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache},
-            "profile": {"deadline_s": settings.profile_deadline_s} if settings.profile else None}
+            "profile": {"deadline_s": profile_deadline(settings)} if settings.profile else None}
     try:
         clock.enter("start")
         run = run_candidate_child(task, work_dir, settings, root, clock)
@@ -115,9 +115,14 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     return result
 
 
+def profile_deadline(settings: EvalSettings) -> float:
+    """The profiling deadline, never above run_timeout_s (the operator's ceiling on how long a child holds the device)."""
+    return min(settings.profile_deadline_s, settings.run_timeout_s)
+
+
 def profile_kill_s(settings: EvalSettings) -> float:
     """When a profiling child that overran its own deadline (kernels.profile plans within it) is killed."""
-    return settings.profile_deadline_s * 2 + 30.0
+    return profile_deadline(settings) * 2 + 30.0
 
 
 def profile_of(run: WorkerRun, reference: judge.Reference, settings: EvalSettings) -> dict[str, Any] | None:

@@ -49,8 +49,8 @@ Settings (all optional; defaults in brackets):
 - profile [True]: after timing, profile a few calls of the forward with torch.profiler (kernels/profile.py): the
   top kernels (CUDA) or ops (CPU) by time with their share and achieved rates, stored as `profile` in the result.
   Never inside the timed loop; a profiler failure is recorded, never a verdict.
-- profile_deadline_s [10]: the profiled calls must fit this (planned from the timed median; none when even one
-  would not fit: the profile says so).
+- profile_deadline_s [10]: the profiled calls must fit this, capped at run_timeout_s (planned from the timed
+  median; none when even one would not fit: the profile says so).
 - ncu [$STARK_NCU == "1"]: on CUDA, run the candidate once more under Nsight Compute (`ncu`, where it is on PATH and
   may read the GPU's counters) and attach per-kernel DRAM/SM throughput, achieved occupancy and duration to
   `profile.ncu` (kernels/ncu.py); a clear note instead where ncu is missing or not permitted.
