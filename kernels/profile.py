@@ -90,6 +90,7 @@ def cuda_events(prof: Any) -> list[dict[str, Any]]:
     device_types = {torch.autograd.DeviceType.CUDA}
     by_name: dict[str, dict[str, Any]] = {}
     flops_of: dict[str, float] = {}
+    matmul: set[str] = set()
     for evt in prof.function_events:
         if evt.device_type in device_types:
             row = by_name.setdefault(str(evt.name)[:NAME_CHARS], {"count": 0, "total_us": 0.0})
@@ -100,7 +101,10 @@ def cuda_events(prof: Any) -> list[dict[str, Any]]:
             for kernel in evt.kernels:
                 name = str(kernel.name)[:NAME_CHARS]
                 flops_of[name] = flops_of.get(name, 0.0) + float(evt.flops) * float(kernel.duration) / spent
-    return [{"name": name, "count": row["count"], "total_us": row["total_us"], "flops": flops_of.get(name, 0.0)}
+                if MATMUL_LIKE.search(str(evt.name)):  # launched by aten::mm/addmm/bmm/convolution
+                    matmul.add(name)
+    return [{"name": name, "count": row["count"], "total_us": row["total_us"], "flops": flops_of.get(name, 0.0),
+             "matmul": name in matmul or bool(MATMUL_LIKE.search(name))}
             for name, row in by_name.items() if row["total_us"] > 0]
 
 
@@ -130,7 +134,7 @@ def summarize(raw: dict[str, Any], *, moved_bytes: float = 0.0, ceilings: dict[s
                         "share": round(ms / total_ms, 4) if total_ms > 0 else 0.0, "flops": flops or None,
                         "tflops": sig(tflops) if tflops is not None else None,
                         "pct_of_peak": sig(100 * tflops / peak_tflops)
-                        if tflops and peak_tflops and MATMUL_LIKE.search(event["name"]) else None})
+                        if tflops and peak_tflops and event.get("matmul", MATMUL_LIKE.search(event["name"])) else None})
     profile["forward_ms"] = round(total_ms, 5)
     profile["kernels"] = kernels
     profile["other_ms"] = round(max(0.0, total_ms - sum(k["ms"] for k in kernels)), 5)
