@@ -19,12 +19,14 @@ from typing import Any
 import torch
 
 from kernels import digest, loading, probes, timing
+from kernels import profile as profiling
 from kernels.channel import Channel, redirect_output
 from kernels.reference_task import HarnessFailure, load_problem
 
 _sleep = time.sleep
 _urandom = os.urandom
 _save = torch.save
+_collect = profiling.collect
 SAMPLED_RUNS = 3  # timed runs whose outputs are re-checked against the reference, chosen after each run returns
 
 
@@ -235,6 +237,19 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
     _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,
            "recheck": recheck}, task["outputs_path"])
     send(channel, "result", times_ms=times, facts=facts)
+    if task.get("profile"):  # after the verdict's facts are sent: a profiler failure or hang cannot change them
+        send(channel, "phase", phase="profile")
+        send(channel, "profile", profile=profile_candidate(model, inputs, device, times, task["profile"]))
+
+
+def profile_candidate(model: torch.nn.Module, inputs: list[Any], device: torch.device, times: list[float],
+                      options: dict[str, Any]) -> dict[str, Any]:
+    """A few profiled calls (kernels.profile), never inside the timed loop; an error is recorded, not raised."""
+    median = sorted(times)[len(times) // 2] if times else 0.0
+    try:
+        return _collect(lambda: model(*inputs), device, median, float(options.get("deadline_s", 10.0)))
+    except BaseException as exc:  # noqa: BLE001 - profiling is feedback; the candidate's verdict stands
+        return {"calls": 0, "events": [], "error": f"profiling failed: {type(exc).__name__}: {exc}"[:500]}
 
 
 def call(model: torch.nn.Module, inputs: list[Any], what: str) -> list[torch.Tensor]:

@@ -61,6 +61,8 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--fp64-reference", action="store_true", help="compare against a float64 reference")
     ev.add_argument("--no-flush", action="store_true", help="do not flush caches between timed runs")
     ev.add_argument("--no-roofline", action="store_true", help="skip device ceilings and the roofline figures")
+    ev.add_argument("--no-profile", action="store_true", help="skip the torch.profiler profile after timing")
+    ev.add_argument("--ncu", action="store_true", help="also measure the kernels under Nsight Compute (CUDA, ncu on PATH)")
 
     ins = sub.add_parser("inspect", help="validate a problem and print its summary")
     common(ins)
@@ -90,6 +92,10 @@ def settings_from(args: argparse.Namespace) -> EvalSettings:
         data["flush_cache"] = False
     if getattr(args, "no_roofline", False):
         data["roofline"] = False
+    if getattr(args, "no_profile", False):
+        data["profile"] = False
+    if getattr(args, "ncu", False):
+        data["ncu"] = True
     return EvalSettings.from_dict(data)
 
 

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, judge
+from kernels import cache, judge, ncu
+from kernels import profile as profiling
 from kernels.isolation import new_work_dir
 from kernels.loading import check_problem_source
 from kernels.phases import PhaseClock, Progress
@@ -27,15 +28,16 @@ REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and cras
 
 
 def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSettings, root: Path,
-                        clock: PhaseClock) -> WorkerRun:
+                        clock: PhaseClock, wrap: list[str] | None = None) -> WorkerRun:
     """A child that imports and runs a candidate (task kinds "candidate" and "retime"): the build deadline covers its
     start, build and first call, the run deadline its work; the cache root is hidden from it."""
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
-                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s}
+                "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s,
+                "profile": profile_kill_s(settings)}
     return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
                       memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
                       hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
-                      zygote_root=root if settings.warm_start else None, on_phase=clock.child())
+                      zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap)
 
 
 def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None,
@@ -63,7 +65,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
-            "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
+            "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache},
+            "profile": {"deadline_s": profile_deadline(settings)} if settings.profile else None}
     try:
         clock.enter("start")
         run = run_candidate_child(task, work_dir, settings, root, clock)
@@ -99,11 +102,51 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.integrity.append({"name": "isolation_reduced", "status": "flag", "detail": detail})
         result.reasons.append("flag isolation_reduced: " + detail)
     attach_speed(result, reference, settings)
+    result.profile = profile_of(run, reference, settings)
+    if settings.ncu and run.last("result"):
+        clock.enter("profiling")
+        result.profile = result.profile or profiling.failed("torch.profiler was off (profile=False)")
+        result.profile["ncu"] = ncu.measure(task, settings, root, lambda t, d, wrap: run_candidate_child(
+            t, d, settings, root, PhaseClock(), wrap))
     result.phases = clock.done()
     result.wall_s = round(time.monotonic() - start, 3)
     if result.verdict in REUSABLE:
         cache.write_json(stored_path, result.to_dict())
     return result
+
+
+def profile_deadline(settings: EvalSettings) -> float:
+    """The profiling deadline, never above run_timeout_s (the operator's ceiling on how long a child holds the device)."""
+    return min(settings.profile_deadline_s, settings.run_timeout_s)
+
+
+def profile_kill_s(settings: EvalSettings) -> float:
+    """When a profiling child that overran its own deadline (kernels.profile plans within it) is killed."""
+    return profile_deadline(settings) * 2 + 30.0
+
+
+def profile_of(run: WorkerRun, reference: judge.Reference, settings: EvalSettings) -> dict[str, Any] | None:
+    """The stored profile: None when not asked for or never timed; with the reason when the profiler failed."""
+    if not settings.profile or not run.last("result"):
+        return None
+    message = run.last("profile")
+    raw = message.get("profile") if message else None
+    if not isinstance(raw, dict):
+        if run.timed_out_phase == "profile":
+            why = f"the profiler did not finish within {profile_kill_s(settings):g} s; the child was stopped"
+        elif run.memory_exceeded_mb or run.disk_exceeded_mb:
+            why = "the child went over its memory or disk budget while profiled; it was stopped"
+        elif run.phase == "profile":
+            why = f"the child {run.exit_description()} while profiled"
+        else:
+            why = "the child sent no profile"
+        return profiling.failed(why + " (the verdict and timing above stand)")
+    dtype = next((o["dtype"] for o in reference.summary.get("outputs", []) if "dtype" in o), "float32")
+    try:
+        return profiling.summarize(raw, moved_bytes=float(reference.summary.get("bytes") or 0.0),
+                                   ceilings=reference.ceilings, dtype=dtype)
+    except (KeyError, TypeError, ValueError) as exc:
+        return profiling.failed(f"the child's profile was malformed ({type(exc).__name__}: {exc})"[:300])
 
 
 def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalSettings) -> None:

@@ -34,6 +34,8 @@ def check(name: str, status: str, detail: str) -> Check:
 
 def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[str]] | None:
     """Timeouts, memory, crashes, build and runtime errors, before any output is looked at."""
+    if run.phase == "profile" and run.last("result"):
+        return None  # stopped while profiled, after the verdict's facts arrived: evaluate records it with the profile
     if run.timed_out_phase:
         if run.timed_out_phase in ("start", "build"):
             return "timeout", [f"building/importing the candidate took longer than build_timeout_s="

@@ -1,5 +1,5 @@
 """The phases of one evaluation, as the user sees them: reference, baselines, start, build, correctness, timing,
-re-check, judge — with their durations in the result (`EvalResult.phases`) and, while it runs, through a
+re-check, judge, profiling — with their durations in the result (`EvalResult.phases`) and, while it runs, through a
 `progress(phase, detail)` callback (the gpu job publishes it in the RQ job's meta for the run page)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ Progress = Callable[[str, dict[str, Any]], None]
 # worker phases -> what the user reads
 CHILD_PHASES = {"start": "start", "build": "build", "first_call": "build", "run": "correctness",
                 "queue": "waiting for the device", "timing": "timing", "ceilings": "device ceilings",
-                "baseline": "baselines"}
+                "baseline": "baselines", "profile": "profiling"}
 
 
 class PhaseClock:

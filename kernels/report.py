@@ -33,6 +33,7 @@ def evaluation_report(result: dict[str, Any]) -> str:
     if roof:
         lines.append(f"roofline: {roof['achieved_tflops']:.4g} TFLOP/s, {roof['achieved_gbps']:.4g} GB/s, "
                      f"{roof['pct_of_peak']:.1f}% of the {roof['bound']} bound")
+    lines += profile_lines(result.get("profile"))
     lines.append("integrity:")
     lines += [f"  {c['status']:>7}  {c['name']}: {c['detail']}" for c in result["integrity"]]
     env = result.get("environment", {})
@@ -44,6 +45,32 @@ def evaluation_report(result: dict[str, Any]) -> str:
             lines.append(f"--- {name} log (last lines) ---")
             lines += text.splitlines()[-25:]
     return "\n".join(lines)
+
+
+def profile_lines(profile: dict[str, Any] | None) -> list[str]:
+    """The profile as a small table (kernels/profile.py), with the Nsight Compute metrics when present."""
+    if not profile:
+        return []
+    if not profile.get("kernels"):
+        lines = [f"profile: none ({profile.get('error') or profile.get('note') or 'no events recorded'})"]
+    else:
+        what = "CUDA kernels by device time" if profile.get("activity") == "cuda" else "CPU ops by self time"
+        lines = [f"profile ({what}, {_ms(profile.get('forward_ms'))} per forward over {profile['calls']} call(s), "
+                 f"profiling {profile.get('wall_s')} s):"]
+        lines += [f"  {100 * k['share']:5.1f}%  {_ms(k['ms']):>12}  x{k['calls']:<5g} {k['name'][:70]}"
+                  + (f"  {k['tflops']:.3g} TFLOP/s" if k.get("tflops") is not None else "") for k in profile["kernels"]]
+        if profile.get("achieved_gbps") is not None:
+            lines.append(f"  whole forward: {profile['achieved_gbps']:.4g} GB/s of its minimum bytes"
+                         + (f" ({profile['pct_of_copy']:.0f}% of the copy ceiling)" if profile.get("pct_of_copy") else ""))
+        if profile.get("note"):
+            lines.append(f"  note: {profile['note']}")
+    ncu = profile.get("ncu") or {}
+    for k in ncu.get("kernels") or []:
+        lines.append(f"  ncu {k['name'][:60]}: {k.get('duration_us')} us, DRAM {k.get('dram_pct')}%, "
+                     f"SM {k.get('sm_pct')}%, occupancy {k.get('occupancy_pct')}%")
+    if ncu.get("note"):
+        lines.append(f"  ncu: {ncu['note']}")
+    return lines
 
 
 def summary_report(summary: dict[str, Any]) -> str:

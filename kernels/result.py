@@ -87,6 +87,7 @@ class EvalResult:
     environment: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     phases: list[dict[str, Any]] = field(default_factory=list)  # [{"phase", "seconds"}] in order (kernels.phases)
+    profile: dict[str, Any] | None = None  # where the forward spends its time (kernels.profile, CONTRACTS §1)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -136,7 +136,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                cuda: bool = False, memory_limit_mb: float | None = None, writable: list[Path] | None = None,
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
                device_lock: Path | None = None, disk_limit_mb: float | None = None,
-               zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None) -> WorkerRun:
+               zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None,
+               wrap: list[str] | None = None) -> WorkerRun:
     """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
 
     `work_dir`: best made by kernels.isolation.new_work_dir (under the sandbox base when children run as another
@@ -151,7 +152,10 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     QUEUE_WAIT_S unless `timeouts` names another.
 
     `zygote_root`: fork the child from a warm zygote under this cache root (kernels.zygote) instead of spawning a
-    new interpreter, where the child runs without bubblewrap anyway."""
+    new interpreter, where the child runs without bubblewrap anyway.
+
+    `wrap`: a command the worker's interpreter runs under (a profiler such as `ncu ...`), inside bubblewrap where
+    that is on; such a child is always spawned, never forked from the zygote."""
     timeouts = {"queue": QUEUE_WAIT_S, **timeouts}
     chosen = isolation.plan(sandbox, cuda)
     isolation.prepare_work_dir(work_dir, chosen)
@@ -165,7 +169,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
-    cmd = [sys.executable, "-m", "kernels.worker", str(work_dir / "task.json"), str(write_fd)]
+    cmd = [*(wrap or []), sys.executable, "-m", "kernels.worker", str(work_dir / "task.json"), str(write_fd)]
     if chosen.bwrap:
         cmd = isolation.bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None) + cmd
     log_path = work_dir / "worker.log"
@@ -176,7 +180,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         with open(log_path, "wb") as log:
             child_env = clean_env({**(env or {}), **isolation.child_env(work_dir, chosen.bwrap)})
             proc: Any = None
-            if not chosen.bwrap and zygote_root is not None:
+            if not chosen.bwrap and zygote_root is not None and not wrap:
                 try:
                     proc = _fork_from_zygote(zygote_root, cmd, work_dir, child_env, log.fileno(),
                                              (write_fd, *lock_fds), nonce, [disk_limit_mb, chosen.uid, chosen.gid])

@@ -46,12 +46,21 @@ Settings (all optional; defaults in brackets):
   from a warm zygote that has already imported torch and the harness (kernels/zygote.py) instead of starting a new
   interpreter: the same isolation otherwise (own process and session, clean environment, the zygote never touches
   the device), seconds less per child.
+- profile [True]: after timing, profile a few calls of the forward with torch.profiler (kernels/profile.py): the
+  top kernels (CUDA) or ops (CPU) by time with their share and achieved rates, stored as `profile` in the result.
+  Never inside the timed loop; a profiler failure is recorded, never a verdict.
+- profile_deadline_s [10]: the profiled calls must fit this, capped at run_timeout_s (planned from the timed
+  median; none when even one would not fit: the profile says so).
+- ncu [$STARK_NCU == "1"]: on CUDA, run the candidate once more under Nsight Compute (`ncu`, where it is on PATH and
+  may read the GPU's counters) and attach per-kernel DRAM/SM throughput, achieved occupancy and duration to
+  `profile.ncu` (kernels/ncu.py); a clear note instead where ncu is missing or not permitted.
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +111,9 @@ class EvalSettings:
     exclusive_device: bool = True
     full_output_limit_mb: float = 16.0
     warm_start: bool = True
+    profile: bool = True
+    profile_deadline_s: float = 10.0
+    ncu: bool = field(default_factory=lambda: os.environ.get("STARK_NCU", "") == "1")
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -125,7 +137,7 @@ class EvalSettings:
         if self.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype {self.reference_dtype!r} is not one of {list(REFERENCE_DTYPES)}")
         for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb", "effective_disk_limit_mb",
-                     "full_output_limit_mb"):
+                     "full_output_limit_mb", "profile_deadline_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 

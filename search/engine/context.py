@@ -20,6 +20,9 @@ from search.engine.node import Node
 from search.engine.tree import Tree
 
 WINDOW_ROLES = ("plan", "code", "debug")
+PROFILED_ROLES = ("plan", "debug")  # windows that show where i's and the root's time goes (result["profile"])
+PROFILE_TOP = 5
+NCU_LABELS = (("dram_pct", "DRAM"), ("sm_pct", "SM"), ("occupancy_pct", "occupancy"))
 DEFAULT_TOP_R = 3
 LOG_TAIL_CHARS = 2000
 KEPT = ("target", "root")
@@ -112,17 +115,22 @@ class ContextWindow:
             self.on_stream(text_chunk)
 
     def render(self, token_budget: int | None = None) -> str:
-        """The window as prompt text within token_budget: the least relevant items are summarized first,
-        then dropped; the target i and the root are always shown in full."""
+        """The window as prompt text within token_budget: the profiles (plan and debug windows) are cut first, then
+        the least relevant items are summarized, then dropped; the target i and the root are always shown in full."""
         header = render_problem(self)
-        full = [render_item(it, self.target, detail=True) for it in self.items]
+        profiles = self.role in PROFILED_ROLES
+        full = [render_item(it, self.target, detail=True, profile=profiles) for it in self.items]
         summary = [render_item(it, self.target, detail=False) for it in self.items]
         chosen: list[str | None] = list(full)
+        notes: list[str] = []
 
         def size() -> int:
-            return estimate_tokens(header + "\n\n".join(c for c in chosen if c))
+            return estimate_tokens(header + "\n\n".join(c for c in [*chosen, *notes] if c))
 
         if token_budget is not None:
+            if profiles and size() > token_budget:  # feedback on speed matters less than the code and its diffs
+                chosen = [render_item(it, self.target, detail=True) for it in self.items]
+                notes.append("(profiles left out to fit the prompt budget)")
             # Items are ordered by relevance, least relevant last; i and the root are never reduced.
             reducible = [k for k in range(len(chosen) - 1, -1, -1) if self.items[k].relation not in KEPT]
             for k in reducible:
@@ -135,11 +143,11 @@ class ContextWindow:
                 chosen[k] = None
             dropped = sum(1 for c in chosen if c is None)
             if dropped:
-                chosen.append(f"({dropped} less relevant node(s) left out to fit the prompt budget)")
+                notes.append(f"({dropped} less relevant node(s) left out to fit the prompt budget)")
         tail = ""
         if self.feedback:
             tail = "\n\n## Your previous answer was rejected\n" + "\n".join(f"- {f}" for f in self.feedback)
-        return header + "\n\n" + "\n\n".join(c for c in chosen if c) + tail
+        return header + "\n\n" + "\n\n".join(c for c in [*chosen, *notes] if c) + tail
 
 
 def render_problem(window: ContextWindow) -> str:
@@ -167,7 +175,41 @@ def describe(node: Node) -> str:
     return ", ".join(parts)
 
 
-def render_item(item: WindowItem, target: Node, detail: bool) -> str:
+def render_profile(profile: dict[str, Any] | None, top: int = PROFILE_TOP) -> str:
+    """A few lines of a result's profile (kernels/profile.py): the top kernels with share and achieved rate."""
+    if not isinstance(profile, dict):
+        return ""
+    kernels = profile.get("kernels") or []
+    if not kernels:
+        why = profile.get("error") or profile.get("note") or "no events recorded"
+        lines = [f"Profile: none ({why})"]
+    else:
+        what = "CUDA kernels by device time" if profile.get("activity") == "cuda" else "CPU ops by self time"
+        head = f"Profile ({what}; {profile.get('forward_ms') or 0:.4g} ms per forward"
+        if profile.get("achieved_gbps") is not None:
+            head += f", whole forward {profile['achieved_gbps']:.4g} GB/s"
+            if profile.get("pct_of_copy") is not None:
+                head += f" = {profile['pct_of_copy']:.0f}% of the copy ceiling"
+        lines = [head + "):"]
+        for k in kernels[:top]:
+            rate = f", {k['tflops']:.3g} TFLOP/s" if k.get("tflops") is not None else ""
+            if k.get("pct_of_peak") is not None:
+                rate += f" ({k['pct_of_peak']:.0f}% of the matmul ceiling)"
+            lines.append(f"- {str(k.get('name'))[:80]}: {100 * (k.get('share') or 0):.0f}%, {k.get('ms') or 0:.4g} ms, "
+                         f"{k.get('calls') or 0:g} call(s){rate}")
+        rest = (profile.get("forward_ms") or 0) - sum(k.get("ms") or 0 for k in kernels[:top])
+        if len(kernels) > top and rest > 0:
+            lines.append(f"- the rest: {rest:.4g} ms")
+    ncu = profile.get("ncu") or {}
+    for k in (ncu.get("kernels") or [])[:top]:
+        figures = ", ".join(f"{label} {k[key]:.0f}%" for key, label in NCU_LABELS if k.get(key) is not None)
+        lines.append(f"- ncu {str(k.get('name'))[:60]}: {k.get('duration_us') or 0:.4g} us; {figures}")
+    if ncu.get("note"):
+        lines.append(f"- ncu: {ncu['note']}")
+    return "\n".join(lines)
+
+
+def render_item(item: WindowItem, target: Node, detail: bool, profile: bool = False) -> str:
     node = item.node
     titles = {
         "target": "the node you work on (i)", "root": "the reference (root)", "child": "a child of i",
@@ -180,6 +222,8 @@ def render_item(item: WindowItem, target: Node, detail: bool) -> str:
         lines.append("Reasons: " + "; ".join(node.reasons))
     if not detail or item.relation == "in-flight":  # an attempt in flight has no result to show yet
         return "\n".join(lines)
+    if profile and item.relation in KEPT and node.result and node.result.get("profile"):
+        lines.append(render_profile(node.result["profile"]))
     if item.relation in ("target", "sibling") and not node.correct and node.result:
         logs = node.result.get("logs") or {}
         for name in ("build", "run"):

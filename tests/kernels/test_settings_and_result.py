@@ -10,7 +10,7 @@ from kernels import EvalResult, EvalSettings
 from kernels.result import truncate_log
 
 RESULT_KEYS = {"verdict", "reasons", "flags", "correctness", "integrity", "timing", "baselines", "speedup_vs_eager",
-               "speedup_vs_compile", "roofline", "logs", "settings", "environment", "wall_s", "phases"}
+               "speedup_vs_compile", "roofline", "logs", "settings", "environment", "wall_s", "phases", "profile"}
 
 
 def test_it_round_trips_settings_through_json() -> None:

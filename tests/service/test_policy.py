@@ -104,6 +104,8 @@ NESTED = '{"team": "scripted", "eval": ' + "[" * 100000 + "]" * 100000 + "}"
     ('{"team": "scripted", "eval": {"atol": Infinity}}', "eval.atol"),
     ('{"team": "scripted", "eval": {"rtol": NaN}}', "eval.rtol"),
     ('{"team": "scripted", "eval": {"atol": 1e400}}', "eval.atol"),
+    ('{"team": "scripted", "eval": {"ncu": "false"}}', "eval.ncu"),  # a string would be a true switch
+    ('{"team": "scripted", "eval": {"profile_deadline_s": 1e9}}', "eval.profile_deadline_s"),
     ('{"team": "scripted", "time_limit_s": -Infinity}', "time_limit_s"),
     ('{"team": "scripted", "team_options": {"cost_per_call": 1e999}}', "team_options.cost_per_call"),
 ])

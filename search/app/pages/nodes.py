@@ -1,4 +1,5 @@
-"""A node's figures formatted for people (the inspector, compare and the runs list read the same words)."""
+"""A node's figures formatted for people (the inspector, compare and the runs list read the same words), its profile
+(kernels/profile.py: torch.profiler, plus Nsight Compute metrics when asked) included."""
 
 from __future__ import annotations
 
@@ -128,6 +129,7 @@ def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) 
                       "max_autotune": baseline(baselines, settings, "compile_max_autotune_ms", "compile-max-autotune")}
         if baselines else None,
         "roofline_detail": roofline,
+        "profile": profile_view(result),
         "build_log": logs.get("build", "") or build_log_note(node, result),
         "run_log": logs.get("run", ""),
         "environment": result.get("environment") or {},
@@ -169,3 +171,49 @@ def retime_view(retime: dict[str, Any] | None) -> dict[str, Any] | None:
         out["reference_text"] = ms((retime.get("reference") or {}).get("median_ms"))
         out["candidate_text"] = ms((retime.get("candidate") or {}).get("median_ms"))
     return out
+
+
+NCU_COLUMNS = (("dram_pct", "DRAM throughput"), ("sm_pct", "SM throughput"), ("occupancy_pct", "Achieved occupancy"))
+
+
+def rate(kernel: dict[str, Any]) -> str:
+    if kernel.get("tflops") is None:
+        return "—"
+    text = f"{kernel['tflops']:.3g} TFLOP/s"
+    if kernel.get("pct_of_peak") is not None:
+        text += f" ({kernel['pct_of_peak']:.0f}% of the matmul ceiling)"
+    return text
+
+
+def profile_view(result: dict[str, Any]) -> dict[str, Any] | None:
+    """None when the result has no profile (not timed, profiling off, or recorded before profiles existed)."""
+    profile = result.get("profile")
+    if not isinstance(profile, dict):
+        return None
+    kernels = [k for k in profile.get("kernels") or [] if isinstance(k, dict)]
+    cuda = profile.get("activity") == "cuda"
+    summary = ""
+    if kernels:
+        summary = (f"{'CUDA kernels by device time' if cuda else 'CPU ops by self time'}: {ms(profile.get('forward_ms'))} "
+                   f"per forward, averaged over {profile.get('calls')} profiled call(s) after timing")
+        if profile.get("achieved_gbps") is not None:
+            summary += f"; the whole forward moves its minimum bytes at {profile['achieved_gbps']:.3g} GB/s"
+            if profile.get("pct_of_copy") is not None:
+                summary += f" ({profile['pct_of_copy']:.0f}% of the measured copy ceiling)"
+        if profile.get("wall_s") is not None:
+            summary += f" · profiling took {profile['wall_s']:.2f} s"
+    rows = [{"name": str(k.get("name")), "short": str(k.get("name"))[:72], "share": f"{100 * (k.get('share') or 0):.0f}%",
+             "width": min(100.0, max(0.0, 100 * float(k.get("share") or 0))), "ms": ms(k.get("ms")),
+             "calls": f"{k.get('calls') or 0:g}", "rate": rate(k)} for k in kernels]
+    ncu = profile.get("ncu") if isinstance(profile.get("ncu"), dict) else None
+    ncu_view = None
+    if ncu is not None:
+        ncu_view = {"note": ncu.get("note") or "",
+                    "rows": [{"name": str(k.get("name")), "short": str(k.get("name"))[:72],
+                              "duration": ms((k.get("duration_us") or 0) / 1000) if k.get("duration_us") is not None
+                              else "—",
+                              "figures": [f"{k[key]:.0f}%" if k.get(key) is not None else "—" for key, _ in NCU_COLUMNS]}
+                             for k in ncu.get("kernels") or [] if isinstance(k, dict)],
+                    "columns": [label for _, label in NCU_COLUMNS]}
+    why = profile.get("error") or profile.get("note") or ("no kernels recorded" if not kernels else "")
+    return {"rows": rows, "summary": summary, "why": why, "note": profile.get("note") or "", "ncu": ncu_view}

@@ -34,8 +34,8 @@ CEILING_TYPES = {"correctness_trials": (int, 1), "timing_runs": (int, 1), "warmu
 # The other numbers and switches of EvalSettings a run may set: (type, low, high).
 EVAL_NUMBERS = {"seed": (int, 0, 2**31 - 1), "atol": (float, 0, 1e6), "rtol": (float, 0, 1e6),
                 "roofline_margin": (float, 1, 1e6), "precision_flag_fraction": (float, 0, 1),
-                "unstable_timing_fraction": (float, 0, 1e6)}
-EVAL_SWITCHES = ("flush_cache", "roofline", "reuse_results")
+                "unstable_timing_fraction": (float, 0, 1e6), "profile_deadline_s": (float, 0.1, 600)}
+EVAL_SWITCHES = ("flush_cache", "roofline", "reuse_results", "profile", "ncu")
 
 
 def parse_run_settings(data: dict[str, Any]) -> RunSettings:
