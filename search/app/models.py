@@ -96,6 +96,17 @@ class Run(models.Model):
             return False
         return self.owner_id == user.pk or self.shared_with.filter(pk=user.pk).exists()
 
+    @property
+    def winner(self) -> str | None:
+        """"attempt" when the best attempt ran faster than the reference (both timed as candidates), "reference" when
+        the run finished and no attempt did (REFERENCE_FASTEST: the reference is the run's answer), else None."""
+        if (self.best_node is not None and self.best_runtime_ms is not None and self.reference_runtime_ms is not None
+                and self.best_runtime_ms < self.reference_runtime_ms):
+            return "attempt"
+        if self.status == Run.Status.FINISHED and self.reference_runtime_ms is not None:
+            return "reference"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """The run as the API, the snapshot and run.* events show it."""
         return {
@@ -116,6 +127,7 @@ class Run(models.Model):
             "best_runtime_ms": self.best_runtime_ms,
             "best_speedup_vs_eager": self.best_speedup_vs_eager,
             "reference_runtime_ms": self.reference_runtime_ms,
+            "winner": self.winner,
             "cost_usd": self.cost_usd,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,

@@ -114,3 +114,14 @@ def short(s: dict[str, Any] | None) -> str:
 
 def faster(s: dict[str, Any] | None) -> bool:
     return s is not None and not s["reference"] and s["value"] > 1.0
+
+
+REFERENCE_FASTEST = "The reference is fastest: no attempt beat it"
+
+
+def reference_wins(run: Any, best: Any, root: Any, anchor: Any | None = None) -> bool:
+    """A finished run whose reference passed and whose best attempt (if any) is not faster than it, timed the one
+    way the UI shows (speed): the run's answer is the reference itself (ModelNew = Model)."""
+    if getattr(run, "status", None) != "finished" or root is None or root.verdict != "pass":
+        return False
+    return best is None or not faster(speed(best, root, anchor))
