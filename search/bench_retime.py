@@ -68,11 +68,13 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
 
 def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:
     """From tree.meta["retime"]: whether the best attempt beat the reference side by side, and the winner's speed-up
-    vs eager and both compile modes (the winner being that attempt, or the reference at 1.0x). None when the
-    re-time gave no figure for the attempt nor for the reference's own comparison."""
+    vs eager and both compile modes (the winner being that attempt, or the reference at 1.0x). None when there was
+    no re-time, or when the best attempt's own re-time failed (then the search's figures stand)."""
     if not retime:
         return None
     best = (retime.get("best") or {}).get("speedup")
+    if retime.get("node") is not None and best is None:  # the attempt's re-time failed: nothing side by side to use
+        return None
     attempt_wins = best is not None and best > 1.0
     mine = best if attempt_wins else 1.0
     out: dict[str, Any] = {"attempt_wins": attempt_wins, "speedup_vs_eager": mine}

@@ -105,6 +105,9 @@ def test_re_timed_figures_replace_the_searchs_and_can_hand_the_win_to_the_refere
     assert r["speedup_vs_compile"] == pytest.approx(1 / 1.2)
     tree.meta["retime"]["compile"] = {"error": "re-timing failed: timed out"}
     assert record(tree)["speedup_vs_compile"] == pytest.approx(0.8)  # falls back to the search's baseline
+    tree.meta["retime"]["best"] = {"error": "re-timing failed: its process was killed"}
+    r = record(tree)  # the attempt's re-time failed: the search's figures stand, the attempt still wins
+    assert r["winner"] == "attempt" and not r["retimed"] and r["speedup_vs_eager"] == 1.1
     assert retimed_figures(None) is None
 
 
