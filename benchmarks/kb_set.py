@@ -5,7 +5,10 @@ Per problem: input, weight and output shapes and bytes (inputs + weights + outpu
 least), printed as a Markdown table; `--json PATH` writes the same rows. The selection rule is in
 benchmarks/problems/README.md.
 
-    python benchmarks/kb_set.py [--json out.json] [DIR_OR_FILE ...]   (default: kb_l1 and kb_l2)
+    python benchmarks/kb_set.py [--json out.json] [--time cuda] [DIR_OR_FILE ...]   (default: kb_l1 and kb_l2)
+
+--time DEVICE also builds each problem for real on DEVICE and times eager forward() (1 warm-up, then the median of
+3 runs) with the peak device memory: the check that eager runs well under 2 s on the H200 and fits it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +77,33 @@ def measure(path: Path) -> dict[str, Any]:
     }
 
 
+def time_eager(path: Path, device: str, runs: int = 3) -> dict[str, Any]:
+    """Eager forward() at full size on `device`: median ms of `runs` after one warm-up, and the peak memory."""
+    module = _load(path)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = module.Model(*module.get_init_inputs())
+        inputs = module.get_inputs()
+    times = []
+    with torch.no_grad():
+        for k in range(runs + 1):
+            if cuda:
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            model(*inputs)
+            if cuda:
+                torch.cuda.synchronize(device)
+            if k:
+                times.append((time.perf_counter() - start) * 1e3)
+    peak = torch.cuda.max_memory_allocated(device) if cuda else None
+    del model, inputs
+    return {"eager_ms": statistics.median(times), "peak_bytes": peak}
+
+
 def _source_line(path: Path) -> str:
     text = path.read_text()
     marker = "After KernelBench "
@@ -85,12 +117,18 @@ def gb(n: int) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| file | KernelBench source | inputs | outputs | inputs GB | weights GB | outputs GB | total GB |",
-             "|---|---|---|---|---|---|---|---|"]
+    timed = any("eager_ms" in r for r in rows)
+    extra = " eager ms | peak GB |" if timed else ""
+    lines = ["| file | KernelBench source | inputs | outputs | inputs GB | weights GB | outputs GB | total GB |" + extra,
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if timed else "")]
     for r in rows:
         shapes = ["; ".join("×".join(map(str, s)) for s in r[k]) for k in ("inputs", "outputs")]
+        more = ""
+        if timed:
+            peak = r.get("peak_bytes")
+            more = f" {r.get('eager_ms', float('nan')):.4g} | {'—' if peak is None else gb(peak)} |"
         lines.append(f"| {r['file']} | {r['source']} | {shapes[0]} | {shapes[1]} | {gb(r['input_bytes'])} | "
-                     f"{gb(r['weight_bytes'])} | {gb(r['output_bytes'])} | {gb(r['total_bytes'])} |")
+                     f"{gb(r['weight_bytes'])} | {gb(r['output_bytes'])} | {gb(r['total_bytes'])} |" + more)
     return "\n".join(lines)
 
 
@@ -98,8 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", help="problem files or directories (default: kb_l1 and kb_l2)")
     parser.add_argument("--json", default=None, help="write the rows as JSON here")
+    parser.add_argument("--time", default=None, metavar="DEVICE", help="also time eager forward() on DEVICE")
     args = parser.parse_args(argv)
     rows = [measure(p) for p in problem_files(args.paths)]
+    if args.time:
+        for row, path in zip(rows, problem_files(args.paths), strict=True):
+            row.update(time_eager(path, args.time))
     print(markdown(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
