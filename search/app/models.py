@@ -98,14 +98,12 @@ class Run(models.Model):
 
     @property
     def winner(self) -> str | None:
-        """"attempt" when the best attempt ran faster than the reference (both timed as candidates), "reference" when
-        the run finished and no attempt did (REFERENCE_FASTEST: the reference is the run's answer), else None."""
-        if (self.best_node is not None and self.best_runtime_ms is not None and self.reference_runtime_ms is not None
-                and self.best_runtime_ms < self.reference_runtime_ms):
-            return "attempt"
-        if self.status == Run.Status.FINISHED and self.reference_runtime_ms is not None:
-            return "reference"
-        return None
+        """"attempt" when the best attempt beats the reference, "reference" when the run finished and no attempt did
+        (the reference is fastest: no attempt beat it; the run's answer is the reference itself), else None; timed
+        the one way the run page shows (search.app.pages.speed.winner)."""
+        from search.app.pages.speed import winner
+
+        return winner(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The run as the API, the snapshot and run.* events show it."""

@@ -14,7 +14,6 @@ from search.app.api.auth import BadRequest, api_view, error, json_body
 from search.app.api.bundle import build_bundle, standalone_kernel
 from search.app.events import events_after
 from search.app.models import Node, Run
-from search.app.pages import speed as speeds
 from search.app.service import control
 from search.app.service.checks import LimitError
 from search.app.service.inputs import check_values, loads, plain_text
@@ -224,13 +223,6 @@ def node_kernel(request: HttpRequest, run_id: int, node_id: int) -> HttpResponse
     return response
 
 
-def winner_is_reference(run: Run) -> bool:
-    """The run finished and no attempt beat the reference, timed the way the run page shows it."""
-    root, anchor = speeds.references(run.pk)
-    best = Node.objects.filter(run=run, node_id=run.best_node).first() if run.best_node is not None else None
-    return speeds.reference_wins(run, best, root, anchor)
-
-
 @api_view("GET")
 @handles_errors
 def run_bundle(request: HttpRequest, run_id: int) -> HttpResponse:
@@ -243,7 +235,7 @@ def run_bundle(request: HttpRequest, run_id: int) -> HttpResponse:
             node = find_node(run, int(request.GET["node"]))
         except ValueError:
             raise BadRequest("node", "node must be a node id") from None
-    elif winner_is_reference(run):
+    elif run.winner == "reference":
         node = find_node(run, 0)  # the reference itself (ModelNew = Model), with a note: no attempt beat it
     elif run.best_node is not None:
         node = find_node(run, run.best_node)

@@ -125,3 +125,15 @@ def reference_wins(run: Any, best: Any, root: Any, anchor: Any | None = None) ->
     if getattr(run, "status", None) != "finished" or root is None or root.verdict != "pass":
         return False
     return best is None or not faster(speed(best, root, anchor))
+
+
+def winner(run: Any) -> str | None:
+    """The run object's "winner": "attempt" (the best attempt beats the reference), "reference" (the run finished
+    and none did) or None (nothing decided yet)."""
+    if run.pk is None:
+        return None
+    root, anchor = references(run.pk)
+    best = Node.objects.filter(run_id=run.pk, node_id=run.best_node).first() if run.best_node is not None else None
+    if best is not None and faster(speed(best, root, anchor)):
+        return "attempt"
+    return "reference" if reference_wins(run, best, root, anchor) else None
