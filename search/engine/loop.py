@@ -30,15 +30,13 @@ class RunSummary:
 
     def text(self) -> str:
         head = f"{self.attempts} attempt(s) in {self.elapsed_s:.1f} s; stopped: {self.stop_reason}."
-        if self.reference_fastest:
-            tail = "no attempt was correct" if self.best is None else (
-                f"the fastest correct attempt, node {self.best.id}, ran {self.best.runtime_ms:.4g} ms"
-                + (f" ({self.best.speedup_vs_eager:.3g}x vs eager)" if self.best.speedup_vs_eager is not None else ""))
-            return (head + f"\nBest: the reference (1.0x) — {REFERENCE_FASTEST}; {tail}. The winner is the "
-                    "reference itself (ModelNew = Model).")
         if self.best is None:
             return head + "\nNo correct attempt: nothing beats or replaces the reference."
         b = self.best
+        if self.reference_fastest:
+            speed = f" ({b.speedup_vs_eager:.3g}x vs eager)" if b.speedup_vs_eager is not None else ""
+            return (head + f"\nBest: the reference (1.0x) — {REFERENCE_FASTEST}; the fastest correct attempt, node "
+                    f"{b.id}, ran {b.runtime_ms:.4g} ms{speed}. The winner is the reference itself (ModelNew = Model).")
         parts = [f"Best: node {b.id} (attempt {b.attempt}), {b.runtime_ms:.4g} ms"]
         if b.speedup_vs_eager is not None:
             parts.append(f"{b.speedup_vs_eager:.3g}x vs eager")
