@@ -119,13 +119,15 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {r['suite']}/{r['name']} | {r['kernelbench']} | {winner} | {r['move']} | "
                      f"{fmt(r['speedup_vs_eager'])} | {fmt(r['speedup_vs_compile'])} | "
                      f"{fmt(r['speedup_vs_compile_max_autotune'])} | {fmt(r['pct_of_roofline'], '%')} | "
-                     f"{'yes' if r.get('retimed') else 'no'} | {r['correct_attempts']}/{r['attempts']} | "
+                     f"{'yes' if r.get('retimed') else 'no'}{' — ' + r['retime_note'] if r.get('retime_note') else ''} | "
+                     f"{r['correct_attempts']}/{r['attempts']} | "
                      f"{str(r['stop_reason'])[:80]} |")
     lines += ["", "Winner: the fastest correct attempt, or the reference when no attempt beat it (its speed-ups are "
               "then the reference's own: 1.00× eager). Strictly faster counts only winning attempts (by >= 3%); a kept reference "
               "is not a win even where eager beats torch.compile. Re-timed: the winner and both torch.compile modes were timed "
               "side by side with the reference after the search (`bench --retime`, kernels/retime.py); those figures "
-              "replace the search's. max-autotune is `torch.compile(mode=\"max-autotune-no-cudagraphs\")`. % of "
+              "replace the search's, except an entry that failed or stayed unstable after a second try (the host was "
+              "busy), for which the search's figure stands and the cell says so. max-autotune is `torch.compile(mode=\"max-autotune-no-cudagraphs\")`. % of "
               "roofline: the winner's time against the roofline bound of its bytes and FLOPs (the harness's "
               "measured ceilings)."]
     return "\n".join(lines) + "\n"

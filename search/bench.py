@@ -21,7 +21,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, TextIO
 
-from search.bench_retime import retime_text, retime_winner, retimed_figures
+from search.bench_retime import retime_note, retime_text, retime_winner, retimed_figures
 from search.engine.agents import AT_ROOFLINE
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
@@ -86,7 +86,7 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
         "best_attempt": None if best is None else best.id,
         "best_attempt_speedup_vs_eager": None if best is None else best.speedup_vs_eager,
         "retimed": retimed is not None and retimed.get("speedup_vs_compile") is not None,
-        "retime": tree.meta.get("retime"),
+        "retime": tree.meta.get("retime"), "retime_note": retime_note(tree.meta.get("retime")),
         "search_speedups": None if retimed is None or best is None else {
             "vs_eager": best.speedup_vs_eager, "vs_compile": best.speedup_vs_compile,
             "vs_compile_max_autotune": _ratio(mat_ms, best)},

@@ -38,14 +38,42 @@ class ModelNew(Model):
 
 
 def _one(problem: str, source: str, settings: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """One side-by-side re-time; an unstable one (the host was busy: each round holds the device lock, but the
+    CPU side of other work still disturbs launch-bound timing) is done once more, and stays marked if it still is."""
     from kernels.retime import RetimeError, retime
 
-    try:
-        r = retime(problem, source, settings, rounds=rounds)
-    except RetimeError as exc:
-        return {"error": exc.message[:600]}
-    return {"speedup": r["speedup"], "spread": r["spread"], "unstable": r["unstable"],
-            "reference_ms": r["reference"]["median_ms"], "candidate_ms": r["candidate"]["median_ms"]}
+    entry: dict[str, Any] = {}
+    for attempt in range(2):
+        try:
+            r = retime(problem, source, settings, rounds=rounds)
+        except RetimeError as exc:
+            return {"error": exc.message[:600]}
+        entry = {"speedup": r["speedup"], "spread": r["spread"], "unstable": r["unstable"],
+                 "unstable_why": r.get("unstable_why") or "", "reference_ms": r["reference"]["median_ms"],
+                 "candidate_ms": r["candidate"]["median_ms"], "tries": attempt + 1}
+        if not r["unstable"]:
+            break
+    return entry
+
+
+def usable(entry: dict[str, Any] | None) -> bool:
+    """A re-time entry whose ratio may decide anything: it gave a figure and its timing was stable."""
+    return bool(entry) and entry.get("speedup") is not None and not entry.get("unstable")  # type: ignore[union-attr]
+
+
+def retime_note(retime: dict[str, Any] | None) -> str:
+    """What of a re-time was not used and why ("" when all of it was)."""
+    if not retime:
+        return ""
+    unused = []
+    for key, label in (("best", "best attempt"), ("compile", "compile(default)"),
+                       ("compile_max_autotune", "max-autotune")):
+        entry = retime.get(key)
+        if entry is None or usable(entry):
+            continue
+        why = "failed" if "error" in entry else "unstable" + (" after a second try" if entry.get("tries", 1) > 1 else "")
+        unused.append(f"{label} {why}")
+    return ("re-time " + ", ".join(unused) + ": the search's figures stand for those") if unused else ""
 
 
 def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None) -> dict[str, Any]:
@@ -69,17 +97,19 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
 def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:
     """From tree.meta["retime"]: whether the best attempt beat the reference side by side, and the winner's speed-up
     vs eager and both compile modes (the winner being that attempt, or the reference at 1.0x). None when there was
-    no re-time, or when the best attempt's own re-time failed (then the search's figures stand)."""
+    no re-time, or when the best attempt's own re-time failed or stayed unstable (then the search's figures stand).
+    An unstable or failed compile-mode entry gives no figure (the search's stands for it)."""
     if not retime:
         return None
-    best = (retime.get("best") or {}).get("speedup")
-    if retime.get("node") is not None and best is None:  # the attempt's re-time failed: nothing side by side to use
+    entry = retime.get("best")
+    if retime.get("node") is not None and not usable(entry):  # nothing trustworthy side by side for the attempt
         return None
+    best = (entry or {}).get("speedup")
     attempt_wins = best is not None and best > 1.0
     mine = best if attempt_wins else 1.0
     out: dict[str, Any] = {"attempt_wins": attempt_wins, "speedup_vs_eager": mine}
     for key in COMPILE_MODES:
-        theirs = (retime.get(key) or {}).get("speedup")
+        theirs = (retime.get(key) or {}).get("speedup") if usable(retime.get(key)) else None
         out[f"speedup_vs_{key}"] = None if not theirs else mine / theirs
     return out
 
@@ -93,8 +123,14 @@ def retime_text(retime: dict[str, Any]) -> str:
         if entry is None:
             continue
         parts.append(f"{label}: " + (f"error ({entry['error'][:120]})" if "error" in entry
-                                     else f"{entry['speedup']:.3g}x the reference"))
-    figures = retimed_figures(retime) or {}
-    verdict = ("the best attempt beats the reference" if figures.get("attempt_wins")
-               else "the reference is fastest: no attempt beat it")
-    return f"re-timed side by side ({retime['rounds']} rounds, {retime['wall_s']} s): " + "; ".join(parts) + f"; {verdict}"
+                                     else f"{entry['speedup']:.3g}x the reference"
+                                     + (" (UNSTABLE: not used)" if entry.get("unstable") else "")))
+    figures = retimed_figures(retime)
+    if figures is None:
+        verdict = "the best attempt's re-time is not usable: the search's figures decide"
+    else:
+        verdict = ("the best attempt beats the reference" if figures.get("attempt_wins")
+                   else "the reference is fastest: no attempt beat it")
+    note = retime_note(retime)
+    return (f"re-timed side by side ({retime['rounds']} rounds, {retime['wall_s']} s): " + "; ".join(parts)
+            + f"; {verdict}" + (f" ({note})" if note else ""))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from search.bench import markdown, problem_record, summarize
-from search.bench_retime import compiled_reference, retimed_figures
+from search.bench_retime import compiled_reference, retime_text, retimed_figures
 from search.cli import main
 from search.engine.loop import REFERENCE_FASTEST
 from search.engine.tree import Tree
@@ -105,6 +105,17 @@ def test_re_timed_figures_replace_the_searchs_and_can_hand_the_win_to_the_refere
     assert r["speedup_vs_compile"] == pytest.approx(1 / 1.2)
     tree.meta["retime"]["compile"] = {"error": "re-timing failed: timed out"}
     assert record(tree)["speedup_vs_compile"] == pytest.approx(0.8)  # falls back to the search's baseline
+    tree.meta["retime"]["best"] = {"speedup": 0.97, "unstable": False}
+    tree.meta["retime"]["compile"] = {"speedup": 1.38, "unstable": True, "tries": 2}  # a busy host: decides nothing
+    r = record(tree)
+    assert r["speedup_vs_compile"] == pytest.approx(0.8)  # the search's figure stands for compile(default)
+    assert r["retime_note"] == "re-time compile(default) unstable after a second try: the search's figures stand for those"
+    tree.meta["retime"]["best"] = {"speedup": 0.8, "unstable": True, "tries": 2}  # nor may it demote the attempt
+    r = record(tree)
+    assert r["winner"] == "attempt" and r["speedup_vs_eager"] == 1.1 and not r["retimed"]
+    assert retime_text({**tree.meta["retime"], "wall_s": 1.0}).endswith(
+        "the best attempt's re-time is not usable: the search's figures decide (re-time best attempt unstable after a "
+        "second try, compile(default) unstable after a second try: the search's figures stand for those)")
     tree.meta["retime"]["best"] = {"error": "re-timing failed: its process was killed"}
     r = record(tree)  # the attempt's re-time failed: the search's figures stand, the attempt still wins
     assert r["winner"] == "attempt" and not r["retimed"] and r["speedup_vs_eager"] == 1.1
