@@ -8,7 +8,7 @@
 # rebuilt from the tree files (benchmarks/kb_table.py), so a stream cut short still counts what it finished.
 #
 # Usage on the GPU host, from the repository root:
-#   bash benchmarks/kb_rules.sh [budget=8] [seconds-per-problem=280] [parallel=2] [streams=8] [deadline=555] [SELECTOR...]
+#   bash benchmarks/kb_rules.sh [budget=8] [seconds-per-problem=320] [parallel=2] [streams=8] [deadline=555] [SELECTOR...]
 # SELECTOR (default: kb_l1 kb_l2): kb_l1, kb_l2, kb_l2/gemm_relu_divide, a path to a problem file or directory, and/or
 # shard:I/N (keep every N-th of the selected problems from the I-th on, I = 1..N: two device calls are
 # `... shard:1/2` and `... shard:2/2`). DEVICE=cpu runs the same on the CPU (a smoke test of this script);
@@ -18,7 +18,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
 budget=${1:-8}
-per_problem=${2:-280}
+per_problem=${2:-320}
 parallel=${3:-2}
 streams=${4:-8}
 deadline=${5:-555}
