@@ -19,20 +19,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernels import EvalSettings, evaluate, reference_candidate  # noqa: E402
-
-COMPILED_REFERENCE = '''
-
-
-class ModelNew(Model):
-    """The reference model under torch.compile (default mode), as the bench's compile baseline."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._compiled = torch.compile(super().forward)
-
-    def forward(self, *args):
-        return self._compiled(*args)
-'''
+from search.bench_retime import compiled_reference  # noqa: E402
 
 
 def best_node(tree: dict[str, Any]) -> dict[str, Any] | None:
@@ -48,7 +35,7 @@ def retime(tree_file: Path, settings: EvalSettings, rounds: int) -> dict[str, An
     record: dict[str, Any] = {"problem": tree_file.stem.replace("__", "/"), "search_best_ms": best and best["runtime_ms"]}
     if best is None:
         return {**record, "error": "the search found no correct candidate"}
-    sources = {"eager": reference_candidate(problem), "compile": problem.rstrip() + COMPILED_REFERENCE,
+    sources = {"eager": reference_candidate(problem), "compile": compiled_reference(problem),
                "best": best["source"]}
     times: dict[str, list[float]] = {label: [] for label in sources}
     spreads: dict[str, list[float]] = {label: [] for label in sources}

@@ -21,6 +21,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, TextIO
 
+from search.bench_retime import retime_note, retime_text, retime_winner, retimed_figures
+from search.engine.agents import AT_ROOFLINE
 from search.engine.tree import Tree
 from search.inline import UsageError, search_problem
 
@@ -47,24 +49,55 @@ def collect_problems(paths: list[str]) -> list[Path]:
 
 
 def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s: float) -> dict[str, Any]:
-    """One problem's outcome: its best node and the baselines it was measured against."""
+    """One problem's outcome: its winner (the fastest correct attempt, or the reference when no attempt beat it,
+    as re-timed side by side when the bench re-timed it: search.bench_retime) and the baselines it was measured
+    against. A run the team ended "at the roofline" counts as solved: the reference is its deliberate answer."""
     best = tree.best()
-    baselines = ((best or tree.root).result or {}).get("baselines") or {}
+    root = tree.root
+    baselines = (root.result or {}).get("baselines") or ((best.result or {}).get("baselines") if best else None) or {}
     usage = tree.usage_total()
+    retimed = retimed_figures(tree.meta.get("retime"))
+    reference_wins = (not retimed["attempt_wins"]) if retimed and best is not None else tree.reference_fastest()
+    at_roofline = stop_reason.startswith(AT_ROOFLINE) or str(tree.meta.get("stop_reason") or "").startswith(AT_ROOFLINE)
+    winner = root if reference_wins else best
+    success = best is not None or (reference_wins and at_roofline)
+    eager_ms, compile_ms = baselines.get("eager_ms"), baselines.get("compile_ms")
+    mat_ms = baselines.get("compile_max_autotune_ms")
+    if winner is None or not success:
+        speeds: dict[str, float | None] = {"eager": None, "compile": None, "compile_max_autotune": None}
+    elif reference_wins:  # the reference kept: 1.0x eager, and eager's own ratio to each compile mode
+        speeds = {"eager": 1.0, "compile": _over(compile_ms, eager_ms), "compile_max_autotune": _over(mat_ms, eager_ms)}
+    else:
+        speeds = {"eager": winner.speedup_vs_eager, "compile": winner.speedup_vs_compile,
+                  "compile_max_autotune": _ratio(mat_ms, winner)}
+    if retimed is not None and success:  # side-by-side figures replace the search's where the re-time gave them
+        speeds = {k: retimed.get(f"speedup_vs_{k}") or v for k, v in speeds.items()}
     return {
         "file": str(path), "name": path.stem, "suite": path.parent.name,
-        "success": best is not None, "best": None if best is None else best.id,
+        "success": success, "best": None if winner is None or not success else winner.id,
+        "winner": None if winner is None or not success else ("reference" if reference_wins else "attempt"),
+        "at_roofline": at_roofline,
         "attempts": tree.attempts, "status": status, "stop_reason": stop_reason,
-        "runtime_ms": None if best is None else best.runtime_ms,
-        "reference_ms": tree.root.runtime_ms,
-        "eager_ms": baselines.get("eager_ms"), "compile_ms": baselines.get("compile_ms"),
-        "speedup_vs_eager": None if best is None else best.speedup_vs_eager,
-        "speedup_vs_compile": None if best is None else best.speedup_vs_compile,
-        "speedup_vs_compile_max_autotune": _ratio(baselines.get("compile_max_autotune_ms"), best),
+        "runtime_ms": None if winner is None or not success else winner.runtime_ms,
+        "reference_ms": root.runtime_ms,
+        "eager_ms": eager_ms, "compile_ms": compile_ms, "compile_max_autotune_ms": mat_ms,
+        "speedup_vs_eager": speeds["eager"], "speedup_vs_compile": speeds["compile"],
+        "speedup_vs_compile_max_autotune": speeds["compile_max_autotune"],
+        "best_attempt": None if best is None else best.id,
+        "best_attempt_speedup_vs_eager": None if best is None else best.speedup_vs_eager,
+        "retimed": retimed is not None and retimed.get("speedup_vs_compile") is not None,
+        "retime": tree.meta.get("retime"), "retime_note": retime_note(tree.meta.get("retime")),
+        "search_speedups": None if retimed is None or best is None else {
+            "vs_eager": best.speedup_vs_eager, "vs_compile": best.speedup_vs_compile,
+            "vs_compile_max_autotune": _ratio(mat_ms, best)},
         "input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
         "cost_usd": usage["cost_usd"], "wall_s": round(wall_s, 2),
-        "flags": [] if best is None else list((best.result or {}).get("flags") or []),
+        "flags": [] if winner is None or not success else list((winner.result or {}).get("flags") or []),
     }
+
+
+def _over(numerator: float | None, denominator: float | None) -> float | None:
+    return None if not numerator or not denominator else numerator / denominator
 
 
 def _ratio(baseline_ms: float | None, best: Any) -> float | None:
@@ -79,7 +112,8 @@ def failed_record(path: Path, reason: str, wall_s: float) -> dict[str, Any]:
         "file": str(path), "name": path.stem, "suite": path.parent.name, "success": False, "best": None,
         "attempts": 0, "status": "failed", "stop_reason": reason, "runtime_ms": None, "reference_ms": None,
         "eager_ms": None, "compile_ms": None, "speedup_vs_eager": None, "speedup_vs_compile": None,
-        "speedup_vs_compile_max_autotune": None, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": round(wall_s, 2),
+        "speedup_vs_compile_max_autotune": None, "winner": None, "at_roofline": False, "retimed": False,
+        "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": round(wall_s, 2),
         "flags": [],
     }
 
@@ -147,20 +181,33 @@ def markdown(results: dict[str, Any]) -> str:
                    speed(m["mean_speedup_solved"]), speed(m["mean_speedup_all"]),
                    speed(m["geomean_speedup_solved"]), speed(m["geomean_speedup_all"])]
             lines.append("| " + " | ".join(row) + " |")
-    per = ["", "| problem | suite | correct | eager ms | best ms | vs eager | vs compile | attempts | flags of the best |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    per = ["", "| problem | suite | correct | winner | eager ms | best ms | vs eager | vs compile | vs max-autotune "
+                "| re-timed | attempts | flags of the best |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["problems"]:
         ms, eager = ("—" if v is None else f"{v:.4g}" for v in (r["runtime_ms"], r.get("eager_ms")))
         flags = ", ".join(r.get("flags") or []) or ("none" if r["success"] else "—")
-        per.append(f"| {r['name']} | {r['suite']} | {'yes' if r['success'] else 'no'} | {eager} | {ms} | "
-                   f"{speed(r['speedup_vs_eager'])} | {speed(r['speedup_vs_compile'])} | {r['attempts']} | {flags} |")
-    notes = ("\n\nSuccess: a correct attempt exists. Fast_1: best speed-up >= 1. fast_p: correct and speed-up > p "
+        per.append(f"| {r['name']} | {r['suite']} | {'yes' if r['success'] else 'no'} | {winner_words(r)} | "
+                   f"{eager} | {ms} | {speed(r['speedup_vs_eager'])} | {speed(r['speedup_vs_compile'])} | "
+                   f"{speed(r.get('speedup_vs_compile_max_autotune'))} | {'yes' if r.get('retimed') else 'no'} | "
+                   f"{r['attempts']} | {flags} |")
+    notes = ("\n\nSuccess: a correct attempt exists, or the team ended the run at the roofline (the reference is its "
+             "answer). Winner: the fastest correct attempt, or \"reference\" when no attempt beat it (then every "
+             "speed-up is the reference's own: 1.0× eager). Re-timed: the winner and both compile modes were timed "
+             "side by side with the reference after the search (`--retime`); their figures replace the search's. "
+             "Fast_1: best speed-up >= 1. fast_p: correct and speed-up > p "
              "(KernelBench). mean/geomean (solved): over the problems with a correct attempt only. mean/geomean (all, "
              "unsolved = 1×): over every problem, one without a correct attempt counted as 1.0× (it keeps the "
              "reference); papers derived from KernelBench report one or the other. Flags of the best: the harness's "
              "integrity flags on the fastest correct attempt (`no_custom_kernel` for torch.compile/CUDA-graph "
              "candidates; `isolation_reduced` where bubblewrap is not available).\n")
     return head + "\n".join(lines + per) + notes
+
+
+def winner_words(record: dict[str, Any]) -> str:
+    """The winner column: "#<node>", "reference", "reference (at the roofline)" or "—"."""
+    if record.get("winner") == "reference":
+        return "reference (at the roofline)" if record.get("at_roofline") else "reference"
+    return "—" if record.get("best") is None else f"#{record['best']}"
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
@@ -195,8 +242,13 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
             records.append(failed_record(path, str(exc), time.monotonic() - started))
             write()
             continue
-        records.append(problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started))
         print(summary.text(), file=out, flush=True)
+        if getattr(args, "retime", False) and tree.root.correct:
+            figures = retime_winner(tree, args.device)
+            print(retime_text(figures), file=out, flush=True)
+            if tree_file:
+                tree.save(tree_file)
+        records.append(problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started))
         write()
     md = write()
     print(md, file=out)

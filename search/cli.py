@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("paths", nargs="+", help="problem files and/or directories (searched recursively)")
     bench.add_argument("--out", required=True, help="results JSON; the Markdown table goes next to it (.md)")
     bench.add_argument("--trees", default=None, help="directory for each problem's tree JSON")
+    bench.add_argument("--retime", action="store_true",
+                       help="after each search, re-time the best attempt and torch.compile (default and "
+                            "max-autotune-no-cudagraphs) side by side with the reference; their figures replace the "
+                            "search's in the results (search/bench_retime.py)")
     add_run_options(bench)
     show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
                                        "(and 'no temp' where a call went without its role's temperature)")

@@ -96,6 +96,15 @@ class Run(models.Model):
             return False
         return self.owner_id == user.pk or self.shared_with.filter(pk=user.pk).exists()
 
+    @property
+    def winner(self) -> str | None:
+        """"attempt" when the best attempt beats the reference, "reference" when the run finished and no attempt did
+        (the reference is fastest: no attempt beat it; the run's answer is the reference itself), else None; timed
+        the one way the run page shows (search.app.pages.speed.winner)."""
+        from search.app.pages.speed import winner
+
+        return winner(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The run as the API, the snapshot and run.* events show it."""
         return {
@@ -116,6 +125,7 @@ class Run(models.Model):
             "best_runtime_ms": self.best_runtime_ms,
             "best_speedup_vs_eager": self.best_speedup_vs_eager,
             "reference_runtime_ms": self.reference_runtime_ms,
+            "winner": self.winner,
             "cost_usd": self.cost_usd,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,

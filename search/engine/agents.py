@@ -93,6 +93,20 @@ class SearchExhausted(AgentError):
     "search space exhausted" (Engine.finish_reason) instead of spending its budget on empty attempts."""
 
 
+AT_ROOFLINE = "at the roofline"
+
+
+class AtRoofline(SearchExhausted):
+    """The reference already runs at the roofline, so no attempt can beat it by more than the measurement's noise:
+    like SearchExhausted (verdict "exhausted", nothing evaluated), but the run finishes with this message itself as
+    its reason, which starts with AT_ROOFLINE (e.g. "at the roofline — 93.1% of copy bandwidth; ...")."""
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        if not message.startswith(AT_ROOFLINE):
+            raise ValueError(f"an AtRoofline message starts with {AT_ROOFLINE!r}, got {message[:60]!r}")
+        super().__init__(message, usage=usage)
+
+
 class MalformedAnswer(Exception):
     """The agent's answer broke the protocol (bad anchors, markers left, no code block): re-asked, bounded.
     Carry the tokens it cost in usage so they are counted on the node."""

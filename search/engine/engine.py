@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from search.engine.agents import Team
+from search.engine.agents import AT_ROOFLINE, Team
 from search.engine.events import Emit, Event, ignore
 from search.engine.expand import EXHAUSTED, Expansion
 from search.engine.limits import DEFAULT_BUDGET, Limits
@@ -176,6 +176,8 @@ class Engine(Expansion):
             exhausted = self.exhausted()
             if exhausted is not None:
                 why = exhausted.reasons[0] if exhausted.reasons else f"nothing left to try from node {exhausted.parent}"
+                if why.startswith(AT_ROOFLINE):  # the team stopped because the reference cannot be beaten
+                    return Finish("finished", why)
                 return Finish("finished", f"{SEARCH_EXHAUSTED}: {why}")
             attempts = [n for n in self.tree if n.parent is not None]
             if attempts and all(n.verdict == "agent_error" for n in attempts):

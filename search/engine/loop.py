@@ -13,6 +13,8 @@ from search.engine.engine import Engine, Finish
 from search.engine.limits import DEFAULT_BUDGET
 from search.engine.node import Node
 
+REFERENCE_FASTEST = "the reference is fastest: no attempt beat it"
+
 
 @dataclass
 class RunSummary:
@@ -24,12 +26,17 @@ class RunSummary:
     status: str  # "finished" | "failed" | "stopped"
     elapsed_s: float
     usage: dict[str, Any] = field(default_factory=dict)
+    reference_fastest: bool = False  # the reference passed and no attempt beat it (Tree.winner is the root)
 
     def text(self) -> str:
         head = f"{self.attempts} attempt(s) in {self.elapsed_s:.1f} s; stopped: {self.stop_reason}."
         if self.best is None:
             return head + "\nNo correct attempt: nothing beats or replaces the reference."
         b = self.best
+        if self.reference_fastest:
+            speed = f" ({b.speedup_vs_eager:.3g}x vs eager)" if b.speedup_vs_eager is not None else ""
+            return (head + f"\nBest: the reference (1.0x) — {REFERENCE_FASTEST}; the fastest correct attempt, node "
+                    f"{b.id}, ran {b.runtime_ms:.4g} ms{speed}. The winner is the reference itself (ModelNew = Model).")
         parts = [f"Best: node {b.id} (attempt {b.attempt}), {b.runtime_ms:.4g} ms"]
         if b.speedup_vs_eager is not None:
             parts.append(f"{b.speedup_vs_eager:.3g}x vs eager")
@@ -103,4 +110,4 @@ def _finish(engine: Engine, end: Finish, started: float) -> RunSummary:
     engine.tree.meta["stop_reason"] = end.reason
     engine.tree.meta["status"] = end.status
     return RunSummary(best, engine.tree.attempts, end.reason, end.status, time.monotonic() - started,
-                      engine.tree.usage_total())
+                      engine.tree.usage_total(), reference_fastest=engine.tree.reference_fastest())

@@ -66,19 +66,30 @@ class Policy:
 @dataclass
 class AdaptiveEpsilonGreedy(Policy):
     """STARK: root throttle (n_root), dead-branch pruning (n_child), best with probability 1-ε,
-    otherwise a uniform pick among expandable leaves (failed leaves included: they go to debug)."""
+    otherwise a uniform pick among expandable leaves (failed leaves included: they go to debug).
+
+    root_first: the root is selected until it has this many children (at most n_root), whatever the others
+    score, so a team's sure first moves (the rules team on a GPU: torch.compile default and max-autotune) are all
+    tried from the reference even when attempts run one at a time. 0 (the paper's policy) turns it off."""
 
     name: ClassVar[str] = "adaptive-egreedy"
     n_root: int = 5
     n_child: int = 3
     eps: float = 0.35
+    root_first: int = 0
 
     def __post_init__(self) -> None:
-        if self.n_root < 1 or self.n_child < 0 or not 0.0 <= self.eps <= 1.0:
+        if self.n_root < 1 or self.n_child < 0 or not 0.0 <= self.eps <= 1.0 or self.root_first < 0:
             raise ValueError(
-                f"adaptive-egreedy needs n_root >= 1, n_child >= 0 and 0 <= eps <= 1 "
-                f"(got n_root={self.n_root}, n_child={self.n_child}, eps={self.eps})"
+                f"adaptive-egreedy needs n_root >= 1, n_child >= 0, 0 <= eps <= 1 and root_first >= 0 "
+                f"(got n_root={self.n_root}, n_child={self.n_child}, eps={self.eps}, root_first={self.root_first})"
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if not self.root_first:  # the paper's policy: its record stays as it was
+            out.pop("root_first")
+        return out
 
     def selectable(self, tree: Tree, pending: Counter[int] | None = None, can_debug: bool = True) -> list[Node]:
         pending = pending or Counter()
@@ -101,6 +112,9 @@ class AdaptiveEpsilonGreedy(Policy):
         candidates = self.selectable(tree, pending, can_debug)
         if not candidates:
             return None
+        root = tree.root
+        if root in candidates and child_count(tree, root.id, pending) < self.root_first:
+            return root
         explore = rng.random() < self.eps
         if explore:
             leaves = [n for n in candidates if child_count(tree, n.id, pending) == 0]

@@ -121,11 +121,13 @@ function drawSummary() {
     for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on;
   }
   const download = document.getElementById("download-bundle");
-  download.toggleAttribute("hidden", !t.best);
+  const reference = referenceWins(t.best);
+  download.toggleAttribute("hidden", !t.best && !reference);
   const bestSpeed = t.best ? state.speedOf(t.best) : null;
   const slower = bestSpeed && bestSpeed.value <= 1;
-  download.textContent = slower ? "Download best attempt — slower than the reference (.zip)" : "Download winner bundle (.zip)";
-  download.classList.toggle("warn", !!slower);
+  download.textContent = reference ? "Download the reference — no attempt beat it (.zip)"
+    : slower ? "Download best attempt — slower than the reference (.zip)" : "Download winner bundle (.zip)";
+  download.classList.toggle("warn", !!slower || reference);
   const retime = document.getElementById("retime-run");
   if (retime) {
     const r = t.best && t.best.result && t.best.result.retime;
@@ -138,11 +140,29 @@ function drawSummary() {
   drawLeaderboard();
 }
 
+// Whether the run is over and no attempt beat the reference: the reference itself is the run's answer
+// (search/app/pages/speed.py reference_wins says the same on the server).
+function referenceWins(best) {
+  const root = state.root();
+  if (state.run.status !== "finished" || !root || root.verdict !== "pass") return false;
+  const s = best ? state.speedOf(best) : null;
+  return !best || !s || s.value <= 1;
+}
+
 // The best attempt against the reference, its range and an "unstable" badge; "No faster kernel found yet"
-// when the best correct attempt does not beat the reference.
+// when the best correct attempt does not beat the reference, and once the run finished so, "The reference is
+// fastest: no attempt beat it".
 function drawBest(best) {
   const s = best ? state.speedOf(best) : null;
   const box = fig("best"), badge = fig("unstable"), spread = fig("spread");
+  if (referenceWins(best)) {
+    box.textContent = "The reference is fastest: no attempt beat it";
+    box.className = "warn";
+    badge.hidden = !(s && s.unstable);
+    spread.textContent = best && s ? `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed · ${s.how}`
+      : "no correct attempt · the reference is kept";
+    return;
+  }
   if (!best || !s) {
     box.textContent = "—";
     badge.hidden = true;

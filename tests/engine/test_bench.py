@@ -70,7 +70,7 @@ def test_summary_is_per_suite_and_overall_against_both_baselines():
 def test_markdown_has_a_row_per_suite_and_baseline_and_one_per_problem():
     text = markdown({"team": "rules", "budget": 3, "device": "cpu", "problems": RECORDS, "summary": summarize(RECORDS)})
     assert "| level1 | eager | 3 | 66.7% | 33.3% |" in text
-    assert text.count("| all |") == 2 and "compile_max_autotune" not in text and "| e | level2 | yes | 1 | 1 |" in text and "| c | level1 | no |" in text
+    assert text.count("| all |") == 2 and "compile_max_autotune" not in text and "| e | level2 | yes | #1 | 1 | 1 |" in text and "| c | level1 | no |" in text
     assert "| 3 | no_custom_kernel |" in text and "| 3 | none |" in text and text.rstrip().count("| 3 | — |") == 1
 
 

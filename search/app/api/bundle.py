@@ -18,8 +18,14 @@ def speed_of(run: Run, node: Node) -> dict[str, Any] | None:
 
 
 def slower_note(run: Run, node: Node) -> str:
-    """Words for a download whose node does not beat the reference ('' when it does, or is the reference)."""
+    """Words for a download whose node does not beat the reference ('' when it does), or for the reference itself
+    when it is the run's answer (a finished run in which no attempt beat it)."""
     s = speed_of(run, node)
+    if node.parent is None and run.status == Run.Status.FINISHED and node.verdict == "pass":
+        best = f" (the fastest correct attempt, node {run.best_node}, is downloadable with ?node={run.best_node})" \
+            if run.best_node is not None else ""
+        return (f"NOTE: {speeds.REFERENCE_FASTEST.lower()} in this run, so this file is the reference itself "
+                f"(ModelNew = Model), kept as the run's answer{best}.")
     if s is None or s["reference"] or s["value"] > 1.0:
         return ""
     return (f"NOTE: this attempt is SLOWER than the reference ({s['value']:.2f}x its speed, timed the same way): "

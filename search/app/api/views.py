@@ -227,13 +227,16 @@ def node_kernel(request: HttpRequest, run_id: int, node_id: int) -> HttpResponse
 @handles_errors
 def run_bundle(request: HttpRequest, run_id: int) -> HttpResponse:
     """A zip: the winner, a script that checks and times it against the reference, the report, the environment.
-    ?node=ID bundles that node instead of the winner."""
+    The winner is the best attempt, or the reference itself (with a note) when the run finished and no attempt beat
+    it. ?node=ID bundles that node instead of the winner."""
     run = find_run(request, run_id)
     if request.GET.get("node"):
         try:
             node = find_node(run, int(request.GET["node"]))
         except ValueError:
             raise BadRequest("node", "node must be a node id") from None
+    elif run.winner == "reference":
+        node = find_node(run, 0)  # the reference itself (ModelNew = Model), with a note: no attempt beat it
     elif run.best_node is not None:
         node = find_node(run, run.best_node)
     else:

@@ -114,3 +114,26 @@ def short(s: dict[str, Any] | None) -> str:
 
 def faster(s: dict[str, Any] | None) -> bool:
     return s is not None and not s["reference"] and s["value"] > 1.0
+
+
+REFERENCE_FASTEST = "The reference is fastest: no attempt beat it"
+
+
+def reference_wins(run: Any, best: Any, root: Any, anchor: Any | None = None) -> bool:
+    """A finished run whose reference passed and whose best attempt (if any) is not faster than it, timed the one
+    way the UI shows (speed): the run's answer is the reference itself (ModelNew = Model)."""
+    if getattr(run, "status", None) != "finished" or root is None or root.verdict != "pass":
+        return False
+    return best is None or not faster(speed(best, root, anchor))
+
+
+def winner(run: Any) -> str | None:
+    """The run object's "winner": "attempt" (the best attempt beats the reference), "reference" (the run finished
+    and none did) or None (nothing decided yet)."""
+    if run.pk is None:
+        return None
+    root, anchor = references(run.pk)
+    best = Node.objects.filter(run_id=run.pk, node_id=run.best_node).first() if run.best_node is not None else None
+    if best is not None and faster(speed(best, root, anchor)):
+        return "attempt"
+    return "reference" if reference_wins(run, best, root, anchor) else None

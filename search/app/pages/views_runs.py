@@ -80,6 +80,10 @@ def header_context(run: Run) -> dict[str, Any]:
             out["best"] = "No faster kernel found yet"
             out["spread"] = (f"best correct attempt #{best.node_id}: {speed['value']:.2f}× the reference's speed · "
                              f"{speed['how']}")
+    if speeds.reference_wins(run, best, root, anchor):
+        out["best"] = speeds.REFERENCE_FASTEST
+        if best is None:
+            out["spread"] = "no correct attempt · the reference is kept"
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from search.engine.agents import Team
 from search.engine.policies import get_policy
 from search.teams.rules.agents import RulesCode, RulesContext, RulesDebug, RulesPlan
+from search.teams.rules.moves import GPU_FIRST
 
 POLICY_PARAMS = ("n_root", "n_child", "eps")
 SETTINGS = ("max_reasks", "max_agent_retries", "top_r", "context_tokens")
@@ -26,7 +27,12 @@ def build_team(options: dict[str, Any] | None = None) -> Team:
     ctx = RulesContext(seed=int(options.get("seed") or 0), analysis_timeout_s=None if timeout is None else float(timeout),
                        store=options.get("trace_store"))
     params = {k: options[k] for k in POLICY_PARAMS if options.get(k) is not None}
-    policy = get_policy(options.get("policy") or "adaptive-egreedy", **params)
+    name = options.get("policy") or "adaptive-egreedy"
+    if name == "adaptive-egreedy" and str(options.get("device") or "").startswith("cuda"):
+        # both torch.compile modes come first from the root on a GPU (moves.GPU_FIRST): a finished run is then
+        # never slower than torch.compile(default) unless compile itself fails
+        params.setdefault("root_first", len(GPU_FIRST))
+    policy = get_policy(name, **params)
     settings = {k: options[k] for k in SETTINGS if options.get(k) is not None}
     return Team(name="rules", plan=RulesPlan(ctx), code=RulesCode(ctx), debug=RulesDebug(ctx),
                 policy=policy, settings=settings)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from search.engine.agents import (
     AgentError,
+    AtRoofline,
     CodeAnswer,
     ContextWindow,
     MalformedAnswer,
@@ -30,6 +31,7 @@ from search.teams.rules.facts import Facts
 from search.teams.rules.moves import candidate_moves, choose, fixes
 from search.teams.rules.recipe import Recipe, recipe_of
 from search.teams.rules.remote import Request, expand, trace_in_child
+from search.teams.rules.stop import at_roofline
 
 
 def usage(role: str, started: float) -> Usage:
@@ -172,6 +174,9 @@ class RulesPlan:
         device, target = self.ctx.device(window), self.ctx.target(window)
         # one tracing child renders every move from here: the chosen one, and the code step's, come from its cache
         analysis = self.ctx.prepare(window, Request(moves_from=(current, device, target)))
+        roofline = at_roofline(window.device, analysis)
+        if roofline is not None:  # nothing can beat the reference by more than noise: end the run, keep it
+            raise AtRoofline(roofline, usage=usage("plan", started))
         moves = candidate_moves(current, analysis, device, target)
         tried = _known_recipes(window)  # the target, its children and the leaders: never redo one
         rng = random.Random(f"{self.ctx.seed}:{window.target.id}:{window.attempt}")

@@ -5,7 +5,7 @@ plain Facts, so it runs on the server side and in the tracing child alike."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from search.teams.rules.facts import Facts
 from search.teams.rules.recipe import BACKEND_WORDS, Recipe
@@ -18,6 +18,12 @@ class Move:
     name: str
     recipe: Recipe
     instruction: str
+    leading: bool = False  # taken before any seeded choice while untried (see GPU_FIRST)
+
+
+# On a GPU the first attempts from the reference are torch.compile in both modes, in this order, before any move of
+# our own: a finished run is then never slower than torch.compile(default) unless compile itself fails.
+GPU_FIRST = ("compile-default", "compile-max-autotune-no-cudagraphs")
 
 
 def preferred_backend(device: str, target: str | None) -> str:
@@ -94,16 +100,26 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
             moves.append(Move(f"backend-{other}", recipe.with_(backend=other),
                               f"Rewrite the fused kernels in {BACKEND_WORDS[other]} instead of "
                               f"{BACKEND_WORDS[recipe.backend]}"))
-    return moves
+    return gpu_first(moves, recipe, device)
+
+
+def gpu_first(moves: list[Move], recipe: Recipe, device: str) -> list[Move]:
+    """From the reference on a GPU: the GPU_FIRST moves first, in that order and marked leading; the rest keep
+    their order of promise. Elsewhere (the CPU, a node past the root) the order is unchanged."""
+    if device != "cuda" or not recipe.empty:
+        return moves
+    first = [replace(m, leading=True) for name in GPU_FIRST for m in moves if m.name == name]
+    return [*first, *(m for m in moves if m.name not in GPU_FIRST)]
 
 
 def choose(moves: list[Move], tried: set[Recipe], rng: random.Random, first: bool = False) -> Move | None:
-    """The most promising move for a node's first child; for later children a seeded choice among the
-    untried moves, weighted towards the most promising (4:2:1:1...), so siblings explore."""
+    """The most promising move for a node's first child, and an untried leading move before anything else; for
+    later children a seeded choice among the untried moves, weighted towards the most promising (4:2:1:1...), so
+    siblings explore."""
     fresh = [m for m in moves if m.recipe not in tried]
     if not fresh:
         return None
-    if first:
+    if first or fresh[0].leading:
         return fresh[0]
     weights = [4.0, 2.0] + [1.0] * max(0, len(fresh) - 2)
     return rng.choices(fresh, weights=weights[:len(fresh)], k=1)[0]

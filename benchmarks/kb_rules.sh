@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Issue 19: the offline rules team on the KernelBench-shaped set (benchmarks/problems/kb_l1 + kb_l2) with
+# `python -m search bench --team rules --max-autotune-baseline --retime`, in one device call. Modelled on
+# benchmarks/h200.sh: the selected problems are dealt round-robin into STREAMS benches that run side by side (the
+# harness's per-device lock makes their timed work take turns), each problem with a wall-time limit for its search,
+# each stream with DEADLINE seconds in all so the call ends inside its lease. After each search the bench re-times
+# the winner and both torch.compile modes side by side with the reference (search/bench_retime.py). The table is
+# rebuilt from the tree files (benchmarks/kb_table.py), so a stream cut short still counts what it finished.
+#
+# Usage on the GPU host, from the repository root:
+#   bash benchmarks/kb_rules.sh [budget=8] [seconds-per-problem=320] [parallel=2] [streams=8] [deadline=555] [SELECTOR...]
+# SELECTOR (default: kb_l1 kb_l2): kb_l1, kb_l2, kb_l2/gemm_relu_divide, a path to a problem file or directory, and/or
+# shard:I/N (keep every N-th of the selected problems from the I-th on, I = 1..N: two device calls are
+# `... shard:1/2` and `... shard:2/2`). DEVICE=cpu runs the same on the CPU (a smoke test of this script);
+# BENCH_FLAGS replaces the bench flags "--max-autotune-baseline --retime" (e.g. lighter ones for that smoke test).
+# Writes to $OUT (or docs/benchmarks/kb_rules/latest): device.txt, kb_rules.md/.json (kb_table.py), bench-stream*.json,
+# trees.tar.gz (the tree files: merge shards with `python benchmarks/kb_table.py --out X trees/*.json`), logs.tar.gz.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
+budget=${1:-8}
+per_problem=${2:-320}
+parallel=${3:-2}
+streams=${4:-8}
+deadline=${5:-555}
+shift $(($# < 5 ? $# : 5))
+selectors=("${@:-kb_l1 kb_l2}")
+device=${DEVICE:-cuda}
+read -r -a flags <<< "${BENCH_FLAGS:---max-autotune-baseline --retime}"
+out=${OUT:-docs/benchmarks/kb_rules/latest}
+root=benchmarks/problems
+trees=$(mktemp -d)
+logs=$(mktemp -d)
+mkdir -p "$out"
+{ command -v nvidia-smi > /dev/null && nvidia-smi -L
+  python3 -c "import torch; print('torch', torch.__version__)"
+  python3 -c "import triton; print('triton', triton.__version__)" 2> /dev/null
+  date -u +%FT%TZ
+  echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight, $streams streams, ${deadline} s each, device $device"
+  echo "selected: ${selectors[*]}; bench flags: ${flags[*]}"; } | tee "$out/device.txt"
+files=()
+shard=""
+for sel in ${selectors[*]}; do
+  case "$sel" in
+    shard:*) shard=${sel#shard:} ;;
+    *) if [ -d "$root/$sel" ]; then files+=("$root/$sel"/*.py)
+       elif [ -f "$root/$sel.py" ]; then files+=("$root/$sel.py")
+       elif [ -d "$sel" ]; then files+=("$sel"/*.py)
+       elif [ -f "$sel" ]; then files+=("$sel")
+       else echo "unknown selector $sel: use kb_l1, kb_l2, kb_l2/<name>, a path, or shard:I/N" >&2; exit 2; fi ;;
+  esac
+done
+if [ -n "$shard" ]; then
+  i=${shard%/*}; n=${shard#*/}
+  kept=()
+  for ((k = i - 1; k < ${#files[@]}; k += n)); do kept+=("${files[k]}"); done
+  files=("${kept[@]}")
+fi
+echo "problems (${#files[@]}): ${files[*]}" | tee -a "$out/device.txt"
+for ((s = 0; s < streams; s++)); do
+  share=()
+  for ((k = s; k < ${#files[@]}; k += streams)); do share+=("${files[k]}"); done
+  [ ${#share[@]} -eq 0 ] && continue
+  timeout "$deadline" python3 -m search bench "${share[@]}" --team rules --budget "$budget" --device "$device" \
+    --parallel "$parallel" --time-limit "$per_problem" "${flags[@]}" \
+    --out "$logs/bench-stream$s.json" --trees "$trees" > "$logs/bench-stream$s.log" 2>&1 &
+done
+wait
+date -u +%FT%TZ | tee -a "$out/device.txt"
+if compgen -G "$trees/*.json" > /dev/null; then
+  python3 benchmarks/kb_table.py --out "$out/kb_rules" "$trees"/*.json
+else
+  echo "no problem finished inside ${deadline} s: no table" | tee -a "$out/device.txt"
+fi
+cp "$logs"/bench-stream*.json "$out/" 2> /dev/null
+tar -czf "$out/trees.tar.gz" -C "$trees" .
+tar -czf "$out/logs.tar.gz" -C "$logs" .

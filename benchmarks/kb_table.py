@@ -1,0 +1,164 @@
+"""The issue-19 table of a `python -m search bench --retime` run over the KernelBench-shaped set, from its tree
+files (a bench cut short still counts every problem whose tree was written): per problem the winner and the move
+that won it (the chain of moves from the reference, from the rules team's plan log, and the winner's recipe), its
+speed-up vs eager, vs torch.compile(default) and vs max-autotune, the winner's % of roofline, whether the figures
+were re-timed side by side; per suite Success and the "strictly faster (>= 3%)" counts vs both compile modes, and
+the problems slower than compile(default) by more than 3%. Uses the bench's own record (search.bench.problem_record:
+the reference is the winner when no attempt beat it). Prints Markdown and writes OUT.md and OUT.json:
+
+    python benchmarks/kb_table.py --out docs/benchmarks/kb_rules/h200 [--device-note "..."] TREE.json [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from search.bench import problem_record  # noqa: E402
+from search.engine.node import Node  # noqa: E402
+from search.engine.tree import Tree  # noqa: E402
+
+STRICT = 1.03  # "strictly faster": by 3% or more
+MOVE = re.compile(r"^plan: move (\S+):", re.MULTILINE)
+RECIPE = re.compile(r"^Recipe: (.+)$", re.MULTILINE)
+SOURCE = re.compile(r"After KernelBench (\S+)")
+
+
+def move_of(node: Node) -> str:
+    """One step's move: the rules team's move name, "debug" for a fix, else the instruction's first words."""
+    found = MOVE.search(node.agent_log or "")
+    if found:
+        return found.group(1)
+    if node.role == "debug":
+        return "debug fix"
+    return (node.instruction or "?").splitlines()[0][:60]
+
+
+def winning_move(tree: Tree, record: dict[str, Any]) -> str:
+    if record.get("winner") != "attempt" or record.get("best") is None:
+        return "— (the reference)" if record.get("winner") == "reference" else "—"
+    node = tree[record["best"]]
+    chain = [move_of(n) for n in reversed([node, *tree.ancestors(node.id)]) if n.parent is not None]
+    recipe = RECIPE.search(node.source or "")
+    return " → ".join(chain) + (f" (`{recipe.group(1)}`)" if recipe else "")
+
+
+def roofline_pct(tree: Tree, record: dict[str, Any]) -> float | None:
+    node = tree.root if record.get("winner") == "reference" else (
+        tree[record["best"]] if record.get("best") is not None else None)
+    pct = (((node.result or {}).get("roofline") or {}).get("pct_of_peak")) if node is not None else None
+    return None if pct is None else float(pct)
+
+
+def row_of(tree_file: Path) -> dict[str, Any]:
+    tree = Tree.load(tree_file)
+    problem = Path(tree.settings.get("problem_file") or tree_file.stem.replace("__", "/") + ".py")
+    record = problem_record(problem, tree, str(tree.meta.get("status") or "unfinished"),
+                            str(tree.meta.get("stop_reason") or "no stop reason recorded (cut short?)"), 0.0)
+    source = SOURCE.search(tree.problem_source)
+    attempts = [n for n in tree if n.parent is not None]
+    record.update({
+        "kernelbench": source.group(1) if source else "", "move": winning_move(tree, record),
+        "pct_of_roofline": roofline_pct(tree, record), "correct_attempts": sum(n.correct for n in attempts),
+        "device_name": (tree.meta.get("device_info") or {}).get("device_name"),
+        "finished_at": max((n.finished_at or 0.0) for n in tree) or None,
+    })
+    return record
+
+
+def suite_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+
+    def count(key: str, pred: Any, attempts_only: bool = False) -> int:
+        return sum(1 for r in rows if r["success"] and r.get(key) is not None and pred(r[key])
+                   and (r.get("winner") == "attempt" or not attempts_only))
+
+    # A strict win is the team's: an attempt that won. A reference kept because no attempt beat it is not counted
+    # even where eager itself beats torch.compile (it shows in "reference kept" and in its row).
+    return {
+        "n": n, "success": sum(r["success"] for r in rows),
+        "faster_3pct_vs_eager": count("speedup_vs_eager", lambda s: s >= STRICT, True),
+        "faster_3pct_vs_compile": count("speedup_vs_compile", lambda s: s >= STRICT, True),
+        "faster_3pct_vs_compile_max_autotune": count("speedup_vs_compile_max_autotune", lambda s: s >= STRICT, True),
+        "slower_3pct_than_compile": count("speedup_vs_compile", lambda s: s < 1 / STRICT),
+        "retimed": sum(bool(r.get("retimed")) for r in rows),
+        "reference_wins": sum(r.get("winner") == "reference" for r in rows),
+    }
+
+
+def fmt(x: float | None, suffix: str = "×") -> str:
+    return "—" if x is None else f"{x:.2f}{suffix}"
+
+
+def share(k: int, n: int) -> str:
+    return f"{k}/{n} ({100 * k / n:.0f}%)" if n else "0/0"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"# Rules team on the KernelBench-shaped set — {result['device']}, {result['date']}", "",
+             "| suite | n | Success | strictly faster (≥3%) vs eager | vs compile(default) | vs max-autotune | "
+             "slower than compile(default) by >3% | reference kept | re-timed |", "|---|---|---|---|---|---|---|---|---|"]
+    for suite, s in result["summary"].items():
+        lines.append(f"| {suite} | {s['n']} | {share(s['success'], s['n'])} | "
+                     f"{share(s['faster_3pct_vs_eager'], s['n'])} | {share(s['faster_3pct_vs_compile'], s['n'])} | "
+                     f"{share(s['faster_3pct_vs_compile_max_autotune'], s['n'])} | "
+                     f"{s['slower_3pct_than_compile']} | {s['reference_wins']} | {s['retimed']}/{s['n']} |")
+    lines += ["", "| problem | KernelBench source | winner | move that won | vs eager | vs compile(default) | "
+              "vs max-autotune | % of roofline | re-timed | correct / attempts | stop |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["problems"]:
+        winner = ("reference (at the roofline)" if r.get("at_roofline") else "reference") \
+            if r.get("winner") == "reference" else (f"#{r['best']}" if r.get("best") is not None else "none")
+        lines.append(f"| {r['suite']}/{r['name']} | {r['kernelbench']} | {winner} | {r['move']} | "
+                     f"{fmt(r['speedup_vs_eager'])} | {fmt(r['speedup_vs_compile'])} | "
+                     f"{fmt(r['speedup_vs_compile_max_autotune'])} | {fmt(r['pct_of_roofline'], '%')} | "
+                     f"{'yes' if r.get('retimed') else 'no'}{' — ' + r['retime_note'] if r.get('retime_note') else ''} | "
+                     f"{r['correct_attempts']}/{r['attempts']} | "
+                     f"{str(r['stop_reason'])[:80]} |")
+    lines += ["", "Winner: the fastest correct attempt, or the reference when no attempt beat it (its speed-ups are "
+              "then the reference's own: 1.00× eager). Strictly faster counts only winning attempts (by >= 3%); a kept reference "
+              "is not a win even where eager beats torch.compile. Re-timed: the winner and both torch.compile modes were timed "
+              "side by side with the reference after the search (`bench --retime`, kernels/retime.py); those figures "
+              "replace the search's, except an entry that failed or stayed unstable after a second try (the host was "
+              "busy), for which the search's figure stands and the cell says so. max-autotune is `torch.compile(mode=\"max-autotune-no-cudagraphs\")`. % of "
+              "roofline: the winner's time against the roofline bound of its bytes and FLOPs (the harness's "
+              "measured ceilings)."]
+    return "\n".join(lines) + "\n"
+
+
+def build(tree_files: list[Path], device_note: str | None = None) -> dict[str, Any]:
+    rows = sorted((row_of(f) for f in tree_files), key=lambda r: (r["suite"], r["name"]))
+    suites = sorted({r["suite"] for r in rows})
+    summary = {s: suite_summary([r for r in rows if r["suite"] == s]) for s in suites}
+    summary["all"] = suite_summary(rows)
+    finished = [r["finished_at"] for r in rows if r["finished_at"]]
+    names = sorted({r["device_name"] for r in rows if r["device_name"]})
+    return {"date": time.strftime("%Y-%m-%d", time.gmtime(max(finished) if finished else time.time())),
+            "device": device_note or ", ".join(names) or "unknown device", "problems": rows, "summary": summary}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trees", nargs="+", help="tree files written by `python -m search bench --trees`")
+    ap.add_argument("--out", required=True, help="path without suffix for the .md and .json")
+    ap.add_argument("--device-note", default=None, help="the device as the table's title names it")
+    args = ap.parse_args(argv)
+    result = build([Path(t) for t in args.trees], args.device_note)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = markdown(result)
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Level-1 style: Conv2d 32 -> 64 channels, 5x9 kernel, padding (2, 4), dilation (2, 3), no bias, on
+8 x 32 x 512 x 512.
+
+After KernelBench level1/80_conv_standard_2D_square_input_asymmetric_kernel___dilated____padded__ (its current
+sizes)."""
+import torch
+import torch.nn as nn
+
+batch_size = 8
+in_channels, out_channels = 32, 64
+kernel_size = (5, 9)
+height = width = 512
+stride = 1
+padding = (2, 4)
+dilation = (2, 3)
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: tuple, stride: int = 1,
+                 padding: tuple = (0, 0), dilation: tuple = (1, 1), bias: bool = False):
+        super().__init__()
+        self.conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
+                                dilation=dilation, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv2d(x)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, stride, padding, dilation]

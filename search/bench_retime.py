@@ -1,0 +1,136 @@
+"""`python -m search bench --retime`: after a problem's search, its winner is re-timed side by side with the
+reference, and so are torch.compile(default) and torch.compile(mode="max-autotune-no-cudagraphs") of the reference:
+each in one harness child that times the reference and the candidate alternately (kernels.retime), so every figure
+is a ratio to the reference measured in the same process and minutes. The winner's ratio over a compile mode's ratio
+is the winner's speed-up vs that mode, with the reference as the common anchor.
+
+The figures go to the tree's meta ("retime"), so a bench cut short keeps them in its tree files, and the bench's
+record (search.bench.problem_record) prefers them to the search's own. When the re-time finds the winning attempt
+no faster than the reference, the reference is the winner ("the reference is fastest: no attempt beat it").
+Pure core: kernels is imported only when a re-time runs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from search.engine.tree import Tree
+
+ROUNDS = 4
+COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
+
+
+def compiled_reference(problem_source: str, mode: str = "default") -> str:
+    """The reference under torch.compile(mode=...) as a candidate (ModelNew): the compile baselines, re-timable."""
+    return problem_source.rstrip() + f'''
+
+
+class ModelNew(Model):
+    """The reference model under torch.compile(mode="{mode}"), as a compile baseline."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._compiled = torch.compile(super().forward, mode="{mode}")
+
+    def forward(self, *args):
+        return self._compiled(*args)
+'''
+
+
+def _one(problem: str, source: str, settings: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """One side-by-side re-time; an unstable one (the host was busy: each round holds the device lock, but the
+    CPU side of other work still disturbs launch-bound timing) is done once more, and stays marked if it still is."""
+    from kernels.retime import RetimeError, retime
+
+    entry: dict[str, Any] = {}
+    for attempt in range(2):
+        try:
+            r = retime(problem, source, settings, rounds=rounds)
+        except RetimeError as exc:
+            return {"error": exc.message[:600]}
+        entry = {"speedup": r["speedup"], "spread": r["spread"], "unstable": r["unstable"],
+                 "unstable_why": r.get("unstable_why") or "", "reference_ms": r["reference"]["median_ms"],
+                 "candidate_ms": r["candidate"]["median_ms"], "tries": attempt + 1}
+        if not r["unstable"]:
+            break
+    return entry
+
+
+def usable(entry: dict[str, Any] | None) -> bool:
+    """A re-time entry whose ratio may decide anything: it gave a figure and its timing was stable."""
+    return bool(entry) and entry.get("speedup") is not None and not entry.get("unstable")  # type: ignore[union-attr]
+
+
+def retime_note(retime: dict[str, Any] | None) -> str:
+    """What of a re-time was not used and why ("" when all of it was)."""
+    if not retime:
+        return ""
+    unused = []
+    for key, label in (("best", "best attempt"), ("compile", "compile(default)"),
+                       ("compile_max_autotune", "max-autotune")):
+        entry = retime.get(key)
+        if entry is None or usable(entry):
+            continue
+        why = "failed" if "error" in entry else "unstable" + (" after a second try" if entry.get("tries", 1) > 1 else "")
+        unused.append(f"{label} {why}")
+    return ("re-time " + ", ".join(unused) + ": the search's figures stand for those") if unused else ""
+
+
+def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None) -> dict[str, Any]:
+    """Re-time the search's best attempt and both compile modes against the reference; the result is stored in
+    tree.meta["retime"] and returned. Nothing to re-time (no correct attempt) leaves the attempt entry out."""
+    started = time.monotonic()
+    settings: dict[str, Any] = {"device": device, "baselines": [], "reuse_results": False, "roofline": False}
+    if cache_dir:
+        settings["cache_dir"] = cache_dir
+    best = tree.best()
+    out: dict[str, Any] = {"rounds": rounds, "device": device, "node": None if best is None else best.id}
+    if best is not None:
+        out["best"] = _one(tree.problem_source, best.source, settings, rounds)
+    for key, mode in COMPILE_MODES.items():
+        out[key] = _one(tree.problem_source, compiled_reference(tree.problem_source, mode), settings, rounds)
+    out["wall_s"] = round(time.monotonic() - started, 1)
+    tree.meta["retime"] = out
+    return out
+
+
+def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:
+    """From tree.meta["retime"]: whether the best attempt beat the reference side by side, and the winner's speed-up
+    vs eager and both compile modes (the winner being that attempt, or the reference at 1.0x). None when there was
+    no re-time, or when the best attempt's own re-time failed or stayed unstable (then the search's figures stand).
+    An unstable or failed compile-mode entry gives no figure (the search's stands for it)."""
+    if not retime:
+        return None
+    entry = retime.get("best")
+    if retime.get("node") is not None and not usable(entry):  # nothing trustworthy side by side for the attempt
+        return None
+    best = (entry or {}).get("speedup")
+    attempt_wins = best is not None and best > 1.0
+    mine = best if attempt_wins else 1.0
+    out: dict[str, Any] = {"attempt_wins": attempt_wins, "speedup_vs_eager": mine}
+    for key in COMPILE_MODES:
+        theirs = (retime.get(key) or {}).get("speedup") if usable(retime.get(key)) else None
+        out[f"speedup_vs_{key}"] = None if not theirs else mine / theirs
+    return out
+
+
+def retime_text(retime: dict[str, Any]) -> str:
+    """One progress line per re-time: each candidate's ratio to the reference, side by side."""
+    parts = []
+    for key, label in (("best", f"best attempt #{retime.get('node')}"), ("compile", "torch.compile(default)"),
+                       ("compile_max_autotune", "torch.compile(max-autotune-no-cudagraphs)")):
+        entry = retime.get(key)
+        if entry is None:
+            continue
+        parts.append(f"{label}: " + (f"error ({entry['error'][:120]})" if "error" in entry
+                                     else f"{entry['speedup']:.3g}x the reference"
+                                     + (" (UNSTABLE: not used)" if entry.get("unstable") else "")))
+    figures = retimed_figures(retime)
+    if figures is None:
+        verdict = "the best attempt's re-time is not usable: the search's figures decide"
+    else:
+        verdict = ("the best attempt beats the reference" if figures.get("attempt_wins")
+                   else "the reference is fastest: no attempt beat it")
+    note = retime_note(retime)
+    return (f"re-timed side by side ({retime['rounds']} rounds, {retime['wall_s']} s): " + "; ".join(parts)
+            + f"; {verdict}" + (f" ({note})" if note else ""))

@@ -1,0 +1,160 @@
+"""Issue 19: on a GPU the rules team's first attempts from the reference are torch.compile(default) then
+torch.compile(max-autotune-no-cudagraphs), before any move of its own (so a finished run is never slower than
+torch.compile(default) unless compile fails); and a reference that is one elementwise pass already at >= 90% of the
+copy bandwidth ends the run "at the roofline" before any attempt is evaluated. The GPU is faked (a reference result
+with roofline figures); the tracing child, the team, the engine loop and the policy are real."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from search.engine.agents import AT_ROOFLINE, AtRoofline
+from search.engine.engine import Engine
+from search.engine.loop import run as run_loop
+from search.engine.policies import AdaptiveEpsilonGreedy, policy_from_dict
+from search.engine.tree import Tree
+from search.teams.rules import build_team
+from search.teams.rules.facts import Facts, RegionFacts, facts_of
+from search.teams.rules.fusion import analyse
+from search.teams.rules.moves import GPU_FIRST, candidate_moves, choose
+from search.teams.rules.recipe import Recipe, recipe_of
+from search.teams.rules.stop import at_roofline
+from tests.teams import rules_problems as P
+from tests.teams.test_rules_protocol import attempt, passed
+
+COMPILE_DEFAULT = Recipe(compile_mode="default")
+MAX_AUTOTUNE = Recipe(compile_mode="max-autotune-no-cudagraphs")
+
+
+def test_on_cuda_the_compile_moves_lead_from_the_reference_and_nowhere_else() -> None:
+    facts = facts_of(analyse(P.CONV_CHAIN))
+    gpu = candidate_moves(Recipe(), facts, "cuda")
+    assert [m.name for m in gpu[:2]] == list(GPU_FIRST) and all(m.leading for m in gpu[:2])
+    assert [m.recipe for m in gpu[:2]] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
+    assert gpu[2].name == "fuse-all" and not any(m.leading for m in gpu[2:])
+    cpu = candidate_moves(Recipe(), facts, "cpu")
+    assert cpu[0].name == "fuse-all" and not any(m.leading for m in cpu)  # the CPU keeps its order
+    fused = Recipe(fused=(0,), backend="triton")
+    assert not any(m.leading for m in candidate_moves(fused, facts, "cuda"))  # past the root: by promise
+
+
+def test_leading_moves_are_taken_in_order_before_any_seeded_choice() -> None:
+    gpu = candidate_moves(Recipe(), facts_of(analyse(P.CONV_CHAIN)), "cuda")
+    for seed in range(20):
+        rng = random.Random(seed)
+        assert choose(gpu, set(), rng, first=False).recipe == COMPILE_DEFAULT
+        assert choose(gpu, {COMPILE_DEFAULT}, rng, first=False).recipe == MAX_AUTOTUNE
+    later = {choose(gpu, {COMPILE_DEFAULT, MAX_AUTOTUNE}, random.Random(s)).name for s in range(40)}
+    assert later & {"fuse-all", "cuda-graph", "channels-last"} and not later & set(GPU_FIRST)
+
+
+def tree_with_a_fast_first_child() -> Tree:
+    tree = Tree(P.RELU, {"device": "cuda"})
+    passed(tree, 0, 2.0)
+    tree.add_child(0, "plan+code", status="done", verdict="pass", runtime_ms=1.0)
+    return tree
+
+
+def test_root_first_selects_the_reference_until_it_has_that_many_children() -> None:
+    tree = tree_with_a_fast_first_child()
+    policy = AdaptiveEpsilonGreedy(root_first=2)
+    assert {policy.select(tree, random.Random(s)) for s in range(50)} == {0}
+    # the paper's policy mostly goes on from the faster child instead
+    assert 1 in {AdaptiveEpsilonGreedy().select(tree, random.Random(s)) for s in range(50)}
+    # a reserved (pending) child of the root counts: with two, the root is no longer forced
+    assert 1 in {policy.select(tree, random.Random(s), Counter({0: 1})) for s in range(50)}
+    assert policy_from_dict(policy.to_dict()) == policy
+    assert "root_first" not in AdaptiveEpsilonGreedy().to_dict()  # the paper's policy records as before
+    with pytest.raises(ValueError, match="root_first >= 0"):
+        AdaptiveEpsilonGreedy(root_first=-1)
+
+
+def test_the_rules_team_puts_the_reference_first_only_on_a_gpu() -> None:
+    assert build_team({"device": "cuda"}).policy.to_dict()["root_first"] == len(GPU_FIRST)
+    assert build_team({"device": "cuda:1"}).policy.to_dict()["root_first"] == len(GPU_FIRST)
+    assert "root_first" not in build_team({"device": "cpu"}).policy.to_dict()
+    assert build_team({"device": "cuda", "policy": "greedy"}).policy.name == "greedy"  # an override is kept
+
+
+@pytest.mark.slow
+def test_on_cuda_the_first_two_attempts_from_the_root_are_both_compile_modes() -> None:
+    for seed in (0, 7):
+        tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
+        passed(tree, 0, 2.0)
+        team = build_team({"device": "cuda", "seed": seed})
+        recipes = [recipe_of(attempt(tree, team, 0, device="cuda")[1]) for _ in range(3)]
+        assert recipes[:2] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
+        assert recipes[2] is not None and recipes[2].compile_mode is None  # then the team's own moves
+
+
+# -- at the roofline -----------------------------------------------------------------------------------------------
+def gpu(pct: float | None, bound: str = "memory", device: str = "cuda") -> dict[str, Any]:
+    return {"device": device, "reference_pct_of_roofline": pct, "reference_bound": bound}
+
+
+def region(kind: str) -> RegionFacts:
+    return RegionFacts(0, "fused0", "relu", kind, (("x", "full", None),))
+
+
+def test_at_roofline_needs_a_gpu_a_memory_bound_elementwise_reference_and_90_percent() -> None:
+    single = Facts([region("single")])
+    reason = at_roofline(gpu(93.14), single)
+    assert reason is not None and reason.startswith(f"{AT_ROOFLINE} — 93.1% of copy bandwidth; ")
+    assert "one elementwise pass (relu)" in reason and "1.07x faster" in reason
+    assert at_roofline(gpu(90.0), Facts([region("chain")])) is not None
+    assert at_roofline(gpu(95.0), Facts([])) is not None  # copy-like: nothing to fuse
+    assert at_roofline(gpu(89.9), single) is None
+    assert at_roofline(gpu(None), single) is None
+    assert at_roofline(gpu(95.0, bound="compute"), single) is None
+    assert at_roofline(gpu(95.0, device="cpu"), single) is None  # the CPU's copy ceiling is too noisy
+    assert at_roofline(gpu(95.0), Facts([region("single")], has_conv=True)) is None
+    assert at_roofline(gpu(95.0), Facts([region("row")])) is None
+    assert at_roofline(gpu(95.0), Facts([region("single"), region("single")])) is None
+    assert at_roofline(gpu(95.0), Facts([], error="could not trace")) is None
+    assert at_roofline({}, single) is None
+    with pytest.raises(ValueError, match="starts with"):
+        AtRoofline("search space exhausted")
+
+
+def fake_gpu_evaluator(pct: float, calls: list[str]) -> Any:
+    """The GPU's stand-in: the reference passes at 1 ms with the given roofline figures; an attempt passes slower."""
+
+    def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
+        calls.append(candidate)
+        root = len(calls) == 1
+        return {"verdict": "pass", "reasons": [], "timing": {"median_ms": 1.0 if root else 1.2},
+                "speedup_vs_eager": 1.0 if root else 0.83,
+                "roofline": {"pct_of_peak": pct if root else pct / 1.2, "bound": "memory"},
+                "environment": {"device_name": "fake H200", "copy_gbps": 4000.0}}
+
+    return evaluate
+
+
+@pytest.mark.slow
+def test_a_relu_at_95_percent_of_copy_bandwidth_ends_the_run_at_the_roofline() -> None:
+    calls: list[str] = []
+    tree = Tree(P.RELU, {"device": "cuda", "seed": 0})
+    engine = Engine(tree, build_team({"device": "cuda"}), fake_gpu_evaluator(95.0, calls))
+    summary = run_loop(engine, budget=8)
+    assert summary.status == "finished"
+    assert summary.stop_reason.startswith("at the roofline — 95.0% of copy bandwidth; the reference is one "
+                                          "elementwise pass (relu")
+    assert len(calls) == 1  # only the reference was evaluated
+    attempts = [n for n in tree if n.parent is not None]
+    assert [n.verdict for n in attempts] == ["exhausted"] and summary.best is None
+    assert tree.meta["stop_reason"] == summary.stop_reason
+
+
+@pytest.mark.slow
+def test_a_relu_below_90_percent_goes_on_with_torch_compile_first() -> None:
+    calls: list[str] = []
+    tree = Tree(P.RELU, {"device": "cuda", "seed": 0})
+    engine = Engine(tree, build_team({"device": "cuda"}), fake_gpu_evaluator(70.0, calls))
+    run_loop(engine, budget=2)
+    attempts = [n for n in tree if n.parent is not None]
+    assert [recipe_of(n.source) for n in attempts] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
+    assert all(n.parent == 0 for n in attempts) and len(calls) == 3
