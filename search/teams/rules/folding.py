@@ -92,6 +92,16 @@ def producer(node: fx.Node, gm: fx.GraphModule) -> Producer | None:
             return Producer(node, str(w.target), attr_expr(str(w.target)),
                             None if b is None else attr_expr(str(b.target)), int(m.shape[-1]), "(-1, 1)", True,
                             F.linear)
+    conv = node.target in CONVS.values() or node.target in TRANSPOSED.values()
+    bias_ok = len(args) >= 3 and (args[2] is None or isinstance(args[2], fx.Node) and args[2].op == "get_attr")
+    if conv and bias_ok and isinstance(args[1], fx.Node) and args[1].op == "get_attr":
+        # a convolution an earlier fold wrote (conv -> BatchNorm -> * c: fold-bn, then fold-affine)
+        transposed = node.target in TRANSPOSED.values()
+        groups = args[6] if len(args) > 6 else 1
+        return Producer(node, str(args[1].target), attr_expr(str(args[1].target)),
+                        None if args[2] is None else attr_expr(str(args[2].target)), int(m.shape[1]),
+                        _view(len(m.shape), 1 if transposed else 0), not transposed or groups == 1, node.target,
+                        tuple(args[3:]))
     if node.target in MATMULS and len(args) == 2 and isinstance(args[1], fx.Node):
         w, transposed, dead = args[1], True, ()
         if _is_transpose(w):  # x @ W.T with W [N, K] a parameter: a Linear without bias
