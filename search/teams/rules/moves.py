@@ -157,7 +157,8 @@ def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
     """What the last move changed: "rewrites", "fused", "backend", "compile", "cuda_graph", "channels_last"."""
     out = set()
     if before.rewrites != after.rewrites:
-        out.add("rewrites")
+        out.add("rewrites")  # the fusions are re-found on the rewritten forward: their change follows from it
+        before = before.with_(fused=after.fused, backend=after.backend)
     if before.fused != after.fused:
         out.add("fused")
     if before.backend != after.backend and before.fused:
