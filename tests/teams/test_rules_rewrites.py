@@ -6,7 +6,9 @@ first and compose them with fusions; the debug role undoes them."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -207,3 +209,22 @@ def test_the_sample_problems_rewritten_match_their_reference(problem: str, tmp_p
     (want,), (got,) = outputs(ref, inputs), outputs(new, inputs)
     scale = float(want.abs().max()) or 1.0
     assert torch.allclose(got, want, atol=1e-5 * scale, rtol=1e-4), (got - want).abs().max()
+
+
+@pytest.mark.slow
+def test_the_team_plays_a_fold_first_and_the_harness_passes_it(tmp_path: Path) -> None:
+    """Through the real path: `python -m search run --team rules` traces the problem in a harness child, plays the
+    fold as its first move and the real evaluator (kernels, CPU) judges the candidate correct."""
+    problem = tmp_path / "gemm_affine.py"
+    problem.write_text(R.FOLD_GEMM_AFFINE)
+    tree_file = tmp_path / "tree.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "search", "run", str(problem), "--team", "rules", "--budget", "1", "--device", "cpu",
+         "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    first = {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}[1]
+    assert "Fold the scalar and per-output-channel affine ops" in first["instruction"]
+    assert recipe_of(first["source"]) == Recipe(rewrites=("fold-affine",))
+    assert first["verdict"] == "pass", first["reasons"]
+    assert first["result"]["correctness"]["max_abs_error"] < 1e-4
