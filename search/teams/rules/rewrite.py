@@ -33,6 +33,7 @@ class Rewriting:
     init: list[str] = field(default_factory=list)
     found: dict[str, list[str]] = field(default_factory=dict)
     buffers: int = 0
+    registered: list[str] = field(default_factory=list)
 
     def buffer(self, stem: str) -> str:
         """A fresh stem for buffer names (`_fold0`, then `_fold0_weight`, `_fold0_bias`)."""
@@ -41,6 +42,7 @@ class Rewriting:
         return name
 
     def get_attr(self, name: str, before: fx.Node, like: torch.Tensor | None = None) -> fx.Node:
+        self.registered.append(name)
         self.gm.register_buffer(name, torch.empty(0, device="meta") if like is None else like, persistent=False)
         with self.gm.graph.inserting_before(before):
             return self.gm.graph.get_attr(name)
@@ -102,6 +104,10 @@ def apply(gm: fx.GraphModule, names: tuple[str, ...]) -> Rewriting:
     passes = _passes()
     for name in ordered(names):
         passes[name](work)
+    used = {str(n.target) for n in work.gm.graph.nodes if n.op == "get_attr"}
+    dropped = [name for name in work.registered if name not in used]  # e.g. a fold a GEMV was computed from
+    if dropped:
+        work.init.append(f"del {', '.join('self.' + name for name in dropped)}  # only needed to compute the above")
     work.gm.graph.lint()
     return work
 
