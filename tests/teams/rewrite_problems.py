@@ -76,10 +76,12 @@ FOLD_BN = problem(
     "        return F.gelu(self.bn1(self.linear(x)))",
     "[torch.randn(4, 3, 9, 9)]")
 
-# Linear -> sum over the features (keepdim) -> max, mean and logsumexp over that size-1 dim (KernelBench 2/18).
+# Linear -> dropout -> sum over the features (keepdim) -> max, mean and logsumexp over that size-1 dim (KernelBench
+# 2/18, 2/66).
 GEMM_TO_GEMV = problem(
-    "        self.linear = nn.Linear(40, 30)",
-    "        x = self.linear(x)\n"
+    "        self.linear = nn.Linear(40, 30)\n"
+    "        self.dropout = nn.Dropout(0.3)",
+    "        x = self.dropout(self.linear(x))\n"
     "        x = torch.sum(x, dim=1, keepdim=True)\n"
     "        x = torch.max(x, dim=1, keepdim=True)[0]\n"
     "        x = torch.mean(x, dim=1, keepdim=True)\n"

@@ -109,7 +109,9 @@ def test_the_rewritten_forwards_drop_the_ops_they_fold(tmp_path: Path) -> None:
     assert "self.bn" not in bn and "self.bn1" not in bn and "conv2d(x, _fold0_weight, _fold0_bias" in bn
     gemv = forward("GEMM_TO_GEMV", ("drop-redundant", "gemm-to-gemv"))
     assert "_gemv0_weight" in gemv and "max" not in gemv and "logsumexp" not in gemv and "mean" not in gemv
-    assert re.search(r"linear\(x, _gemv0_weight, _gemv0_bias\)", gemv)
+    assert re.search(r"linear\(x, _gemv0_weight, _gemv0_bias\)", gemv) and "dropout" not in gemv
+    compiled = render(R.FOLD_BN, Recipe(rewrites=("fold-bn",), compile_mode="default"), analyse(R.FOLD_BN)).source
+    assert 'torch.compile(self._fused_forward, mode="default")' in compiled  # the rewritten forward is compiled
     diag = forward("DIAG_BROADCAST", ("diag-broadcast",))
     assert "diag" not in diag and "matmul" not in diag and "@" not in diag and "unsqueeze(-1)" in diag
     drop = forward("DROP_REDUNDANT", ("drop-redundant",))
@@ -152,6 +154,9 @@ def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     fuse = next(m for m in after if m.name == "fuse-all")
     assert fuse.recipe.rewrites == ("fold-affine",) and fuse.recipe.fused  # the rewritten forward's fusions
     assert [r.summary for r in facts.regions_for(("fold-affine",))] == ["sigmoid"]
+    _, gemv = traced("GEMM_TO_GEMV")  # gemm-to-gemv only after the dropout is dropped: alone it is no move
+    assert [m.name for m in candidate_moves(Recipe(), gemv, "cpu")][:2] == ["drop-redundant", "fuse-all"]
+    assert [m.name for m in candidate_moves(Recipe(rewrites=("drop-redundant",)), gemv, "cpu")][0] == "gemm-to-gemv"
     fused_first = Recipe(fused=tuple(r.index for r in facts.regions), backend="cpp-omp")
     fold_then = next(m for m in candidate_moves(fused_first, facts, "cpu") if m.name == "fold-affine").recipe
     assert fold_then == Recipe(fused=(0,), backend="cpp-omp", rewrites=("fold-affine",))

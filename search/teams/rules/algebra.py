@@ -1,6 +1,6 @@
 """Algebraic rewrites (search.teams.rules.rewrite) that need no new weights, each checked on the traced shapes:
 
-drop-redundant  x + x -> x * 2.0 and x * a + x.clone() * b -> x * (a + b) (which fold-affine can then fold); relu/relu6/hardtanh/clamp of one of them -> one
+drop-redundant  nn.Dropout modules (the identity in eval mode); x + x -> x * 2.0 and x * a + x.clone() * b -> x * (a + b) (which fold-affine can then fold); relu/relu6/hardtanh/clamp of one of them -> one
                 clamp over the intersected range (when the ranges meet); sum/mean/amax/amin/logsumexp and
                 torch.max/min(...).values over size-1 dims -> the input (squeezed without keepdim); softmax over a
                 size-1 dim -> ones, log_softmax -> zeros; tril/triu of tril/triu of the same kind -> one.
@@ -244,8 +244,21 @@ def _double_triangle(node: fx.Node, work: Rewriting) -> bool:
     return True
 
 
+def _dropout_module(node: fx.Node, work: Rewriting) -> bool:
+    """An nn.Dropout module is the identity in eval mode (the only mode the rewritten forward runs in)."""
+    if node.op != "call_module" or len(node.args) != 1 or node.kwargs or not isinstance(node.args[0], fx.Node):
+        return False
+    mod = work.gm.get_submodule(str(node.target))
+    if not isinstance(mod, nn.modules.dropout._DropoutNd):
+        return False
+    node.replace_all_uses_with(node.args[0])
+    erase_dead(work.gm, [node])
+    work.note("drop-redundant", f"{node.target}: {type(mod).__name__} is the identity in eval mode")
+    return True
+
+
 TRIANGLE_FUNCTION = {"tril": torch.tril, "triu": torch.triu}
-RULES = (_same_base_add, _double_clamp, _size_one_reduction, _softmax_one, _double_triangle)
+RULES = (_dropout_module, _same_base_add, _double_clamp, _size_one_reduction, _softmax_one, _double_triangle)
 
 
 def drop_redundant(work: Rewriting) -> None:

@@ -56,7 +56,7 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> 
         if recipe.channels_last:
             lines.append("        self.to(memory_format=torch.channels_last)  # convolution weights as NHWC")
         if recipe.compile_mode:
-            target = "self._fused_forward" if regions else "super().forward"
+            target = "self._fused_forward" if regions or rewritten else "super().forward"
             lines.append(f'        self._compiled_forward = torch.compile({target}, mode="{recipe.compile_mode}")')
             inner = "self._compiled_forward"
         if recipe.cuda_graph:

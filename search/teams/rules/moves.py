@@ -125,8 +125,9 @@ def rewrite_moves(recipe: Recipe, analysis: Facts) -> list[Move]:
     for name in REWRITES:
         if name not in analysis.rewrites or name in recipe.rewrites:
             continue
-        rewrites = (*recipe.rewrites, name)
-        new = recipe.with_(rewrites=rewrites)
+        new = recipe.with_(rewrites=(*recipe.rewrites, name))
+        if ",".join(new.rewrites) not in analysis.variants:
+            continue  # changes nothing after the rewrites already applied (e.g. gemm-to-gemv before drop-redundant)
         if recipe.fused:
             new = new.with_(fused=tuple(r.index for r in analysis.regions_for(new.rewrites)), backend=recipe.backend)
         found = analysis.rewrites[name]

@@ -125,11 +125,17 @@ def applicable(gm: fx.GraphModule) -> dict[str, str]:
 
 
 def variants(analysis: Any) -> tuple[dict[str, str], dict[tuple[str, ...], Any]]:
-    """The rewrites that apply to the traced forward (in words) and the Analysis after each set of them."""
+    """The rewrites that apply to the traced forward (in words) and the Analysis after each set of them in which
+    every one changes something (gemm-to-gemv may need drop-redundant first: alone it is no move)."""
     if analysis.graph_module is None:
         return {}, {}
     found = applicable(analysis.graph_module)
-    return found, {names: rewritten(analysis, names) for names in subsets(list(found))}
+    out = {}
+    for names in subsets(list(found)):
+        after = rewritten(analysis, names)
+        if after.rewrites == names:
+            out[names] = after
+    return found, out
 
 
 def subsets(names: list[str], most: int = 5) -> list[tuple[str, ...]]:
@@ -142,11 +148,12 @@ def subsets(names: list[str], most: int = 5) -> list[tuple[str, ...]]:
 
 def rewritten(analysis: Any, names: tuple[str, ...]) -> Any:
     """The Analysis of the rewritten forward (its fusions found afresh) with `rewrite_init` set to the lines of
-    `_rewrite_weights`; the analysis itself when nothing is asked or nothing could be traced."""
+    `_rewrite_weights` and `rewrites` to those that changed something; the analysis itself when nothing is asked or
+    nothing could be traced."""
     from search.teams.rules.fusion import find_regions
 
     if not names or analysis.graph_module is None:
         return analysis
     work = apply(analysis.graph_module, names)
     return replace(analysis, graph_module=work.gm, regions=find_regions(work.gm, analysis.allowed_dtypes),
-                   rewrite_init=list(work.init), rewrites=ordered(names))
+                   rewrite_init=list(work.init), rewrites=ordered(list(work.found)))
