@@ -98,7 +98,9 @@ def _passes() -> dict[str, Callable[[Rewriting], None]]:
 
 def apply(gm: fx.GraphModule, names: tuple[str, ...]) -> Rewriting:
     """Run the named rewrites, in order, on a copy of gm (a graph with shapes, as traced)."""
-    work = Rewriting(copy.deepcopy(gm))
+    # A copy of the graph over the same modules and parameters (never copied: they may be real, large tensors when
+    # tracing fell back to the CPU); the rewrites only read them and register placeholders on the copy.
+    work = Rewriting(fx.GraphModule(gm, copy.deepcopy(gm.graph)))
     if not inplace_free(work.gm):
         return work
     passes = _passes()
