@@ -137,7 +137,22 @@ NO_DROP_DISJOINT_CLAMPS = problem(
     "        return torch.clamp(torch.clamp(x, 0.0, 1.0), 2.0, 3.0) + torch.sum(x, dim=1)[:, None]",
     "[torch.randn(4, 8)]")
 
-POSITIVE = {"FOLD_GEMM_AFFINE": ("fold-affine",), "FOLD_CONV_AFFINE": ("fold-affine",),
+# ConvTranspose3d -> * scale -> AvgPool3d -> + bias (C, 1, 1, 1) -> * scale (KernelBench 2/50
+# ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling), then MaxPool2d after a conv with a positive scale and a shift
+# folded through it, a negative scale after it not.
+FOLD_THROUGH_POOLS = problem(
+    "        self.conv_t = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)\n"
+    "        self.pool = nn.AvgPool3d(2)\n"
+    "        self.bias = nn.Parameter(torch.randn(4, 1, 1, 1))\n"
+    "        self.conv = nn.Conv2d(3, 5, 3)\n"
+    "        self.max_pool = nn.MaxPool2d(2, padding=1)",
+    "        a = self.pool(self.conv_t(x) * 0.5) + self.bias\n"
+    "        a = a * 1.5\n"
+    "        b = self.max_pool(self.conv(y) - 0.25) * 2.0 + 1.0\n"
+    "        return a, b * -3.0",
+    "[torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 9, 9)]", signature="x, y")
+
+POSITIVE = {"FOLD_THROUGH_POOLS": ("fold-affine",), "FOLD_GEMM_AFFINE": ("fold-affine",), "FOLD_CONV_AFFINE": ("fold-affine",),
             "FOLD_CONV_TRANSPOSE": ("fold-affine",), "FOLD_BN": ("fold-bn",),
             "GEMM_TO_GEMV": ("drop-redundant", "gemm-to-gemv"), "DROP_REDUNDANT": ("drop-redundant",),
             "DIAG_BROADCAST": ("diag-broadcast",)}

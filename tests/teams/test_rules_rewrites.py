@@ -105,6 +105,9 @@ def test_the_rewritten_forwards_drop_the_ops_they_fold(tmp_path: Path) -> None:
     gemm = forward("FOLD_GEMM_AFFINE", ("fold-affine",))
     assert "linear(x, _fold0_weight, _fold0_bias)" in gemm and " * " not in gemm and " / " not in gemm
     assert "relu" in gemm  # not affine: stays
+    pools = forward("FOLD_THROUGH_POOLS", ("fold-affine",))
+    assert "pool = self.pool(conv_transpose3d)" in pools and "max_pool = self.max_pool(conv2d)" in pools
+    assert pools.count(" * ") == 1 and "max_pool * -3.0" in pools  # a negative scale does not commute with max
     bn = forward("FOLD_BN", ("fold-bn",))
     assert "self.bn" not in bn and "self.bn1" not in bn and "conv2d(x, _fold0_weight, _fold0_bias" in bn
     gemv = forward("GEMM_TO_GEMV", ("drop-redundant", "gemm-to-gemv"))

@@ -3,7 +3,9 @@ convolution (transposed too) and is affine per output channel goes into its weig
 
 fold-affine   y * c, y / c, y + c, y - c, c - y, -y, y + y with c a number, a one-element tensor or a per-output-channel
               parameter/buffer, in a chain of single-user ops; also through a sum/mean that commutes (a scale after
-              any sum or mean, a shift after a mean or after a sum over the output channels only).
+              any sum or mean, a shift after a mean or after a sum over the output channels only) and through
+              average pooling (scales; shifts unless zero padding is averaged in) and max pooling (shifts, positive
+              constant scales).
 fold-bn       an eval-mode BatchNorm (running statistics) right after a conv, or after a Linear with a 2-D output.
 gemm-to-gemv  sum/mean over the output features of a Linear (or matmul by a parameter): x @ W.sum(0) + b.sum().
 
@@ -177,9 +179,26 @@ def _reduction(node: fx.Node) -> tuple[str, list[int], bool] | None:
     return op, sorted({d % ndim for d in dims}), keepdim
 
 
+def _pool(node: fx.Node, cur: fx.Node, gm: fx.GraphModule) -> tuple[str, bool] | None:
+    """A pooling module over cur's spatial dims as (kind, whether a per-channel shift commutes with it), or None.
+    Average pooling commutes with scales, and with shifts unless zero padding enters the average; max pooling with
+    shifts and positive scales."""
+    if node.op != "call_module" or node.args != (cur,) or node.kwargs:
+        return None
+    mod = gm.get_submodule(str(node.target))
+    if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)) and not mod.ceil_mode:
+        padded = any(int(v) != 0 for v in (mod.padding if isinstance(mod.padding, tuple) else (mod.padding,)))
+        exact_shift = getattr(mod, "divisor_override", None) is None and not (padded and mod.count_include_pad)
+        return "avg_pool", exact_shift
+    if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)) and not mod.return_indices:
+        return "max_pool", True
+    return None
+
+
 def _step(node: fx.Node, cur: fx.Node, gm: fx.GraphModule, p: Producer, channel: int | None, divisor: int | None,
-          kinds: set[str]) -> tuple[list[str], str] | None:
-    """The code and words folding node (whose input is cur) into w and b, or None when it does not fold."""
+          kinds: set[str], positive_only: bool = False) -> tuple[list[str], str] | None:
+    """The code and words folding node (whose input is cur) into w and b, or None when it does not fold; after a max
+    pooling (positive_only) only positive constant scales and shifts commute."""
     out = [int(s) for s in meta(cur).shape]
     m = meta(node)
     if m is None or [int(s) for s in m.shape] != out or m.dtype != meta(cur).dtype:
@@ -204,7 +223,7 @@ def _step(node: fx.Node, cur: fx.Node, gm: fx.GraphModule, p: Producer, channel:
         return None
     ops = call.operands
     if call.op == "neg":
-        return ["w.neg_()", "b.neg_()"], "neg"
+        return None if positive_only else (["w.neg_()", "b.neg_()"], "neg")
     if float(call.params.get("alpha", 1)) != 1.0:
         return None
     if call.op == "add" and ops[0] is cur and ops[1] is cur:
@@ -217,6 +236,8 @@ def _step(node: fx.Node, cur: fx.Node, gm: fx.GraphModule, p: Producer, channel:
     if found is None:
         return None
     expr, tensor = found
+    if positive_only and (call.op in ("mul", "div") and (tensor or float(expr) <= 0) or call.op == "sub" and not first):
+        return None
     if tensor and not p.per_channel and classify([int(s) for s in meta(other).shape], out)[0] != "scalar":  # type: ignore[index]
         return None
     vec = f"{expr}.reshape(-1)" if tensor else expr
@@ -239,12 +260,12 @@ def _step(node: fx.Node, cur: fx.Node, gm: fx.GraphModule, p: Producer, channel:
 
 def _chain(p: Producer, gm: fx.GraphModule, kinds: set[str]) -> Chain:
     chain = Chain()
-    cur, channel, divisor = p.node, p.channel_dim, 1
+    cur, channel, divisor, positive_only = p.node, p.channel_dim, 1, False
     pending: list[fx.Node] = []  # reductions passed through, kept only when an op after them folds
     passed: list[str] = []
     while len(cur.users) == 1:
         (node,) = cur.users
-        step = _step(node, cur, gm, p, channel, divisor, kinds)
+        step = _step(node, cur, gm, p, channel, divisor, kinds, positive_only)
         if step is not None:
             chain.lines += step[0]
             chain.words += [*passed, step[1]]
@@ -254,6 +275,14 @@ def _chain(p: Producer, gm: fx.GraphModule, kinds: set[str]) -> Chain:
             chain.folded.append(node)
             chain.sequence += [*pending, node]
             pending = []
+            cur = node
+            continue
+        pool = _pool(node, cur, gm) if "affine" in kinds and channel == 1 and len(meta(cur).shape) >= 3 else None
+        if pool is not None and meta(node) is not None and meta(node).dtype == meta(cur).dtype:
+            divisor = divisor if pool[1] else None
+            positive_only = positive_only or pool[0] == "max_pool"
+            pending.append(node)
+            passed.append(f"(through {pool[0]})")
             cur = node
             continue
         red = _reduction(node) if "affine" in kinds and node.args and node.args[0] is cur else None
