@@ -40,6 +40,7 @@ CPU_SIZES: dict[str, dict[str, Any]] = {
     "gemm_sum_max_mean_lse": {"batch_size": 256, "in_features": 2048, "out_features": 2048},
     "conv_bn_scale": {"batch_size": 8, "height": 64, "width": 64},
     "conv_transpose_bias_scale": {"batch_size": 2, "depth": 8, "height": 16, "width": 16},
+    "conv_transpose_scale_avgpool_bias": {"batch_size": 8, "depth": 8, "height": 16, "width": 16},
     "l1_diag_matmul": {"N": 1024, "M": 1024},
     "l2_matmul_scale_residual": {"batch_size": 1024, "in_features": 1024, "out_features": 1024},
     "l2_conv_transpose_bn_tanh": {"batch_size": 4, "height": 32, "width": 32},
