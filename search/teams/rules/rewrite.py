@@ -115,11 +115,15 @@ def apply(gm: fx.GraphModule, names: tuple[str, ...]) -> Rewriting:
 
 
 def applicable(gm: fx.GraphModule) -> dict[str, str]:
-    """Each rewrite that changes this graph (alone, or after the rewrites before it) -> what it does, in words."""
+    """Each rewrite that changes this graph (alone, or after the rewrites before it) -> what it does, in words. A
+    rewrite whose rule raises on this graph is left out (it is no move here), never the tracing as a whole."""
     out: dict[str, str] = {}
     for name in REWRITES:
         for names in ((name,), REWRITES):
-            found = apply(gm, names).found.get(name)
+            try:
+                found = apply(gm, names).found.get(name)
+            except Exception:  # noqa: BLE001 - a rule that cannot read this graph offers no move; others still do
+                found = None
             if found:
                 out[name] = "; ".join(found)
                 break
@@ -134,7 +138,10 @@ def variants(analysis: Any) -> tuple[dict[str, str], dict[tuple[str, ...], Any]]
     found = applicable(analysis.graph_module)
     out = {}
     for names in subsets(list(found)):
-        after = rewritten(analysis, names)
+        try:
+            after = rewritten(analysis, names)
+        except Exception:  # noqa: BLE001 - this set of rewrites is no move (see applicable)
+            continue
         if after.rewrites == names:
             out[names] = after
     return found, out
