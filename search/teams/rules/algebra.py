@@ -35,6 +35,8 @@ def _range(node: fx.Node, gm: fx.GraphModule) -> tuple[fx.Node, float | None, fl
     if call is None or call.inplace:
         return None
     p = call.params
+    lo: Any
+    hi: Any
     if call.op in CLAMPS:
         lo, hi = CLAMPS[call.op]
     elif call.op == "hardtanh":

@@ -70,7 +70,7 @@ def producer(node: fx.Node, gm: fx.GraphModule) -> Producer | None:
     if m is None or not m.dtype.is_floating_point or not isinstance(node.args[0] if node.args else None, fx.Node):
         return None
     if node.op == "call_module" and len(node.args) == 1 and not node.kwargs:
-        mod = gm.get_submodule(str(node.target))
+        mod: Any = gm.get_submodule(str(node.target))
         path = str(node.target)
         bias = None if getattr(mod, "bias", None) is None else f"{attr_expr(path + '.bias')}"
         weight = attr_expr(path + ".weight")
@@ -86,7 +86,7 @@ def producer(node: fx.Node, gm: fx.GraphModule) -> Producer | None:
         return None
     if node.op != "call_function" or node.kwargs:
         return None
-    args = list(node.args)
+    args: list[Any] = list(node.args)
     if node.target is F.linear and len(args) in (2, 3):
         w, b = args[1], args[2] if len(args) == 3 else None
         if (isinstance(w, fx.Node) and w.op == "get_attr"
@@ -105,9 +105,10 @@ def producer(node: fx.Node, gm: fx.GraphModule) -> Producer | None:
                         _view(len(m.shape), 1 if transposed else 0), not transposed or groups == 1, node.target,
                         tuple(args[3:]))
     if node.target in MATMULS and len(args) == 2 and isinstance(args[1], fx.Node):
-        w, transposed, dead = args[1], True, ()
+        dead: tuple[fx.Node, ...] = ()
+        w, transposed = args[1], True
         if _is_transpose(w):  # x @ W.T with W [N, K] a parameter: a Linear without bias
-            w, transposed, dead = w.args[0], False, (w,)
+            w, transposed, dead = w.args[0], False, (w,)  # type: ignore[assignment]
         mw = meta(w)
         if (isinstance(w, fx.Node) and w.op == "get_attr" and mw is not None and len(mw.shape) == 2
                 and len(m.shape) >= 1 and len(w.users) + len(dead) >= 1):
@@ -125,7 +126,8 @@ def _is_transpose(node: fx.Node) -> bool:
     if node.op == "call_method" and node.target == "t":
         return len(node.args) == 1
     if node.op == "call_method" and node.target == "transpose" and len(node.args) == 3:
-        return {int(node.args[1]) % 2, int(node.args[2]) % 2} == {0, 1}
+        dims = node.args[1:3]
+        return all(isinstance(d, int) for d in dims) and {int(d) % 2 for d in dims} == {0, 1}  # type: ignore[arg-type]
     return False
 
 
@@ -204,7 +206,7 @@ def _step(node: fx.Node, cur: fx.Node, gm: fx.GraphModule, p: Producer, channel:
     if m is None or [int(s) for s in m.shape] != out or m.dtype != meta(cur).dtype:
         return None
     if "bn" in kinds and node.op == "call_module":
-        bn = gm.get_submodule(str(node.target))
+        bn: Any = gm.get_submodule(str(node.target))
         if (type(bn) in NORMS and node.args == (cur,) and channel == 1 and bn.track_running_stats
                 and bn.running_mean is not None and p.per_channel):
             path = attr_expr(str(node.target))
@@ -260,7 +262,9 @@ def _step(node: fx.Node, cur: fx.Node, gm: fx.GraphModule, p: Producer, channel:
 
 def _chain(p: Producer, gm: fx.GraphModule, kinds: set[str]) -> Chain:
     chain = Chain()
-    cur, channel, divisor, positive_only = p.node, p.channel_dim, 1, False
+    cur, positive_only = p.node, False
+    channel: int | None = p.channel_dim
+    divisor: int | None = 1
     pending: list[fx.Node] = []  # reductions passed through, kept only when an op after them folds
     passed: list[str] = []
     while len(cur.users) == 1:
@@ -332,7 +336,7 @@ def _fold(work: Rewriting, kinds: set[str], name: str) -> None:
         previous = new
         for n in chain.sequence:
             if n in chain.kept:
-                n.replace_input_with(n.args[0], previous)
+                n.replace_input_with(n.args[0], previous)  # type: ignore[arg-type]
                 previous = n
         last = chain.sequence[-1]
         if last is not previous:

@@ -59,7 +59,7 @@ class Recipe:
         if fused is not None:
             changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[call-overload]
         if changes.get("rewrites") is not None:
-            changes["rewrites"] = ordered(tuple(set(changes["rewrites"])))  # type: ignore[arg-type]
+            changes["rewrites"] = ordered(tuple(set(changes["rewrites"])))  # type: ignore[call-overload]
         if changes.get("fused", self.fused) == () and "backend" not in changes:
             changes["backend"] = None
         return replace(self, **changes)  # type: ignore[arg-type]
