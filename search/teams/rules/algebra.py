@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from search.teams.rules.folding import MATMULS
 from search.teams.rules.graph import meta
 from search.teams.rules.ops import read_op
-from search.teams.rules.rewrite import Rewriting, erase_dead, set_meta
+from search.teams.rules.rewriting import Rewriting, erase_dead, set_meta
 
 CLAMPS = {"relu": (0.0, None), "relu6": (0.0, 6.0)}
 REDUCE_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin",

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from search.teams.rules.graph import classify, meta
 from search.teams.rules.ops import read_op
-from search.teams.rules.rewrite import Rewriting, attr_expr, erase_dead, set_meta
+from search.teams.rules.rewriting import Rewriting, attr_expr, erase_dead, set_meta
 
 CONVS = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
 TRANSPOSED = {nn.ConvTranspose1d: F.conv_transpose1d, nn.ConvTranspose2d: F.conv_transpose2d,
