@@ -9,7 +9,8 @@ compile), side by side on one device, with the reference under torch.compile(mod
 `render` writes, per problem, `<name>.src` (the candidate as Python source: the problem with ModelNew below it) and `<name>.json`
 (which rewrites applied, in words). `time` needs only torch: it imports each candidate file, builds Model and ModelNew
 under the same seed in eval mode, checks the outputs agree (atol = rtol = 1e-2, the harness's tolerance), then times
-both alternately (median of the rounds' medians) and prints a table; --json writes the rows. On the CPU the problems'
+them call by call in turn (medians) and prints a table; --json writes the rows. On a GPU the reference under
+torch.compile(mode="default") and the rewritten model under it (rewrite, then compile the rest) are timed beside them. On the CPU the problems'
 module-level sizes are scaled down (CPU_SIZES) so a run takes seconds."""
 
 from __future__ import annotations
@@ -82,22 +83,18 @@ def _load(path: Path, sizes: dict[str, Any]) -> Any:
     return module
 
 
-def _median_ms(fn: Any, inputs: list[Any], device: torch.device, runs: int) -> float:
-    """Median of `runs` calls: CUDA events around each call on a GPU, the wall clock on the CPU."""
-    times = []
-    for _ in range(runs):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn(*inputs)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            begin = time.perf_counter()
-            fn(*inputs)
-            times.append((time.perf_counter() - begin) * 1e3)
-    return statistics.median(times)
+def _call_ms(fn: Any, inputs: list[Any], device: torch.device) -> float:
+    """One call's time: CUDA events around it on a GPU, the wall clock on the CPU."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*inputs)
+        end.record()
+        end.synchronize()
+        return float(start.elapsed_time(end))
+    begin = time.perf_counter()
+    fn(*inputs)
+    return (time.perf_counter() - begin) * 1e3
 
 
 def time_one(path: Path, device: torch.device, runs: int, rounds: int, with_compile: bool) -> dict[str, Any]:
@@ -121,26 +118,28 @@ def time_one(path: Path, device: torch.device, runs: int, rounds: int, with_comp
         row["max_abs_error"] = float((got - want).abs().max())
         row["correct"] = bool(got.shape == want.shape and torch.allclose(got, want, atol=1e-2, rtol=1e-2))
         contenders = {"eager": ref, "rewritten": new}
-        if with_compile:
+        if with_compile:  # the reference compiled, and the rewritten forward compiled (fold, then compile the rest)
             contenders["compile(default)"] = torch.compile(ref, mode="default")
+            contenders["rewritten+compile"] = torch.compile(new, mode="default")
         for fn in contenders.values():  # warm up (and compile)
             for _ in range(3):
                 fn(*inputs)
-        medians: dict[str, list[float]] = {k: [] for k in contenders}
-        for _ in range(rounds):  # alternate, so a change in load hits all alike
+        times: dict[str, list[float]] = {k: [] for k in contenders}
+        for _ in range(rounds * runs):  # call by call in turn, so a change in load (or clocks) hits all alike
             for name, fn in contenders.items():
-                medians[name].append(_median_ms(fn, inputs, device, runs))
-    row["ms"] = {k: round(statistics.median(v), 4) for k, v in medians.items()}
+                times[name].append(_call_ms(fn, inputs, device))
+    row["ms"] = {k: round(statistics.median(v), 4) for k, v in times.items()}
     row["speedup_vs_eager"] = round(row["ms"]["eager"] / row["ms"]["rewritten"], 3)
     if with_compile:
         row["speedup_vs_compile"] = round(row["ms"]["compile(default)"] / row["ms"]["rewritten"], 3)
+        row["compiled_speedup_vs_compile"] = round(row["ms"]["compile(default)"] / row["ms"]["rewritten+compile"], 3)
     return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     compiled = any("speedup_vs_compile" in r for r in rows)
     head = "| problem | rewrites | correct (max abs err) | eager ms | rewritten ms | vs eager |"
-    head += " compile ms | vs compile |" if compiled else ""
+    head += " compile ms | vs compile | rewritten+compile ms | vs compile |" if compiled else ""
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if "error" in r:
@@ -149,7 +148,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         line = (f"| {r['problem']} | {r['recipe']} | {r['correct']} ({r['max_abs_error']:.2e}) | {r['ms']['eager']:.3f} "
                 f"| {r['ms']['rewritten']:.3f} | {r['speedup_vs_eager']:.2f}x |")
         if compiled:
-            line += f" {r['ms'].get('compile(default)', float('nan')):.3f} | {r.get('speedup_vs_compile', 0):.2f}x |"
+            line += (f" {r['ms'].get('compile(default)', float('nan')):.3f} | {r.get('speedup_vs_compile', 0):.2f}x |"
+                     f" {r['ms'].get('rewritten+compile', float('nan')):.3f} | {r.get('compiled_speedup_vs_compile', 0):.2f}x |")
         lines.append(line)
     return "\n".join(lines)
 
@@ -159,7 +159,7 @@ def main() -> None:
     parser.add_argument("action", choices=("render", "time"))
     parser.add_argument("dir", type=Path, help="where the candidates are written (render) or read (time)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--runs", type=int, default=10, help="timed calls per round")
+    parser.add_argument("--runs", type=int, default=10, help="timed calls of each per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference (GPU)")
     parser.add_argument("--budget-s", type=float, default=240.0, help="stop starting problems after this long")
