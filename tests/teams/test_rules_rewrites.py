@@ -154,6 +154,10 @@ def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     assert [m.name for m in moves].index("fuse-all") > 0
     after = candidate_moves(moves[0].recipe, facts, "cpu")
     assert "fold-affine" not in [m.name for m in after]
+    for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
+        compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}
+        assert compiled["compile-default"] == Recipe(rewrites=("fold-affine",), compile_mode="default")
+        assert compiled["compile-max-autotune-no-cudagraphs"].rewrites == ("fold-affine",)
     fuse = next(m for m in after if m.name == "fuse-all")
     assert fuse.recipe.rewrites == ("fold-affine",) and fuse.recipe.fused  # the rewritten forward's fusions
     assert [r.summary for r in facts.regions_for(("fold-affine",))] == ["sigmoid"]
