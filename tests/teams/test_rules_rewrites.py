@@ -154,6 +154,8 @@ def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     assert [m.name for m in moves].index("fuse-all") > 0
     after = candidate_moves(moves[0].recipe, facts, "cpu")
     assert "fold-affine" not in [m.name for m in after]
+    gpu = [m.name for m in candidate_moves(moves[0].recipe, facts, "cuda")]
+    assert gpu[:3] == ["compile-max-autotune-no-cudagraphs", "compile-default", "fuse-all"]  # fold -> compile first
     for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
         compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}
         assert compiled["compile-default"] == Recipe(rewrites=("fold-affine",), compile_mode="default")

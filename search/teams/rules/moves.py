@@ -88,11 +88,14 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
     compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
                                                                                        "max-autotune-no-cudagraphs"]
     if recipe.compile_mode is None:
-        rest = "the rest of the forward" if recipe.fused else "the forward"
-        for mode in compile_modes:
-            moves.append(Move(
-                f"compile-{mode}", recipe.with_(compile_mode=mode),
-                f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in PyTorch'))
+        rest = "the rest of the forward" if recipe.fused or recipe.rewrites else "the forward"
+        compiles = [Move(f"compile-{mode}", recipe.with_(compile_mode=mode),
+                         f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in '
+                         "PyTorch") for mode in compile_modes]
+        # On a GPU, after a rewrite the GEMM/conv stays cuBLAS/cuDNN: compiling the rest of the rewritten forward comes
+        # right after the rewrites (fold -> compile), before kernels of our own for what is left
+        at = len(rewrite_moves(recipe, analysis)) if device == "cuda" and recipe.rewrites else len(moves)
+        moves[at:at] = compiles
     if len(unfused) > 1 and target != "torch":
         kinds = {r.index: r.kind for r in regions}
         for k in unfused:
