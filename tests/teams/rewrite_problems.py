@@ -99,7 +99,9 @@ DROP_REDUNDANT = problem(
     "        s = torch.sum(y.unsqueeze(1), dim=1)\n"
     "        p = torch.softmax(y[:, :1], dim=1)\n"
     "        t = torch.tril(torch.tril(a) @ torch.tril(a))\n"
-    "        return s * p + t",
+    "        m = torch.amax(a, dim=1, keepdim=True)\n"
+    "        z = m - m.mean(dim=1, keepdim=True)  # KernelBench 2/80: a mean over a size-1 dim, then x - x\n"
+    "        return s * p + t + F.gelu(z)",
     "[torch.randn(6, 6), torch.randn(6, 6)]", signature="x, a")
 
 # diag(a) @ B and B @ diag(a) (KernelBench 1/12).

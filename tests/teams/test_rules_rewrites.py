@@ -120,6 +120,7 @@ def test_the_rewritten_forwards_drop_the_ops_they_fold(tmp_path: Path) -> None:
     drop = forward("DROP_REDUNDANT", ("drop-redundant",))
     assert "softmax" not in drop and "ones_like" in drop and "relu" not in drop and "hardtanh" not in drop
     assert drop.count("torch.clamp(") == 1 and drop.count("tril(") == 2 and ".sum(" not in drop
+    assert ".mean(" not in drop and "amax * 0.0" in drop
 
 
 def test_a_folded_model_follows_load_state_dict_to_and_training_mode(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Algebraic rewrites (search.teams.rules.rewrite) that need no new weights, each checked on the traced shapes:
 
-drop-redundant  nn.Dropout modules (the identity in eval mode); x + x -> x * 2.0 and x * a + x.clone() * b -> x * (a + b) (which fold-affine can then fold); relu/relu6/hardtanh/clamp of one of them -> one
+drop-redundant  nn.Dropout modules (the identity in eval mode); x + x -> x * 2.0 and x * a +/- x.clone() * b -> x * (a +/- b) (which fold-affine can then fold); relu/relu6/hardtanh/clamp of one of them -> one
                 clamp over the intersected range (when the ranges meet); sum/mean/amax/amin/logsumexp and
                 torch.max/min(...).values over size-1 dims -> the input (squeezed without keepdim); softmax over a
                 size-1 dim -> ones, log_softmax -> zeros; tril/triu of tril/triu of the same kind -> one.
@@ -94,14 +94,16 @@ def _term(value: Any, gm: fx.GraphModule) -> tuple[fx.Node, float, list[fx.Node]
 
 
 def _same_base_add(node: fx.Node, work: Rewriting) -> bool:
-    """x + x -> x * 2.0; a*x + b*x (either term maybe a clone/detach of x) -> x * (a + b)."""
+    """x + x -> x * 2.0; a*x + b*x (either term maybe a clone/detach of x) -> x * (a + b); a*x - b*x -> x * (a - b)
+    (x - x.mean(1, keepdim) over a size-1 dim, once that mean is dropped, is x * 0.0)."""
     call = read_op(node, work.gm)
-    if call is None or call.op != "add" or call.inplace or float(call.params.get("alpha", 1)) != 1.0:
+    if call is None or call.op not in ("add", "sub") or call.inplace or float(call.params.get("alpha", 1)) != 1.0:
         return False
     terms = [_term(o, work.gm) for o in call.operands]
     if terms[0] is None or terms[1] is None or terms[0][0] is not terms[1][0]:
         return False
-    base, coef = terms[0][0], terms[0][1] + terms[1][1]
+    base = terms[0][0]
+    coef = terms[0][1] + terms[1][1] if call.op == "add" else terms[0][1] - terms[1][1]
     m, mb = meta(node), meta(base)
     if m is None or mb is None or list(m.shape) != list(mb.shape) or m.dtype != mb.dtype:
         return False
