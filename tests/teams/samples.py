@@ -8,7 +8,7 @@ from pathlib import Path
 
 from search.teams.rules.fusion import Analysis, analyse
 from search.teams.rules.traced import dtypes
-from tests.teams import rules_problems
+from tests.teams import rewrite_problems, rules_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,14 @@ def problems() -> dict[str, str]:
 
 
 @cache
+def with_rewrite_problems() -> dict[str, str]:
+    """problems() and the rewrite tests' own (tests/teams/rewrite_problems.py, as rewrites/NAME)."""
+    found = {f"rewrites/{name}": value for name, value in sorted(vars(rewrite_problems).items())
+             if name.isupper() and isinstance(value, str) and "class Model" in value}
+    return {**problems(), **found}
+
+
+@cache
 def analysis(problem: str, cuda: bool) -> Analysis:
     """The problem traced as the team's tracing child does (half precision too when traced for CUDA)."""
-    return analyse(problems()[problem], dtypes(cuda))
+    return analyse(with_rewrite_problems()[problem], dtypes(cuda))

@@ -4,7 +4,9 @@ compared byte for byte with the files committed under tests/teams/golden/ (one p
 The problems: the rules tests' own (tests/teams/rules_problems.py), the bundled samples (examples/problems) and the
 scale benchmark's (benchmarks/problems/kb_scale). For each, every fusion the tracer finds is fused with each
 backend of the device (cpp-omp and cpp-serial traced for the CPU, triton and cuda traced for CUDA, as the team's
-tracing child does); a problem with no fusion gets the reference restructured (`none`).
+tracing child does); a problem with no fusion gets the reference restructured (`none`). Every problem where an exact
+rewrite applies (search.teams.rules.rewrite; the rewrite tests' problems, tests/teams/rewrite_problems.py, too) also
+gets `rewrite.golden`: the candidate with all of them, traced for the CPU.
 
 After an intended change to the generator, regenerate them and read what changed:
 
@@ -22,7 +24,8 @@ import pytest
 
 from search.teams.rules.candidate import render
 from search.teams.rules.recipe import Recipe
-from tests.teams.samples import ROOT, analysis, problems
+from search.teams.rules.rewrite import applicable
+from tests.teams.samples import ROOT, analysis, problems, with_rewrite_problems
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SUFFIX = ".golden"
@@ -40,13 +43,24 @@ def cases() -> dict[str, tuple[str, bool, str]]:
                 out.update({f"{problem}/{b}{SUFFIX}": (problem, cuda, b) for b in backends})
             else:
                 out.setdefault(f"{problem}/none{SUFFIX}", (problem, cuda, "none"))
+    for problem in with_rewrite_problems():
+        if rewrites_of(problem):
+            out[f"{problem}/rewrite{SUFFIX}"] = (problem, False, "rewrite")
     return out
+
+
+def rewrites_of(problem: str) -> tuple[str, ...]:
+    gm = analysis(problem, False).graph_module
+    return tuple(applicable(gm)) if gm is not None else ()
 
 
 def generate(problem: str, cuda: bool, backend: str) -> str:
     a = analysis(problem, cuda)
-    recipe = Recipe() if backend == "none" else Recipe(fused=tuple(r.index for r in a.regions), backend=backend)
-    return render(problems()[problem], recipe, a, problem).source
+    if backend == "rewrite":
+        recipe = Recipe(rewrites=rewrites_of(problem))
+    else:
+        recipe = Recipe() if backend == "none" else Recipe(fused=tuple(r.index for r in a.regions), backend=backend)
+    return render(with_rewrite_problems()[problem], recipe, a, problem).source
 
 
 def show(diff: list[str], most: int = 80) -> str:
@@ -95,10 +109,16 @@ def test_every_golden_file_belongs_to_a_case(capsys: pytest.CaptureFixture[str])
 def test_the_cases_cover_every_fusion_kind_and_backend() -> None:
     """The golden files pin every writer: each backend writes an elementwise chain, a lone op, a reduction and a
     row op somewhere among the sample problems."""
-    kinds = {(type(r).__name__, b) for (problem, cuda, b) in CASES.values() if b != "none"
+    kinds = {(type(r).__name__, b) for (problem, cuda, b) in CASES.values() if b not in ("none", "rewrite")
              for r in analysis(problem, cuda).regions}
-    single = {b for (problem, cuda, b) in CASES.values() if b != "none"
+    single = {b for (problem, cuda, b) in CASES.values() if b not in ("none", "rewrite")
               for r in analysis(problem, cuda).regions if type(r).__name__ == "Region" and len(r.ops) == 1}
     for backend in (*BACKENDS[False], *BACKENDS[True]):
         assert {("Region", backend), ("Reduction", backend), ("RowOp", backend)} <= kinds, backend
         assert backend in single, backend
+
+
+def test_the_cases_cover_every_rewrite() -> None:
+    """A rewrite golden file pins each exact rewrite's generated code somewhere."""
+    covered = {n for (problem, _, b) in CASES.values() if b == "rewrite" for n in rewrites_of(problem)}
+    assert covered == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv"}

@@ -1,6 +1,7 @@
-"""The offline rules team: real, deterministic optimizations (kernels generated from the traced forward for
-elementwise chains and lone ops, sum/mean/max reductions, and row-wise softmax, log_softmax, layer and RMS
-norm; torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code protocol as
+"""The offline rules team: real, deterministic optimizations (exact graph rewrites first: affine epilogues and eval-mode
+BatchNorm folded into the weights, redundant ops dropped, diag(a) @ B broadcast, GEMM to GEMV; kernels generated from
+the traced forward for elementwise chains and lone ops, sum/mean/max reductions, and row-wise softmax, log_softmax,
+layer and RMS norm; torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code protocol as
 the LLM agents, so it needs no API key and its trees look the same in the UI. The problem is traced, and candidates
 rendered, only in an isolated harness child (search.teams.rules.remote)."""
 

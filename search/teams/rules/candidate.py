@@ -17,6 +17,7 @@ from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
 from search.teams.rules.fusion import Analysis, forward_source
 from search.teams.rules.kinds import Fusion
 from search.teams.rules.recipe import Recipe
+from search.teams.rules.rewrite import rewritten
 from search.teams.rules.writers.table import kernel_section
 
 RULE = "# " + "-" * 98
@@ -55,9 +56,13 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> 
     traced = analysis.graph_module is not None
     lines = ["class ModelNew(Model):",
              '    """The reference Model; forward runs the moves recorded at the top of this part."""', ""]
+    rewritten = bool(analysis.rewrites)
     inner = "self._fused_forward" if traced else "super().forward"
-    if recipe.compile_mode or recipe.cuda_graph or recipe.channels_last:
+    if recipe.compile_mode or recipe.cuda_graph or recipe.channels_last or analysis.rewrite_init:
         lines += ["    def __init__(self, *args, **kwargs):", "        super().__init__(*args, **kwargs)"]
+        if analysis.rewrite_init:
+            lines += ["        self._rewrite_weights()",
+                      "        self.register_load_state_dict_post_hook(lambda module, keys: module._rewrite_weights())"]
         if recipe.channels_last:
             lines.append("        self.to(memory_format=torch.channels_last)  # convolution weights as NHWC")
         if recipe.compile_mode:
@@ -68,6 +73,8 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> 
                       "        self._graph_key = None"]
         lines.append("")
     lines.append(f"    def forward({sig}):")
+    if rewritten:  # batch statistics and gradients to the parameters: the reference's own forward
+        lines += ["        if self.training:", f"            return super().forward({call})"]
     if recipe.channels_last:
         lines += ["        args, kwargs = _channels_last_inputs(" + _pack(call) + ")"]
         body_call = "*args, **kwargs"
@@ -80,10 +87,19 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> 
         lines.append(f"        return {inner}({body_call})")
     if recipe.cuda_graph:
         lines += ["", *CUDA_GRAPH_METHODS.splitlines()]
+    if analysis.rewrite_init:
+        lines += ["", *REWRITE_METHOD.splitlines(), *("            " + ln for ln in analysis.rewrite_init)]
     if analysis.graph_module is not None:
-        lines += ["", "    # The traced reference forward, one line per op; each fused region replaced by its kernel.",
+        what = f"rewritten ({', '.join(analysis.rewrites)})" if rewritten else "traced reference"
+        lines += ["", f"    # The {what} forward, one line per op; each fused region replaced by its kernel.",
                   forward_source(analysis.graph_module, regions, "_fused_forward").rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+REWRITE_METHOD = '''    def _rewrite_weights(self):
+        """Precompute the weights of the exact rewrites from the parameters (after construction and again after
+        load_state_dict), into non-persistent buffers: the state_dict stays the reference's, .to() moves them."""
+        with torch.no_grad():'''
 
 
 def _pack(call: str) -> str:
@@ -143,7 +159,10 @@ CHANNELS_LAST_HELPER = '''def _channels_last_inputs(args, kwargs):
 
 
 def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem") -> Rendered:
-    """The full candidate source for recipe (regions not found in analysis are ignored)."""
+    """The full candidate source for recipe (regions not found in analysis are ignored); analysis is the traced
+    forward's, rewritten here when the recipe asks for rewrites."""
+    if recipe.rewrites:
+        analysis = rewritten(analysis, recipe.rewrites)
     regions = [r for r in analysis.regions if r.index in recipe.fused] if analysis.graph_module else []
     parts = [problem_source.strip("\n") + "\n", "\n\n", header(recipe, problem_name), _title(KERNELS_TITLE)]
     if regions and recipe.backend:

@@ -41,24 +41,41 @@ class RegionFacts:
 
 @dataclass
 class Facts:
-    """The fusions found, whether the model has a convolution, and why tracing failed (error) when it did."""
+    """The fusions found, whether the model has a convolution, and why tracing failed (error) when it did;
+    rewrites: each exact rewrite that applies (search.teams.rules.rewrite) -> what it does, in words; variants: the
+    fusions of the forward after each set of them (key: the names joined by ",", in run order)."""
 
     regions: list[RegionFacts] = field(default_factory=list)
     error: str | None = None
     has_conv: bool = False
+    rewrites: dict[str, str] = field(default_factory=dict)
+    variants: dict[str, list[RegionFacts]] = field(default_factory=dict)
+
+    def regions_for(self, rewrites: tuple[str, ...]) -> list[RegionFacts]:
+        """The fusions of the forward after these rewrites (the traced forward's for none)."""
+        return self.variants.get(",".join(rewrites), []) if rewrites else self.regions
 
     def to_dict(self) -> dict[str, Any]:
-        return {"regions": [r.to_dict() for r in self.regions], "error": self.error, "has_conv": self.has_conv}
+        return {"regions": [r.to_dict() for r in self.regions], "error": self.error, "has_conv": self.has_conv,
+                "rewrites": dict(self.rewrites),
+                "variants": {k: [r.to_dict() for r in v] for k, v in self.variants.items()}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Facts:
         error = d.get("error")
+        variants = {str(k): [RegionFacts.from_dict(r) for r in v] for k, v in (d.get("variants") or {}).items()}
         return cls([RegionFacts.from_dict(r) for r in d.get("regions", [])], None if error is None else str(error),
-                   bool(d.get("has_conv")))
+                   bool(d.get("has_conv")), {str(k): str(v) for k, v in (d.get("rewrites") or {}).items()}, variants)
 
 
-def facts_of(analysis: Any) -> Facts:
-    """The plain facts of a search.teams.rules.fusion.Analysis (child side: it holds the traced graph)."""
-    regions = [RegionFacts(r.index, r.name, r.summary, fusion_kind(r),
-                           tuple((i.node, i.kind, i.dim) for i in r.inputs)) for r in analysis.regions]
-    return Facts(regions, analysis.error, bool(analysis.has_conv))
+def region_facts(regions: list[Any]) -> list[RegionFacts]:
+    return [RegionFacts(r.index, r.name, r.summary, fusion_kind(r), tuple((i.node, i.kind, i.dim) for i in r.inputs))
+            for r in regions]
+
+
+def facts_of(analysis: Any, rewrites: dict[str, str] | None = None,
+             variants: dict[tuple[str, ...], Any] | None = None) -> Facts:
+    """The plain facts of a search.teams.rules.fusion.Analysis (child side: it holds the traced graph); rewrites:
+    the applicable ones in words, variants: the analyses of the rewritten forwards, by the rewrites applied."""
+    return Facts(region_facts(analysis.regions), analysis.error, bool(analysis.has_conv), dict(rewrites or {}),
+                 {",".join(k): region_facts(v.regions) for k, v in (variants or {}).items()})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,6 +35,9 @@ class Analysis:
     signature: str = "self, *args, **kwargs"
     call: str = "*args, **kwargs"
     has_conv: bool = False
+    allowed_dtypes: tuple[torch.dtype, ...] = (torch.float32,)  # what the fusions were found for
+    rewrites: tuple[str, ...] = ()  # the exact rewrites applied to graph_module (search.teams.rules.rewrite)
+    rewrite_init: list[str] = field(default_factory=list)  # their weight precomputation, ModelNew._rewrite_weights
 
 
 def trace(model: nn.Module, inputs: list[Any]) -> fx.GraphModule:
@@ -124,7 +127,7 @@ def analyse(problem_source: str, allowed_dtypes: tuple[torch.dtype, ...] = (torc
     if gm is None:
         return Analysis(None, [], error, signature, call)
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in gm.modules())
-    return Analysis(gm, find_regions(gm, allowed_dtypes), None, signature, call, has_conv)
+    return Analysis(gm, find_regions(gm, allowed_dtypes), None, signature, call, has_conv, allowed_dtypes)
 
 
 _DELETES = re.compile(r";\s+(?:\w+ = )+None$")
@@ -158,6 +161,7 @@ def forward_source(gm: fx.GraphModule, regions: list[Fusion], method: str = "for
         if len(emitted) != 1:
             raise RuntimeError(f"fx did not emit a call to the fused kernel {name}")
         src = re.sub(rf"\b{re.escape(emitted[0])}\(", f"{name}(", src)
+    src = src.replace("torch._C._nn.linear(", "torch.nn.functional.linear(")  # F.linear's builtin, as it is known
     lines = [ln.rstrip() for ln in src.strip("\n").splitlines() if ln.strip()]
     lines = [_DELETES.sub("", ln) for ln in lines]
     lines[0] = lines[0].replace("def forward(", f"def {method}(", 1)

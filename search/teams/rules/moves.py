@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from search.teams.rules.facts import Facts
-from search.teams.rules.recipe import BACKEND_WORDS, Recipe
+from search.teams.rules.facts import Facts, RegionFacts
+from search.teams.rules.recipe import BACKEND_WORDS, REWRITES, Recipe
 
 
 @dataclass(frozen=True)
@@ -43,49 +43,72 @@ WHY = {
            "with the row held in cache: fp32 statistics (max, sum, mean, variance) come from short passes over the "
            "cached row, so memory sees one read of the input and one write of the output",
 }
+# What each exact rewrite (search.teams.rules.rewrite) does and why it is faster, for the move's instruction.
+REWRITE_WHY = {
+    "drop-redundant": "Drop ops that change nothing: x + x becomes 2 * x (foldable), a clamp/relu of a clamp/relu "
+                      "becomes one clamp over the intersected range, a reduction or softmax over a size-1 dim "
+                      "becomes a squeeze (or ones/zeros), tril of a product of tril matrices the product. Why: each "
+                      "dropped op is one pass over memory less, and the result is the same",
+    "diag-broadcast": "Replace diag(a) @ B by a[:, None] * B (B @ diag(a) by B * a). Why: the N x N matrix of zeros "
+                      "is never built and the O(N^2 M) GEMM becomes one O(N M) elementwise pass, exact (each output "
+                      "is one product)",
+    "fold-bn": "Fold the eval-mode BatchNorm into the weight and bias of the Linear/conv before it, once at "
+               "construction from its running statistics (again after load_state_dict; training mode runs the "
+               "reference forward). Why: the normalisation's pass over the output disappears",
+    "fold-affine": "Fold the scalar and per-output-channel affine ops after a Linear/conv/matmul by a parameter "
+                   "(* c, / c, + c, - c, + bias, also across a sum/mean they commute with) into its weight and bias "
+                   "at construction. Why: the epilogue's passes over the output disappear, exact up to fp32 rounding",
+    "gemm-to-gemv": "Sum (or average) the weight rows of a Linear once at construction when its output is reduced "
+                    "over the features: sum(x @ W.T + b, -1) = x @ W.sum(0) + b.sum(). Why: a GEMV reading W once "
+                    "instead of a GEMM writing an output the reduction reads again",
+}
 KIND_WORDS = {"chain": "elementwise chain", "single": "elementwise op", "reduction": "reduction", "row": "row-wise op"}
 
 
-def _regions_text(analysis: Facts, indices: list[int]) -> str:
+def _regions_text(regions: list[RegionFacts], indices: list[int]) -> str:
     parts = []
-    for r in analysis.regions:
+    for r in regions:
         if r.index in indices:
             operands = ", ".join(f"{node} ({kind}{'' if dim is None else f' dim {dim}'})" for node, kind, dim in r.operands)
             parts.append(f"{r.summary} on {operands}")
     return "; ".join(parts)
 
 
-def _why(analysis: Facts, indices: list[int]) -> str:
-    kinds = [r.kind for r in analysis.regions if r.index in indices]
+def _why(regions: list[RegionFacts], indices: list[int]) -> str:
+    kinds = [r.kind for r in regions if r.index in indices]
     return "; ".join(WHY[k] for k in WHY if k in kinds)
 
 
 def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | None = None) -> list[Move]:
     """Every move that applies to recipe, most promising first."""
-    moves: list[Move] = []
-    unfused = [r.index for r in analysis.regions if r.index not in recipe.fused]
+    moves: list[Move] = rewrite_moves(recipe, analysis)
+    regions = analysis.regions_for(recipe.rewrites)
+    unfused = [r.index for r in regions if r.index not in recipe.fused]
     backend = recipe.backend or preferred_backend(device, target)
     words = BACKEND_WORDS[backend]
     if unfused and target != "torch":
         moves.append(Move(
             "fuse-all", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend),
             f"Fuse the traced forward into {words} kernels of our own, one per fusion "
-            f"({_regions_text(analysis, unfused)}). Why it is faster: {_why(analysis, unfused)}"))
+            f"({_regions_text(regions, unfused)}). Why it is faster: {_why(regions, unfused)}"))
     compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
                                                                                        "max-autotune-no-cudagraphs"]
     if recipe.compile_mode is None:
-        rest = "the rest of the forward" if recipe.fused else "the forward"
-        for mode in compile_modes:
-            moves.append(Move(
-                f"compile-{mode}", recipe.with_(compile_mode=mode),
-                f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in PyTorch'))
+        rest = "the rest of the forward" if recipe.fused or recipe.rewrites else "the forward"
+        compiles = [Move(f"compile-{mode}", recipe.with_(compile_mode=mode),
+                         f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in '
+                         "PyTorch") for mode in compile_modes]
+        # On a GPU, after a rewrite the GEMM/conv stays cuBLAS/cuDNN: compiling the rest of the rewritten forward comes
+        # right after the rewrites (fold -> compile), before kernels of our own for what is left
+        at = len(rewrite_moves(recipe, analysis)) if device == "cuda" and recipe.rewrites else len(moves)
+        moves[at:at] = compiles
     if len(unfused) > 1 and target != "torch":
-        kinds = {r.index: r.kind for r in analysis.regions}
+        kinds = {r.index: r.kind for r in regions}
         for k in unfused:
             moves.append(Move(
                 f"fuse-{k}", recipe.with_(fused=(*recipe.fused, k), backend=backend),
-                f"Fuse one {KIND_WORDS[kinds[k]]} into a {words} kernel ({_regions_text(analysis, [k])}): "
-                f"{_why(analysis, [k])}"))
+                f"Fuse one {KIND_WORDS[kinds[k]]} into a {words} kernel ({_regions_text(regions, [k])}): "
+                f"{_why(regions, [k])}"))
     if device == "cuda":
         if not recipe.cuda_graph:
             moves.append(Move("cuda-graph", recipe.with_(cuda_graph=True),
@@ -112,6 +135,24 @@ def gpu_first(moves: list[Move], recipe: Recipe, device: str) -> list[Move]:
     return [*first, *(m for m in moves if m.name not in GPU_FIRST)]
 
 
+def rewrite_moves(recipe: Recipe, analysis: Facts) -> list[Move]:
+    """The exact rewrites that apply and are not applied yet, in the order they run; listed before every other
+    move (they remove work and change no result beyond fp32 rounding). On a recipe with fused kernels the rewritten
+    forward's fusions replace them all (fold, then fuse the rest)."""
+    out = []
+    for name in REWRITES:
+        if name not in analysis.rewrites or name in recipe.rewrites:
+            continue
+        new = recipe.with_(rewrites=(*recipe.rewrites, name))
+        if ",".join(new.rewrites) not in analysis.variants:
+            continue  # changes nothing after the rewrites already applied (e.g. gemm-to-gemv before drop-redundant)
+        if recipe.fused:
+            new = new.with_(fused=tuple(r.index for r in analysis.regions_for(new.rewrites)), backend=recipe.backend)
+        found = analysis.rewrites[name]
+        out.append(Move(name, new, f"{REWRITE_WHY[name]}. Here: {found}" if found else REWRITE_WHY[name]))
+    return out
+
+
 def choose(moves: list[Move], tried: set[Recipe], rng: random.Random, first: bool = False) -> Move | None:
     """The most promising move for a node's first child, and an untried leading move before anything else; for
     later children a seeded choice among the untried moves, weighted towards the most promising (4:2:1:1...), so
@@ -133,8 +174,11 @@ class Fix:
 
 
 def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
-    """What the last move changed: "fused", "backend", "compile", "cuda_graph", "channels_last"."""
+    """What the last move changed: "rewrites", "fused", "backend", "compile", "cuda_graph", "channels_last"."""
     out = set()
+    if before.rewrites != after.rewrites:
+        out.add("rewrites")  # the fusions are re-found on the rewritten forward: their change follows from it
+        before = before.with_(fused=after.fused, backend=after.backend)
     if before.fused != after.fused:
         out.add("fused")
     if before.backend != after.backend and before.fused:
@@ -158,7 +202,7 @@ def fixes(recipe: Recipe, analysis: Facts, verdict: str | None, log_text: str,
     from the parent's recipe), drop a fused kernel an error line names, fall back to a safer kernel variant,
     remove the risky wrappers; never the parent again (it is already measured) and never the bare reference."""
     out: list[Fix] = []
-    regions = {r.index: r for r in analysis.regions}
+    regions = {r.index: r for r in analysis.regions_for(recipe.rewrites)}
     errors = _error_lines(log_text) if verdict in ("build_error", "runtime_error", "timeout") else ""
     for k in recipe.fused:
         if k in regions and regions[k].name in errors:
@@ -184,6 +228,13 @@ def fixes(recipe: Recipe, analysis: Facts, verdict: str | None, log_text: str,
         out.append(Fix(recipe.with_(compile_mode=None), "remove torch.compile", "compile"))
     if recipe.channels_last:
         out.append(Fix(recipe.with_(channels_last=False), "keep the default contiguous (NCHW) layout", "channels_last"))
+    if recipe.rewrites:
+        last_rewrite = recipe.rewrites[-1]
+        rest = recipe.rewrites[:-1]
+        fused = tuple(r.index for r in analysis.regions_for(rest)) if recipe.fused else ()
+        out.append(Fix(recipe.with_(rewrites=rest, fused=fused, backend=recipe.backend if fused else None),
+                       f"undo the rewrite {last_rewrite}; PyTorch runs those ops as the reference does"
+                       + (" (the fused kernels re-found on that forward)" if fused else ""), "rewrites"))
     if len(recipe.fused) > 1:
         last = recipe.fused[-1]
         out.append(Fix(recipe.with_(fused=recipe.fused[:-1]),

@@ -13,22 +13,36 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 BACKEND_WORDS = {
     "cpp-omp": "C++/OpenMP", "cpp-serial": "serial C++", "triton": "Triton", "cuda": "CUDA C++",
 }
+# The exact graph rewrites (search.teams.rules.rewrite), in the order they run.
+REWRITES = ("drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv")
 _LINE = re.compile(r"^(?:# )?Recipe: (.*)$", re.MULTILINE)
+
+
+def ordered(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The rewrite names in the order they run; an unknown name raises ValueError naming the known ones."""
+    for n in names:
+        if n not in REWRITES:
+            raise ValueError(f"unknown rewrite {n!r}; use one of {REWRITES}")
+    return tuple(n for n in REWRITES if n in names)
 
 
 @dataclass(frozen=True)
 class Recipe:
     """fused: indices of the traced regions replaced by kernels written with backend; compile_mode: wrap the
     forward in torch.compile; cuda_graph: replay the forward from a captured CUDA graph; channels_last:
-    keep convolution weights and 4-D inputs in channels_last."""
+    keep convolution weights and 4-D inputs in channels_last; rewrites: the exact graph rewrites applied first
+    (search.teams.rules.rewrite, in the order they run), after which `fused` names the rewritten forward's fusions."""
 
     fused: tuple[int, ...] = ()
     backend: str | None = None
     compile_mode: str | None = None
     cuda_graph: bool = False
     channels_last: bool = False
+    rewrites: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if tuple(self.rewrites) != ordered(self.rewrites) or len(set(self.rewrites)) != len(self.rewrites):
+            raise ValueError(f"rewrites {self.rewrites!r} must be distinct names from {REWRITES}, in that order")
         if self.backend is not None and self.backend not in BACKENDS:
             raise ValueError(f"unknown kernel backend {self.backend!r}; use one of {BACKENDS}")
         if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
@@ -44,12 +58,16 @@ class Recipe:
         fused = changes.get("fused")
         if fused is not None:
             changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[call-overload]
+        if changes.get("rewrites") is not None:
+            changes["rewrites"] = ordered(tuple(set(changes["rewrites"])))  # type: ignore[call-overload]
         if changes.get("fused", self.fused) == () and "backend" not in changes:
             changes["backend"] = None
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def to_text(self) -> str:
         parts = []
+        if self.rewrites:
+            parts.append("rewrite=" + ",".join(self.rewrites))
         if self.fused:
             parts.append(f"fuse={self.backend}:" + ",".join(str(i) for i in self.fused))
         if self.channels_last:
@@ -69,8 +87,11 @@ class Recipe:
         fused: tuple[int, ...] = ()
         backend = compile_mode = None
         cuda_graph = channels_last = False
+        rewrites: tuple[str, ...] = ()
         for part in (p.strip() for p in text.split(";")):
-            if part.startswith("fuse="):
+            if part.startswith("rewrite="):
+                rewrites = tuple(n for n in part[8:].split(",") if n)
+            elif part.startswith("fuse="):
                 backend, _, idx = part[5:].partition(":")
                 fused = tuple(int(i) for i in idx.split(",") if i)
             elif part.startswith("compile="):
@@ -81,11 +102,13 @@ class Recipe:
                 channels_last = True
             else:
                 raise ValueError(f"unknown recipe part {part!r} in {text!r}")
-        return cls(fused, backend, compile_mode, cuda_graph, channels_last)
+        return cls(fused, backend, compile_mode, cuda_graph, channels_last, rewrites)
 
     def describe(self) -> str:
         """The applied moves in words, for the candidate's docstring."""
         words = []
+        if self.rewrites:
+            words.append(f"exact rewrites {', '.join(self.rewrites)}")
         if self.fused:
             words.append(f"{len(self.fused)} fused kernel(s) in {BACKEND_WORDS[self.backend or '']}")
         if self.channels_last:

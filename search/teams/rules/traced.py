@@ -21,6 +21,7 @@ from search.teams.rules.candidate import render
 from search.teams.rules.facts import facts_of
 from search.teams.rules.fusion import analyse
 from search.teams.rules.remote import LOADED, Request, expand
+from search.teams.rules.rewrite import variants
 
 
 def dtypes(cuda: bool) -> tuple[torch.dtype, ...]:
@@ -32,7 +33,7 @@ def analyse_and_render(request: dict[str, Any], report: Callable[[str], None] | 
     """Trace the problem (see module doc) and render the recipes asked for; report(LOADED) once it is imported."""
     source = str(request["problem_source"])
     analysis = analyse(source, dtypes(bool(request.get("cuda"))), (lambda: report(LOADED)) if report else None)
-    facts = facts_of(analysis)
+    facts = facts_of(analysis, *variants(analysis))
     sources: dict[str, str] = {}
     errors: dict[str, str] = {}
     for recipe in expand(Request.from_payload(request), facts):
