@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
 from search.teams.rules.fusion import Analysis, forward_source
-from search.teams.rules.kinds import Fusion
+from search.teams.rules.gemms import after_activation
+from search.teams.rules.kinds import Fusion, GemmEpilogue
 from search.teams.rules.recipe import Recipe
-from search.teams.rules.writers.table import kernel_section
+from search.teams.rules.writers.gemm import gemm_section
+from search.teams.rules.writers.table import kernel_section, names_of
 
 RULE = "# " + "-" * 98
 
@@ -41,7 +43,7 @@ def header(recipe: Recipe, problem_name: str) -> str:
     )
 
 
-def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> str:
+def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion | GemmEpilogue]) -> str:
     sig, call = analysis.signature, analysis.call
     lines = ["class ModelNew(Model):",
              f'    """The reference Model with: {recipe.describe()}."""', ""]
@@ -133,16 +135,32 @@ CHANNELS_LAST_HELPER = '''def _channels_last_inputs(args, kwargs):
 '''
 
 
+def gemms_of(recipe: Recipe, analysis: Analysis) -> list[GemmEpilogue]:
+    """The GEMM epilogues recipe.gemm writes: every one for the Triton template; for cuBLASLt, those whose epilogue
+    starts with an activation it applies."""
+    if not recipe.gemm or analysis.graph_module is None:
+        return []
+    return [g for g in analysis.gemms if recipe.gemm == "triton" or g.activation is not None]
+
+
 def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem") -> Rendered:
     """The full candidate source for recipe (regions not found in analysis are ignored)."""
-    regions = [r for r in analysis.regions if r.index in recipe.fused] if analysis.graph_module else []
+    gemms = gemms_of(recipe, analysis)
+    in_gemm = {g.index for g in gemms}
+    regions = ([r for r in analysis.regions if r.index in recipe.fused and r.index not in in_gemm]
+               if analysis.graph_module else [])
+    rests = {g.index: after_activation(g) for g in gemms if recipe.gemm == "cublaslt"}
+    kernels: list[Fusion] = [*regions, *(r for r in rests.values() if r is not None)]
     parts = [header(recipe, problem_name), "\n", problem_source.strip("\n") + "\n", "\n\n"]
     parts.append(_title(KERNELS_TITLE))
-    if regions and recipe.backend:
-        parts.append(kernel_section(regions, recipe.backend))
-    else:
+    if kernels and recipe.backend:
+        parts.append(kernel_section(kernels, recipe.backend))
+    if gemms and recipe.gemm:
+        parts.append(("\n\n" if kernels else "") + gemm_section(
+            gemms, recipe.gemm, names_of, {k: None if r is None else r.name for k, r in rests.items()}))
+    if not kernels and not gemms:
         parts.append("# (none: this candidate uses PyTorch ops only)\n")
     if recipe.channels_last:
         parts += ["\n\n", CHANNELS_LAST_HELPER]
-    parts += ["\n\n", _title(MODEL_TITLE), model_section(recipe, analysis, regions)]
+    parts += ["\n\n", _title(MODEL_TITLE), model_section(recipe, analysis, [*regions, *gemms])]
     return Rendered("".join(parts), regions)

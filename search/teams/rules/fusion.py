@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -18,8 +18,9 @@ import torch.fx as fx
 import torch.nn as nn
 from torch.fx.passes.shape_prop import ShapeProp
 
+from search.teams.rules.gemms import find_gemm_epilogues
 from search.teams.rules.graph import build_region, eligible_calls, grow
-from search.teams.rules.kinds import Fusion
+from search.teams.rules.kinds import Fusion, GemmEpilogue
 from search.teams.rules.problem import load_problem
 from search.teams.rules.reductions import find_reductions
 from search.teams.rules.rowwise import find_row_ops
@@ -35,6 +36,7 @@ class Analysis:
     signature: str = "self, *args, **kwargs"
     call: str = "*args, **kwargs"
     has_conv: bool = False
+    gemms: list[GemmEpilogue] = field(default_factory=list)
 
 
 def trace(model: nn.Module, inputs: list[Any]) -> fx.GraphModule:
@@ -124,13 +126,14 @@ def analyse(problem_source: str, allowed_dtypes: tuple[torch.dtype, ...] = (torc
     if gm is None:
         return Analysis(None, [], error, signature, call)
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in gm.modules())
-    return Analysis(gm, find_regions(gm, allowed_dtypes), None, signature, call, has_conv)
+    regions = find_regions(gm, allowed_dtypes)
+    return Analysis(gm, regions, None, signature, call, has_conv, find_gemm_epilogues(gm, regions))
 
 
 _DELETES = re.compile(r";\s+(?:\w+ = )+None$")
 
 
-def forward_source(gm: fx.GraphModule, regions: list[Fusion], method: str = "forward") -> str:
+def forward_source(gm: fx.GraphModule, regions: list[Any], method: str = "forward") -> str:
     """Python source of `def <method>(self, ...)` for the traced graph with each region replaced by a call
     to its fused kernel (a module-level function named region.name). Indented for a class body."""
     graph = fx.Graph()

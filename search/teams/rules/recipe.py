@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 BACKENDS = ("cpp-omp", "cpp-serial", "triton", "cuda")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+GEMM_MODES = ("triton", "cublaslt")
 BACKEND_WORDS = {
     "cpp-omp": "C++/OpenMP", "cpp-serial": "serial C++", "triton": "Triton", "cuda": "CUDA C++",
 }
@@ -20,20 +21,25 @@ _LINE = re.compile(r"^Recipe: (.*)$", re.MULTILINE)
 class Recipe:
     """fused: indices of the traced regions replaced by kernels written with backend; compile_mode: wrap the
     forward in torch.compile; cuda_graph: replay the forward from a captured CUDA graph; channels_last:
-    keep convolution weights and 4-D inputs in channels_last."""
+    keep convolution weights and 4-D inputs in channels_last; gemm: write each GEMM with an elementwise epilogue
+    as one function (search.teams.rules.writers.gemm): "triton" (a tuned Triton GEMM applying the epilogue in
+    registers) or "cublaslt" (bias + ReLU/GELU inside cuBLASLt, the rest in a kernel of the backend)."""
 
     fused: tuple[int, ...] = ()
     backend: str | None = None
     compile_mode: str | None = None
     cuda_graph: bool = False
     channels_last: bool = False
+    gemm: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
             raise ValueError(f"unknown kernel backend {self.backend!r}; use one of {BACKENDS}")
         if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
             raise ValueError(f"unknown torch.compile mode {self.compile_mode!r}; use one of {COMPILE_MODES}")
-        if self.fused and self.backend is None:
+        if self.gemm is not None and self.gemm not in GEMM_MODES:
+            raise ValueError(f"unknown GEMM epilogue writer {self.gemm!r}; use one of {GEMM_MODES}")
+        if (self.fused or self.gemm) and self.backend is None:
             raise ValueError("fused regions need a kernel backend")
 
     @property
@@ -44,7 +50,8 @@ class Recipe:
         fused = changes.get("fused")
         if fused is not None:
             changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[call-overload]
-        if changes.get("fused", self.fused) == () and "backend" not in changes:
+        if (changes.get("fused", self.fused) == () and not changes.get("gemm", self.gemm)
+                and "backend" not in changes):
             changes["backend"] = None
         return replace(self, **changes)  # type: ignore[arg-type]
 
@@ -52,6 +59,8 @@ class Recipe:
         parts = []
         if self.fused:
             parts.append(f"fuse={self.backend}:" + ",".join(str(i) for i in self.fused))
+        if self.gemm:
+            parts.append(f"gemm={self.gemm}" + ("" if self.fused else f"@{self.backend}"))
         if self.channels_last:
             parts.append("channels-last")
         if self.compile_mode:
@@ -67,12 +76,15 @@ class Recipe:
         if text in ("", "none"):
             return cls()
         fused: tuple[int, ...] = ()
-        backend = compile_mode = None
+        backend = compile_mode = gemm = None
         cuda_graph = channels_last = False
         for part in (p.strip() for p in text.split(";")):
             if part.startswith("fuse="):
                 backend, _, idx = part[5:].partition(":")
                 fused = tuple(int(i) for i in idx.split(",") if i)
+            elif part.startswith("gemm="):
+                gemm, _, gemm_backend = part[5:].partition("@")
+                backend = backend or gemm_backend or None
             elif part.startswith("compile="):
                 compile_mode = part[8:]
             elif part == "cuda-graph":
@@ -81,13 +93,16 @@ class Recipe:
                 channels_last = True
             else:
                 raise ValueError(f"unknown recipe part {part!r} in {text!r}")
-        return cls(fused, backend, compile_mode, cuda_graph, channels_last)
+        return cls(fused, backend, compile_mode, cuda_graph, channels_last, gemm)
 
     def describe(self) -> str:
         """The applied moves in words, for the candidate's docstring."""
         words = []
         if self.fused:
             words.append(f"{len(self.fused)} fused kernel(s) in {BACKEND_WORDS[self.backend or '']}")
+        if self.gemm:
+            words.append("GEMM + epilogue as " + ("one Triton GEMM" if self.gemm == "triton"
+                                                  else "cuBLASLt bias/activation epilogue"))
         if self.channels_last:
             words.append("channels_last memory format")
         if self.compile_mode:
