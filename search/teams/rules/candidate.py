@@ -96,6 +96,8 @@ def _pack(call: str) -> str:
 CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
         """Run fn from a CUDA graph captured for these input shapes: one launch instead of many."""
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        if not tensors or not all(t.is_cuda for t in tensors):
+            return fn(*args, **kwargs)  # a CUDA graph replays device work only: CPU inputs run directly
         key = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors) + tuple(
             a for a in (*args, *kwargs.values()) if not isinstance(a, torch.Tensor))
         # Static buffers are ordinary tensors even when the caller runs under torch.inference_mode.
@@ -110,6 +112,7 @@ CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
             lambda t: t.clone() if isinstance(t, torch.Tensor) else t, self._static_output)
 
     def _capture(self, fn, key, args, kwargs):
+        self._graph = self._static_output = None  # a new shape: free the old graph's memory first
         self._static_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         self._static_kwargs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
         self._static_tensors = [a for a in (*self._static_args, *self._static_kwargs.values())

@@ -5,6 +5,7 @@ roles choose moves and fixes from Facts alone (search.teams.rules.moves)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,26 +40,89 @@ class RegionFacts:
         return cls(int(d["index"]), str(d["name"]), str(d["summary"]), str(d["kind"]), operands)
 
 
+@dataclass(frozen=True)
+class GemmFacts:
+    """A GEMM with an elementwise epilogue (search.teams.rules.kinds.GemmEpilogue): the epilogue region's index, the
+    function's name, the whole in words, and the first op when cuBLASLt can apply it ("relu", "gelu" or None)."""
+
+    index: int
+    name: str
+    summary: str
+    activation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "summary": self.summary, "activation": self.activation}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GemmFacts:
+        act = d.get("activation")
+        return cls(int(d["index"]), str(d["name"]), str(d["summary"]), None if act is None else str(act))
+
+
+# A forward is launch-bound when it runs many ops on small tensors: each kernel then costs about its launch (a few
+# microseconds), so replaying one captured CUDA graph saves most of the time. Thresholds: at least LAUNCH_OPS ops
+# (calls in the traced graph) and no tensor or parameter larger than LAUNCH_NUMEL elements.
+LAUNCH_OPS = 20
+LAUNCH_NUMEL = 1 << 20
+
+
 @dataclass
 class Facts:
-    """The fusions found, whether the model has a convolution, and why tracing failed (error) when it did."""
+    """The fusions found, whether the model has a convolution, and why tracing failed (error) when it did; the GEMM
+    epilogues; the traced op count and the largest tensor's element count (launch_bound); the regions that read
+    a convolution's output (conv_epilogues: the channels_last + fused epilogue combination)."""
 
     regions: list[RegionFacts] = field(default_factory=list)
     error: str | None = None
     has_conv: bool = False
+    gemms: list[GemmFacts] = field(default_factory=list)
+    n_ops: int = 0
+    max_numel: int = 0
+    conv_epilogues: tuple[int, ...] = ()
+
+    @property
+    def launch_bound(self) -> bool:
+        return self.n_ops >= LAUNCH_OPS and 0 < self.max_numel <= LAUNCH_NUMEL
 
     def to_dict(self) -> dict[str, Any]:
-        return {"regions": [r.to_dict() for r in self.regions], "error": self.error, "has_conv": self.has_conv}
+        return {"regions": [r.to_dict() for r in self.regions], "error": self.error, "has_conv": self.has_conv,
+                "gemms": [g.to_dict() for g in self.gemms], "n_ops": self.n_ops, "max_numel": self.max_numel,
+                "conv_epilogues": list(self.conv_epilogues)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Facts:
         error = d.get("error")
         return cls([RegionFacts.from_dict(r) for r in d.get("regions", [])], None if error is None else str(error),
-                   bool(d.get("has_conv")))
+                   bool(d.get("has_conv")), [GemmFacts.from_dict(g) for g in d.get("gemms", [])],
+                   int(d.get("n_ops", 0)), int(d.get("max_numel", 0)),
+                   tuple(int(i) for i in d.get("conv_epilogues", [])))
 
 
 def facts_of(analysis: Any) -> Facts:
     """The plain facts of a search.teams.rules.fusion.Analysis (child side: it holds the traced graph)."""
     regions = [RegionFacts(r.index, r.name, r.summary, fusion_kind(r),
                            tuple((i.node, i.kind, i.dim) for i in r.inputs)) for r in analysis.regions]
-    return Facts(regions, analysis.error, bool(analysis.has_conv))
+    gemms = [GemmFacts(g.index, g.name, g.summary, g.activation) for g in getattr(analysis, "gemms", [])]
+    return Facts(regions, analysis.error, bool(analysis.has_conv), gemms, *graph_size(analysis.graph_module),
+                 conv_epilogues(analysis))
+
+
+def graph_size(gm: Any) -> tuple[int, int]:
+    """(ops, largest element count among the traced tensors and the model's parameters) of a traced forward."""
+    if gm is None:
+        return 0, 0
+    ops = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+    sizes = [math.prod(m.shape) for n in gm.graph.nodes if hasattr(m := n.meta.get("tensor_meta"), "shape")]
+    sizes += [p.numel() for p in gm.parameters()]
+    return ops, max(sizes, default=0)
+
+
+def conv_epilogues(analysis: Any) -> tuple[int, ...]:
+    """Indices of the elementwise regions that read a convolution module's output as a full input."""
+    gm = analysis.graph_module
+    if gm is None or not analysis.has_conv:
+        return ()
+    convs = {n.name for n in gm.graph.nodes
+             if n.op == "call_module" and type(gm.get_submodule(str(n.target))).__name__.startswith("Conv")}
+    return tuple(r.index for r in analysis.regions if fusion_kind(r) in ("single", "chain")
+                 and any(i.kind == "full" and i.node in convs for i in r.inputs))

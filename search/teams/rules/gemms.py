@@ -90,6 +90,7 @@ def find_gemm_epilogues(gm: fx.GraphModule, regions: list[Fusion]) -> list[GemmE
             gemm = _gemm(gm, node)
             x_meta = meta(gemm[0]) if gemm else None
             if (gemm is None or x_meta is None or x_meta.dtype != torch.float32
+                    or gemm[0].name in {i.node for i in region.inputs}  # one parameter per input of the function
                     or any(u.name not in region.nodes for u in node.users)
                     or not _epilogue_inputs_fit(region, k)):
                 continue

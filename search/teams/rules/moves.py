@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from search.teams.rules.combos import conv_moves, gemm_fixes, gemm_moves, graph_moves
 from search.teams.rules.facts import Facts
 from search.teams.rules.recipe import BACKEND_WORDS, Recipe
 
@@ -65,6 +66,9 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
             "fuse-all", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend),
             f"Fuse the traced forward into {words} kernels of our own, one per fusion "
             f"({_regions_text(analysis, unfused)}). Why it is faster: {_why(analysis, unfused)}"))
+    if device == "cuda" and target != "torch":
+        moves += [Move(*m) for m in (*gemm_moves(recipe, analysis, backend, target),
+                                     *conv_moves(recipe, analysis, backend))]
     compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
                                                                                        "max-autotune-no-cudagraphs"]
     if recipe.compile_mode is None:
@@ -81,10 +85,7 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
                 f"Fuse one {KIND_WORDS[kinds[k]]} into a {words} kernel ({_regions_text(analysis, [k])}): "
                 f"{_why(analysis, [k])}"))
     if device == "cuda":
-        if not recipe.cuda_graph:
-            moves.append(Move("cuda-graph", recipe.with_(cuda_graph=True),
-                              "Capture forward in a CUDA graph (static shapes) and replay it: one launch "
-                              "instead of one per kernel, removing launch overhead"))
+        moves[0:0] = [Move(*m) for m in graph_moves(recipe, analysis, backend if target != "torch" else None)]
         if analysis.has_conv and not recipe.channels_last:
             moves.append(Move("channels-last", recipe.with_(channels_last=True),
                               "Keep convolution weights and 4-D inputs in channels_last (NHWC), the layout "
@@ -117,7 +118,7 @@ class Fix:
 
 
 def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
-    """What the last move changed: "fused", "backend", "compile", "cuda_graph", "channels_last"."""
+    """What the last move changed: "fused", "backend", "compile", "cuda_graph", "channels_last", "gemm"."""
     out = set()
     if before.fused != after.fused:
         out.add("fused")
@@ -129,6 +130,8 @@ def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
         out.add("cuda_graph")
     if before.channels_last != after.channels_last:
         out.add("channels_last")
+    if before.gemm != after.gemm:
+        out.add("gemm")
     return out
 
 
@@ -158,6 +161,7 @@ def fixes(recipe: Recipe, analysis: Facts, verdict: str | None, log_text: str,
     if recipe.fused and recipe.backend == "triton":
         out.append(Fix(recipe.with_(backend="cuda"), "rewrite the fused kernels in CUDA C++ instead of Triton",
                        "backend"))
+    out += [Fix(*f) for f in gemm_fixes(recipe, analysis)]
     if recipe.cuda_graph:
         out.append(Fix(recipe.with_(cuda_graph=False), "stop replaying a captured CUDA graph; call forward directly",
                        "cuda_graph"))

@@ -5,7 +5,8 @@ triton    a tiled Triton GEMM (fp32 accumulation with IEEE-precision dots: no TF
           whole elementwise epilogue to the accumulator in registers before its one store. The tile shape is chosen
           among GEMM_CONFIGS at the first call per (M, N, K) by triton.autotune and cached; on the CPU (the Triton
           interpreter, TRITON_INTERPRET=1) one small tile runs, untuned.
-cublaslt  torch._addmm_activation: cuBLASLt adds the bias and applies ReLU / tanh-GELU inside the GEMM; the rest of
+cublaslt  torch._addmm_activation: cuBLASLt adds the bias and applies ReLU / tanh-GELU inside the GEMM (on the CPU,
+          where its GELU is the erf form, a GELU model gets addmm + F.gelu(approximate="tanh")); the rest of
           the epilogue runs in the team's own fused kernel (written by the recipe's backend, search.teams.rules.
           gemms.after_activation)."""
 
@@ -151,8 +152,14 @@ def cublaslt_launcher(g: GemmEpilogue, names: list[str], rest: str | None) -> st
                   + (f", the rest in {rest}" if rest else ""))
     wt = f"{w}.t()" if g.transposed else w
     b = bias if bias is not None else "torch.zeros(_out_shape[-1], dtype=_a.dtype, device=_a.device)"
-    lines.append(f"    _y = torch._addmm_activation({b}, _a, {wt}, use_gelu={g.activation == 'gelu'})"
-                 ".reshape(_out_shape)")
+    if g.activation == "gelu":  # CUDA's GELU epilogue is the tanh form, the CPU's _addmm_activation the erf one
+        lines += ["    if _a.is_cuda:",
+                  f"        _y = torch._addmm_activation({b}, _a, {wt}, use_gelu=True).reshape(_out_shape)",
+                  "    else:",
+                  f"        _y = torch.nn.functional.gelu(torch.addmm({b}, _a, {wt}), approximate='tanh')"
+                  ".reshape(_out_shape)"]
+    else:
+        lines.append(f"    _y = torch._addmm_activation({b}, _a, {wt}).reshape(_out_shape)")
     lines.append(f"    return {rest}({', '.join(['_y', *others])})" if rest else "    return _y")
     return "\n".join(lines) + "\n"
 
