@@ -215,3 +215,19 @@ def test_the_gemm_conv_and_graph_candidates_match_the_reference_on_cuda(tmp_path
                 assert torch.allclose(got, want, atol=1e-3, rtol=1e-3), (recipe, (got - want).abs().max())
                 outs.append(got)
         assert len({o.data_ptr() for o in outs}) == 3, recipe  # a fresh output per call
+
+
+def test_every_sample_gemm_candidate_is_valid_python_with_distinct_parameters() -> None:
+    """Both GEMM writers over every sample problem with a GEMM epilogue (an epilogue operand named like the GEMM's
+    own input, e.g. a residual `x`, must not repeat a kernel parameter)."""
+    from tests.teams.samples import analysis, problems
+
+    seen = 0
+    for problem, source in problems().items():
+        a = analysis(problem, True)
+        for mode in ("triton", "cublaslt"):
+            if a.gemms:
+                rendered = render(source, Recipe(backend="triton", gemm=mode), a, problem).source
+                compile(rendered, f"{problem}-{mode}.py", "exec")
+                seen += 1
+    assert seen >= 12

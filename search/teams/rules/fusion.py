@@ -141,16 +141,25 @@ def forward_source(gm: fx.GraphModule, regions: list[Any], method: str = "forwar
     by_output = {r.nodes[-1]: r for r in regions}
     skipped = {name for r in regions for name in r.nodes[:-1]}
     kernels = {r.name: _named_function(r.name) for r in regions}
+    attrs: dict[str, fx.Node] = {}  # get_attr target -> its node in the new graph (one per attribute)
+
+    def attr(target: str) -> fx.Node:
+        if target not in attrs:
+            attrs[target] = graph.get_attr(target)
+        return attrs[target]
+
     for node in gm.graph.nodes:
         if node.name in skipped:
             continue
         if node.name in by_output:
             region = by_output[node.name]
             names = {n.name: n for n in gm.graph.nodes}
-            args = tuple(env[names[i.node]] if i.attr is None else graph.get_attr(i.attr) for i in region.inputs)
+            args = tuple(env[names[i.node]] if i.attr is None else attr(i.attr) for i in region.inputs)
             new = graph.call_function(kernels[region.name], args)
             new.name = node.name
             env[node] = new
+        elif node.op == "get_attr":
+            env[node] = attr(str(node.target))
         else:
             env[node] = graph.node_copy(node, lambda n: env[n])
         env[node].type = None  # annotations would name fx's private aliases (_torch_Tensor_)

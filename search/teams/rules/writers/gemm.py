@@ -54,8 +54,9 @@ def _epilogue_checks(g: GemmEpilogue, names: list[str], out_shape: str) -> list[
 def triton_kernel(g: GemmEpilogue, names: list[str]) -> str:
     first = 3 if g.bias_attr is not None else 2
     others = names[first:]
-    params = ["x_ptr", "w_ptr", *(["b_ptr"] if g.bias_attr is not None else []), *[f"{n}_ptr" for n in others],
-              "out_ptr", "M", "N", "K", "stride_xm", "stride_xk", "stride_wn", "stride_wk"]
+    # The GEMM's own pointers start with "_": the epilogue's are named <traced node>_ptr, and no traced name is _x.
+    params = ["_x_ptr", "_w_ptr", *(["_b_ptr"] if g.bias_attr is not None else []), *[f"{n}_ptr" for n in others],
+              "_out_ptr", "M", "N", "K", "stride_xm", "stride_xk", "stride_wn", "stride_wk"]
     lines = ["@triton.autotune(configs=_GEMM_CONFIGS, key=['M', 'N', 'K'])",
              "@triton.jit",
              f"def _{g.name}_kernel({', '.join(params)},",
@@ -73,8 +74,8 @@ def triton_kernel(g: GemmEpilogue, names: list[str]) -> str:
              "    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
              "    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
              "    rk = tl.arange(0, BLOCK_K)",
-             "    x_tile = x_ptr + (rows % M)[:, None].to(tl.int64) * stride_xm + rk[None, :] * stride_xk",
-             "    w_tile = w_ptr + rk[:, None] * stride_wk + (cols % N)[None, :].to(tl.int64) * stride_wn",
+             "    x_tile = _x_ptr + (rows % M)[:, None].to(tl.int64) * stride_xm + rk[None, :] * stride_xk",
+             "    w_tile = _w_ptr + rk[:, None] * stride_wk + (cols % N)[None, :].to(tl.int64) * stride_wn",
              "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
              "    for k in range(0, tl.cdiv(K, BLOCK_K)):",
              "        k_left = K - k * BLOCK_K",
@@ -88,7 +89,7 @@ def triton_kernel(g: GemmEpilogue, names: list[str]) -> str:
              "    mask = row_mask[:, None] & col_mask[None, :]",
              "    offs = rows[:, None].to(tl.int64) * N + cols[None, :]"]
     if g.bias_attr is not None:
-        lines.append("    acc += tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]")
+        lines.append("    acc += tl.load(_b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]")
     by_epi = {k: n for k, n in zip([k for k in range(len(g.epi.inputs)) if k != g.out_input], others)}
     last = len(g.epi.shape) - 1
 
@@ -106,7 +107,7 @@ def triton_kernel(g: GemmEpilogue, names: list[str]) -> str:
 
     body, result = body_lines(g.epi, load, "triton")
     lines += ["    " + b for b in body]
-    lines.append(f"    tl.store(out_ptr + offs, {result}.to(out_ptr.dtype.element_ty), mask=mask)")
+    lines.append(f"    tl.store(_out_ptr + offs, {result}.to(_out_ptr.dtype.element_ty), mask=mask)")
     return "\n".join(lines) + "\n"
 
 
@@ -134,11 +135,11 @@ def triton_launcher(g: GemmEpilogue, names: list[str]) -> str:
               "    if _out.numel() == 0:",
               "        return _out.reshape(_out_shape)",
               "    if _a.is_cuda:  # the tile shape is tuned at the first call per (M, N, K), then cached",
-              "        grid = lambda meta: (triton.cdiv(_m, meta['BLOCK_M']) * triton.cdiv(_n, meta['BLOCK_N']),)",
-              f"        _{g.name}_kernel[grid]({args})",
+              "        _grid = lambda meta: (triton.cdiv(_m, meta['BLOCK_M']) * triton.cdiv(_n, meta['BLOCK_N']),)",
+              f"        _{g.name}_kernel[_grid]({args})",
               "    else:  # the Triton interpreter (TRITON_INTERPRET=1): one small tile, untuned",
-              f"        grid = (triton.cdiv(_m, {t}) * triton.cdiv(_n, {t}),)",
-              f"        _{g.name}_kernel.fn[grid]({args}, BLOCK_M={t}, BLOCK_N={t}, BLOCK_K={t}, GROUP_M=4)",
+              f"        _grid = (triton.cdiv(_m, {t}) * triton.cdiv(_n, {t}),)",
+              f"        _{g.name}_kernel.fn[_grid]({args}, BLOCK_M={t}, BLOCK_N={t}, BLOCK_K={t}, GROUP_M=4)",
               "    return _out.reshape(_out_shape)"]
     return "\n".join(lines) + "\n"
 
