@@ -37,6 +37,7 @@ from search.teams.rules.fusion import analyse  # noqa: E402
 from search.teams.rules.problem import LoadedProblem  # noqa: E402
 from search.teams.rules.recipe import Recipe  # noqa: E402
 
+DEVICE = "cuda"
 LINEAR = '''import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -130,10 +131,10 @@ def problems(quick: bool) -> dict[str, str]:
     out = {}
     for name, (body, (m, k, n)) in GEMMS.items():
         if quick:
-            m, k, n = 256, 1024, 1024
+            m, k, n = 64, 128, 96
         lines = "\n".join("        " + ln for ln in body.splitlines())
         out[name] = LINEAR.format(m=m, k=k, n=n, body=lines)
-    out["conv_bias_relu_hardswish"] = CONV
+    out["conv_bias_relu_hardswish"] = CONV.replace("(128, 64, 128, 128)", "(2, 64, 20, 24)") if quick else CONV
     out["launch_bound_8x_linear_chain"] = SMALL_CHAIN
     first = ["gemm_relu_scale_add", "gemm_gelu_tanh_div", "launch_bound_8x_linear_chain", "conv_bias_relu_hardswish",
              "gemm_scale_hardtanh_gelu"]  # the most telling first: the run stops at --deadline
@@ -171,11 +172,19 @@ def load_model(source: str, cls: str) -> tuple[Any, Any]:
     spec.loader.exec_module(module)
     problem = LoadedProblem(module)
     torch.manual_seed(0)
-    model = getattr(problem.module, cls)(*problem.init_inputs()).cuda().eval()
+    model = getattr(problem.module, cls)(*problem.init_inputs()).to(DEVICE).eval()
     return model, problem
 
 
 def time_fn(fn: Any, quick: bool) -> dict[str, float]:
+    if DEVICE == "cpu":  # the smoke test: a few plain calls
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1e3)
+        times.sort()
+        return {"median_ms": times[1], "p20_ms": times[0], "p80_ms": times[2]}
     from triton.testing import do_bench
     med, lo, hi = do_bench(fn, warmup=10 if quick else 50, rep=30 if quick else 200, quantiles=[0.5, 0.2, 0.8])
     return {"median_ms": med, "p20_ms": lo, "p80_ms": hi}
@@ -186,17 +195,17 @@ def check(out: Any, ref: Any) -> dict[str, Any]:
     return {"max_abs_err": err, "correct": bool(torch.allclose(out, ref, atol=1e-2, rtol=1e-2))}
 
 
-def run_problem(name: str, source: str, quick: bool, with_autotune: bool) -> dict[str, Any]:
+def run_problem(name: str, source: str, quick: bool, with_autotune: bool, with_compile: bool = True) -> dict[str, Any]:
     analysis = analyse(source, (torch.float32,))
     row: dict[str, Any] = {"problem": name, "regions": [r.summary for r in analysis.regions],
                            "gemms": [g.summary for g in analysis.gemms], "variants": {}}
     ref_model, problem = load_model(source, "Model")
     torch.manual_seed(1)
-    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
+    inputs = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in problem.inputs()]
     with torch.no_grad():
         ref = ref_model(*inputs)
         variants: dict[str, Any] = {"eager": ref_model}
-        compile_modes = ["default"] + (["max-autotune-no-cudagraphs"] if with_autotune else [])
+        compile_modes = (["default"] + (["max-autotune-no-cudagraphs"] if with_autotune else [])) if with_compile else []
         for mode in compile_modes:
             variants[f"compile {mode}"] = torch.compile(ref_model, mode=mode)
         for label, recipe in recipes(name, analysis).items():
@@ -211,7 +220,8 @@ def run_problem(name: str, source: str, quick: bool, with_autotune: bool) -> dic
             started = time.monotonic()
             try:
                 out = fn(*inputs)
-                torch.cuda.synchronize()
+                if DEVICE == "cuda":
+                    torch.cuda.synchronize()
                 first_s = time.monotonic() - started
                 result = {**check(out, ref), **time_fn(lambda f=fn: f(*inputs), quick), "first_call_s": first_s}
             except Exception as exc:  # noqa: BLE001
@@ -261,18 +271,23 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds; later problems are skipped")
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke test)")
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script (Triton interpreter)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     started = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%F %T UTC",
+    info = {"device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu", "torch": torch.__version__, "date": time.strftime("%F %T UTC",
                                                                                                        time.gmtime())}
     try:
         import triton
         info["triton"] = triton.__version__
-        info["gelu_epilogue"] = gelu_epilogue_error()
+        if DEVICE == "cuda":
+            info["gelu_epilogue"] = gelu_epilogue_error()
     except Exception as exc:  # noqa: BLE001
         info["gelu_epilogue"] = {"error": repr(exc)}
     print(info, flush=True)
@@ -285,11 +300,12 @@ def main() -> None:
             skipped.append(name)
             continue
         try:
-            rows.append(run_problem(name, source, args.quick, with_autotune=elapsed < args.deadline * 0.6))
+            rows.append(run_problem(name, source, args.quick, elapsed < args.deadline * 0.6, not args.no_compile))
         except Exception as exc:  # noqa: BLE001
             rows.append({"problem": name, "variants": {}, "error": traceback.format_exc()[-2000:]})
             print(f"  {name}: {exc!r}", flush=True)
-        torch.cuda.empty_cache()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
         (out / "gemm_epilogue.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped},
                                                            indent=1))
     md = (f"# GEMM + epilogue candidates ({info['device']}, torch {info['torch']}, {info['date']})\n\n"
