@@ -87,10 +87,11 @@ def test_recipes_with_a_gemm_writer_round_trip_and_bad_ones_say_what_is_wrong() 
         Recipe(gemm="triton")
 
 
-def test_on_cuda_gemm_moves_follow_fuse_all_and_fuse_every_other_region() -> None:
+def test_on_cuda_the_cublaslt_move_follows_fuse_all_the_triton_gemm_the_compile_moves() -> None:
     f = facts(P.GEMM_EPILOGUES)
     names = [m.name for m in candidate_moves(Recipe(), f, "cuda")]
-    assert names[:3] == ["fuse-all", "gemm-cublaslt-epilogue", "gemm-triton-epilogue"]
+    assert names[:5] == ["fuse-all", "gemm-cublaslt-epilogue", "compile-max-autotune-no-cudagraphs",
+                         "compile-default", "gemm-triton-epilogue"]
     moves = {m.name: m for m in candidate_moves(Recipe(), f, "cuda")}
     assert moves["gemm-cublaslt-epilogue"].recipe == Recipe(fused=(1,), backend="triton", gemm="cublaslt")
     assert moves["gemm-triton-epilogue"].recipe == Recipe(backend="triton", gemm="triton")

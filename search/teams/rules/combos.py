@@ -7,8 +7,8 @@ conv-epilogue-nhwc      channels_last convolutions (cuDNN) with the epilogue fus
 fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest -> replay one captured CUDA graph
 cuda-graph              launch-bound forwards: replay one captured CUDA graph
 
-Order, from the H200 benchmark (benchmarks/gemm_epilogue.py, docs/benchmarks/rules.md): the cuBLASLt epilogue
-keeps cuBLAS's GEMM, so it is proposed before the Triton template, which is tried only after it."""
+Order (search.teams.rules.moves): the cuBLASLt epilogue keeps cuBLAS's GEMM and comes right after fuse-all; the
+Triton template (fp32 IEEE dots on the FMA units against cuBLAS's SGEMM) comes after the torch.compile moves."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ def _gemm_text(analysis: Facts, only_activation: bool) -> str:
     return "; ".join(g.summary for g in analysis.gemms if g.activation or not only_activation)
 
 
-def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None) -> list[MoveSpec]:
-    """GEMM + epilogue moves (CUDA only), each fusing every other region too."""
+def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None,
+               modes: tuple[str, ...] = ("cublaslt", "triton")) -> list[MoveSpec]:
+    """GEMM + epilogue moves of the writers in modes (CUDA only), each fusing every other region too."""
     if not analysis.gemms:
         return []
     every = (*recipe.fused, *(r.index for r in analysis.regions if r.index not in recipe.fused))
@@ -35,13 +36,13 @@ def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None
         return tuple(i for i in every if i not in taken)
 
     out: list[MoveSpec] = []
-    if recipe.gemm != "cublaslt" and any(g.activation for g in analysis.gemms):
+    if "cublaslt" in modes and recipe.gemm != "cublaslt" and any(g.activation for g in analysis.gemms):
         out.append(("gemm-cublaslt-epilogue", recipe.with_(gemm="cublaslt", backend=backend, fused=others("cublaslt")),
                     f"Let cuBLASLt add the bias and apply the activation inside the GEMM (torch._addmm_activation: "
                     f"its bias+ReLU / bias+GELU(tanh) epilogue, exact in fp32) and fuse the rest of each epilogue "
                     f"into one {BACKEND_WORDS[backend]} kernel ({_gemm_text(analysis, True)}). Why it is faster: the "
                     f"GEMM's output is written once, already activated, and read once by the fused rest"))
-    if recipe.gemm != "triton" and target != "cuda":
+    if "triton" in modes and recipe.gemm != "triton" and target != "cuda":
         out.append(("gemm-triton-epilogue", recipe.with_(gemm="triton", backend=backend, fused=others("triton")),
                     f"Write each GEMM with its epilogue as one Triton GEMM ({_gemm_text(analysis, False)}): tiles "
                     "accumulated in fp32 with IEEE-precision dots (the reference's precision, no TF32), the bias and "
