@@ -12,9 +12,8 @@ cublaslt  torch._addmm_activation: cuBLASLt adds the bias and applies ReLU / tan
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from search.teams.rules.kinds import GemmEpilogue
+from search.teams.rules.writers.base import Names
 from search.teams.rules.writers.body import body_lines
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): fp32 tiles (IEEE dots run on the FMA units, so tiles are
@@ -165,7 +164,7 @@ def cublaslt_launcher(g: GemmEpilogue, names: list[str], rest: str | None) -> st
     return "\n".join(lines) + "\n"
 
 
-def gemm_section(gemms: list[GemmEpilogue], mode: str, names: Callable[[GemmEpilogue], list[str]],
+def gemm_section(gemms: list[GemmEpilogue], mode: str, names: Names,
                  rest_names: dict[int, str | None]) -> str:
     """The candidate's GEMM kernels for a recipe's gemm=<mode>: after the backend's section."""
     if mode not in ("triton", "cublaslt"):
