@@ -232,3 +232,24 @@ def test_every_sample_gemm_candidate_is_valid_python_with_distinct_parameters() 
                 compile(rendered, f"{problem}-{mode}.py", "exec")
                 seen += 1
     assert seen >= 12
+
+
+@pytest.mark.slow
+def test_the_plan_and_code_roles_play_the_gemm_moves_through_the_tracing_child() -> None:
+    from search.engine.tree import Tree
+    from search.teams.rules import build_team
+    from search.teams.rules.recipe import recipe_of
+    from tests.teams.test_rules_protocol import attempt, passed
+
+    tree = Tree(P.GEMM_EPILOGUES, {"device": "cuda"})
+    passed(tree, 0, 2.0)
+    team = build_team({})
+    found = {}
+    for _ in range(5):  # fuse all, cuBLASLt epilogue, 2 compile modes, Triton GEMM
+        plan, source = attempt(tree, team, 0, device="cuda")
+        compile(source, "candidate.py", "exec")
+        found[recipe_of(source)] = " ".join(plan.instructions)
+    cublaslt = Recipe(fused=(1,), backend="triton", gemm="cublaslt")
+    triton = Recipe(backend="triton", gemm="triton")
+    assert cublaslt in found and triton in found
+    assert "cuBLASLt" in found[cublaslt] and "IEEE" in found[triton]
