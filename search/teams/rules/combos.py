@@ -4,11 +4,16 @@ instruction) and each fix a (recipe, why, aspect):
 gemm-cublaslt-epilogue  bias + ReLU/tanh-GELU inside cuBLASLt's GEMM, the rest of the epilogue in the team's kernel
 gemm-triton-epilogue    one Triton GEMM per Linear with its whole epilogue applied in registers before the store
 conv-epilogue-nhwc      channels_last convolutions (cuDNN) with the epilogue fused by the team's kernel reading NHWC
+fuse-graph              launch-bound forwards: fuse -> replay one captured CUDA graph
 fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest -> replay one captured CUDA graph
 cuda-graph              launch-bound forwards: replay one captured CUDA graph
 
-Order (search.teams.rules.moves): the cuBLASLt epilogue keeps cuBLAS's GEMM and comes right after fuse-all; the
-Triton template (fp32 IEEE dots on the FMA units against cuBLAS's SGEMM) comes after the torch.compile moves."""
+Order and scope, from the H200 benchmark (benchmarks/gemm_epilogue.py, docs/benchmarks/gemm_epilogue.md,
+2026-12-01): every move here comes after the torch.compile moves. The cuBLASLt epilogue ties compile(default) and
+the fused epilogue (within 1%) at 1024 x 8192 x 8192; the Triton template loses 2.2-4.5x to cuBLAS there, so it is
+proposed only for launch-bound forwards, where it beat fuse-all without a graph (0.365 vs 0.396 ms). On the
+launch-bound chain fuse -> CUDA graph won 3.76x over compile(default), the same as fuse -> compile -> graph (0.087
+vs 0.088 ms) without the compile time, so it comes first. The NHWC conv epilogue is not measured yet."""
 
 from __future__ import annotations
 
@@ -23,9 +28,9 @@ def _gemm_text(analysis: Facts, only_activation: bool) -> str:
     return "; ".join(g.summary for g in analysis.gemms if g.activation or not only_activation)
 
 
-def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None,
-               modes: tuple[str, ...] = ("cublaslt", "triton")) -> list[MoveSpec]:
-    """GEMM + epilogue moves of the writers in modes (CUDA only), each fusing every other region too."""
+def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None) -> list[MoveSpec]:
+    """GEMM + epilogue moves (CUDA only), each fusing every other region too. The Triton template only for
+    launch-bound forwards: at KernelBench sizes it loses 2-4.5x to cuBLAS (fp32 IEEE dots)."""
     if not analysis.gemms:
         return []
     every = (*recipe.fused, *(r.index for r in analysis.regions if r.index not in recipe.fused))
@@ -36,13 +41,13 @@ def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None
         return tuple(i for i in every if i not in taken)
 
     out: list[MoveSpec] = []
-    if "cublaslt" in modes and recipe.gemm != "cublaslt" and any(g.activation for g in analysis.gemms):
+    if recipe.gemm != "cublaslt" and any(g.activation for g in analysis.gemms):
         out.append(("gemm-cublaslt-epilogue", recipe.with_(gemm="cublaslt", backend=backend, fused=others("cublaslt")),
                     f"Let cuBLASLt add the bias and apply the activation inside the GEMM (torch._addmm_activation: "
                     f"its bias+ReLU / bias+GELU(tanh) epilogue, exact in fp32) and fuse the rest of each epilogue "
                     f"into one {BACKEND_WORDS[backend]} kernel ({_gemm_text(analysis, True)}). Why it is faster: the "
                     f"GEMM's output is written once, already activated, and read once by the fused rest"))
-    if "triton" in modes and recipe.gemm != "triton" and target != "cuda":
+    if recipe.gemm != "triton" and target != "cuda" and analysis.launch_bound:
         out.append(("gemm-triton-epilogue", recipe.with_(gemm="triton", backend=backend, fused=others("triton")),
                     f"Write each GEMM with its epilogue as one Triton GEMM ({_gemm_text(analysis, False)}): tiles "
                     "accumulated in fp32 with IEEE-precision dots (the reference's precision, no TF32), the bias and "
@@ -75,6 +80,10 @@ def graph_moves(recipe: Recipe, analysis: Facts, backend: str | None) -> list[Mo
            "as in eager")
     out: list[MoveSpec] = []
     unfused = tuple(r.index for r in analysis.regions if r.index not in recipe.fused)
+    if backend is not None and unfused:
+        out.append(("fuse-graph", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend, cuda_graph=True),
+                    f"Fuse every region into {BACKEND_WORDS[backend]} kernels and replay the whole forward from one "
+                    f"captured CUDA graph: {why}"))
     if backend is not None and (unfused or not recipe.compile_mode):
         combo = recipe.with_(fused=(*recipe.fused, *unfused), backend=backend,
                              compile_mode=recipe.compile_mode or "default", cuda_graph=True)

@@ -66,9 +66,6 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
             "fuse-all", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend),
             f"Fuse the traced forward into {words} kernels of our own, one per fusion "
             f"({_regions_text(analysis, unfused)}). Why it is faster: {_why(analysis, unfused)}"))
-    if device == "cuda" and target != "torch":
-        moves += [Move(*m) for m in (*gemm_moves(recipe, analysis, backend, target, ("cublaslt",)),
-                                     *conv_moves(recipe, analysis, backend))]
     compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
                                                                                        "max-autotune-no-cudagraphs"]
     if recipe.compile_mode is None:
@@ -78,7 +75,8 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
                 f"compile-{mode}", recipe.with_(compile_mode=mode),
                 f'Wrap {rest} in torch.compile(mode="{mode}") so Inductor fuses and tunes what is left in PyTorch'))
     if device == "cuda" and target != "torch":
-        moves += [Move(*m) for m in gemm_moves(recipe, analysis, backend, target, ("triton",))]
+        moves += [Move(*m) for m in (*gemm_moves(recipe, analysis, backend, target),
+                                     *conv_moves(recipe, analysis, backend))]
     if len(unfused) > 1 and target != "torch":
         kinds = {r.index: r.kind for r in analysis.regions}
         for k in unfused:
