@@ -79,6 +79,50 @@ def get_init_inputs():
     return [16, 8]
 '''
 
+# GEMMs with epilogues (search.teams.rules.gemms): F.linear -> tanh-GELU (cuBLASLt-able) -> scale, then a matmul
+# with a [K, N] parameter -> per-column subtract -> ReLU -> per-row scale; sizes off the 16-wide tiles.
+GEMM_EPILOGUES = HEADER + '''class Model(nn.Module):
+    def __init__(self, n_in, n_hidden, n_out, batch):
+        super().__init__()
+        self.fc = nn.Linear(n_in, n_hidden)
+        self.w = nn.Parameter(torch.randn(n_hidden, n_out) * 0.2)
+        self.col = nn.Parameter(torch.randn(n_out) * 0.1)
+        self.row_scale = nn.Parameter(torch.rand(batch, 1) + 0.5)
+
+    def forward(self, x):
+        h = F.gelu(F.linear(x, self.fc.weight, self.fc.bias), approximate="tanh") * 0.5
+        y = torch.matmul(h, self.w)
+        return torch.relu(y - self.col) * self.row_scale
+
+
+def get_inputs():
+    return [torch.randn(37, 45)]
+
+
+def get_init_inputs():
+    return [45, 40, 33, 37]
+'''
+
+# Launch-bound (Facts.launch_bound): 24 ops on [8, 32] tensors, each about one kernel launch on a GPU.
+LAUNCH_BOUND = HEADER + '''class Model(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.sigmoid(torch.relu(layer(x)) * 0.5 + 0.1) - 0.2
+        return x
+
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+
+def get_init_inputs():
+    return [32, 4]
+'''
+
 MATMUL = HEADER + '''class Model(nn.Module):
     def forward(self, a, b):
         return torch.matmul(a, b)

@@ -4,9 +4,10 @@ compared byte for byte with the files committed under tests/teams/golden/ (one p
 The problems: the rules tests' own (tests/teams/rules_problems.py), the bundled samples (examples/problems) and the
 scale benchmark's (benchmarks/problems/kb_scale). For each, every fusion the tracer finds is fused with each
 backend of the device (cpp-omp and cpp-serial traced for the CPU, triton and cuda traced for CUDA, as the team's
-tracing child does); a problem with no fusion gets the reference restructured (`none`). Every problem where an exact
-rewrite applies (search.teams.rules.rewrite; the rewrite tests' problems, tests/teams/rewrite_problems.py, too) also
-gets `rewrite.golden`: the candidate with all of them, traced for the CPU.
+tracing child does); a problem with no fusion gets the reference restructured (`none`); a problem with GEMM
+epilogues also gets them written by each GEMM writer that applies (gemm-triton, gemm-cublaslt), traced for CUDA.
+Every problem where an exact rewrite applies (search.teams.rules.rewrite; the rewrite tests' problems,
+tests/teams/rewrite_problems.py, too) also gets `rewrite.golden`: the candidate with all of them, traced for the CPU.
 
 After an intended change to the generator, regenerate them and read what changed:
 
@@ -23,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from search.teams.rules.candidate import render
-from search.teams.rules.recipe import Recipe
+from search.teams.rules.fusion import Analysis
+from search.teams.rules.recipe import GEMM_MODES, Recipe
 from search.teams.rules.rewrite import applicable
 from tests.teams.samples import ROOT, analysis, problems, with_rewrite_problems
 
@@ -43,6 +45,9 @@ def cases() -> dict[str, tuple[str, bool, str]]:
                 out.update({f"{problem}/{b}{SUFFIX}": (problem, cuda, b) for b in backends})
             else:
                 out.setdefault(f"{problem}/none{SUFFIX}", (problem, cuda, "none"))
+        gemms = analysis(problem, True).gemms
+        modes = [m for m in GEMM_MODES if gemms and (m == "triton" or any(g.activation for g in gemms))]
+        out.update({f"{problem}/gemm-{m}{SUFFIX}": (problem, True, f"gemm-{m}") for m in modes})
     for problem in with_rewrite_problems():
         if rewrites_of(problem):
             out[f"{problem}/rewrite{SUFFIX}"] = (problem, False, "rewrite")
@@ -54,12 +59,21 @@ def rewrites_of(problem: str) -> tuple[str, ...]:
     return tuple(applicable(gm)) if gm is not None else ()
 
 
+def recipe_for(a: Analysis, backend: str) -> Recipe:
+    """The recipe a golden case renders: none, every fusion with backend, or (gemm-<mode>) the GEMM epilogues with
+    that writer and every other fusion in Triton."""
+    if backend == "none":
+        return Recipe()
+    if backend.startswith("gemm-"):
+        mode = backend.removeprefix("gemm-")
+        done = {g.index for g in a.gemms if mode == "triton" or g.activation}
+        return Recipe(fused=tuple(r.index for r in a.regions if r.index not in done), backend="triton", gemm=mode)
+    return Recipe(fused=tuple(r.index for r in a.regions), backend=backend)
+
+
 def generate(problem: str, cuda: bool, backend: str) -> str:
     a = analysis(problem, cuda)
-    if backend == "rewrite":
-        recipe = Recipe(rewrites=rewrites_of(problem))
-    else:
-        recipe = Recipe() if backend == "none" else Recipe(fused=tuple(r.index for r in a.regions), backend=backend)
+    recipe = Recipe(rewrites=rewrites_of(problem)) if backend == "rewrite" else recipe_for(a, backend)
     return render(with_rewrite_problems()[problem], recipe, a, problem).source
 
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
 from search.teams.rules.fusion import Analysis, forward_source
-from search.teams.rules.kinds import Fusion
+from search.teams.rules.gemms import after_activation
+from search.teams.rules.kinds import Fusion, GemmEpilogue
 from search.teams.rules.recipe import Recipe
 from search.teams.rules.rewrite import rewritten
-from search.teams.rules.writers.table import kernel_section
+from search.teams.rules.writers.gemm import gemm_section
+from search.teams.rules.writers.table import kernel_section, names_of
 
 RULE = "# " + "-" * 98
 
@@ -51,7 +53,7 @@ def header(recipe: Recipe, problem_name: str) -> str:
     )
 
 
-def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion]) -> str:
+def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion | GemmEpilogue]) -> str:
     sig, call = analysis.signature, analysis.call
     traced = analysis.graph_module is not None
     lines = ["class ModelNew(Model):",
@@ -119,6 +121,8 @@ def _pack(call: str) -> str:
 CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
         """Run fn from a CUDA graph captured for these input shapes: one launch instead of many."""
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        if not tensors or not all(t.is_cuda for t in tensors):
+            return fn(*args, **kwargs)  # a CUDA graph replays device work only: CPU inputs run directly
         key = tuple((tuple(t.shape), t.dtype, t.device) for t in tensors) + tuple(
             a for a in (*args, *kwargs.values()) if not isinstance(a, torch.Tensor))
         # Static buffers are ordinary tensors even when the caller runs under torch.inference_mode.
@@ -133,6 +137,7 @@ CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
             lambda t: t.clone() if isinstance(t, torch.Tensor) else t, self._static_output)
 
     def _capture(self, fn, key, args, kwargs):
+        self._graph = self._static_output = None  # a new shape: free the old graph's memory first
         self._static_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         self._static_kwargs = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
         self._static_tensors = [a for a in (*self._static_args, *self._static_kwargs.values())
@@ -158,18 +163,34 @@ CHANNELS_LAST_HELPER = '''def _channels_last_inputs(args, kwargs):
 '''
 
 
+def gemms_of(recipe: Recipe, analysis: Analysis) -> list[GemmEpilogue]:
+    """The GEMM epilogues recipe.gemm writes: every one for the Triton template; for cuBLASLt, those whose epilogue
+    starts with an activation it applies."""
+    if not recipe.gemm or analysis.graph_module is None:
+        return []
+    return [g for g in analysis.gemms if recipe.gemm == "triton" or g.activation is not None]
+
+
 def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem") -> Rendered:
     """The full candidate source for recipe (regions not found in analysis are ignored); analysis is the traced
     forward's, rewritten here when the recipe asks for rewrites."""
     if recipe.rewrites:
         analysis = rewritten(analysis, recipe.rewrites)
-    regions = [r for r in analysis.regions if r.index in recipe.fused] if analysis.graph_module else []
+    gemms = gemms_of(recipe, analysis)
+    in_gemm = {g.index for g in gemms}
+    regions = ([r for r in analysis.regions if r.index in recipe.fused and r.index not in in_gemm]
+               if analysis.graph_module else [])
+    rests = {g.index: after_activation(g) for g in gemms if recipe.gemm == "cublaslt"}
+    kernels: list[Fusion] = [*regions, *(r for r in rests.values() if r is not None)]
     parts = [problem_source.strip("\n") + "\n", "\n\n", header(recipe, problem_name), _title(KERNELS_TITLE)]
-    if regions and recipe.backend:
-        parts.append(kernel_section(regions, recipe.backend))
-    else:
+    if kernels and recipe.backend:
+        parts.append(kernel_section(kernels, recipe.backend))
+    if gemms and recipe.gemm:
+        parts.append(("\n\n" if kernels else "") + gemm_section(
+            gemms, recipe.gemm, names_of, {k: None if r is None else r.name for k, r in rests.items()}))
+    if not kernels and not gemms:
         parts.append("# (none: this candidate uses PyTorch ops only)\n")
     if recipe.channels_last:
         parts += ["\n\n", CHANNELS_LAST_HELPER]
-    parts += ["\n\n", _title(MODEL_TITLE), model_section(recipe, analysis, regions)]
+    parts += ["\n\n", _title(MODEL_TITLE), model_section(recipe, analysis, [*regions, *gemms])]
     return Rendered("".join(parts), regions)

@@ -18,8 +18,9 @@ import torch.fx as fx
 import torch.nn as nn
 from torch.fx.passes.shape_prop import ShapeProp
 
+from search.teams.rules.gemms import find_gemm_epilogues
 from search.teams.rules.graph import build_region, eligible_calls, grow
-from search.teams.rules.kinds import Fusion
+from search.teams.rules.kinds import Fusion, GemmEpilogue
 from search.teams.rules.problem import load_problem
 from search.teams.rules.reductions import find_reductions
 from search.teams.rules.rowwise import find_row_ops
@@ -38,6 +39,7 @@ class Analysis:
     allowed_dtypes: tuple[torch.dtype, ...] = (torch.float32,)  # what the fusions were found for
     rewrites: tuple[str, ...] = ()  # the exact rewrites applied to graph_module (search.teams.rules.rewrite)
     rewrite_init: list[str] = field(default_factory=list)  # their weight precomputation, ModelNew._rewrite_weights
+    gemms: list[GemmEpilogue] = field(default_factory=list)
 
 
 def trace(model: nn.Module, inputs: list[Any]) -> fx.GraphModule:
@@ -127,13 +129,15 @@ def analyse(problem_source: str, allowed_dtypes: tuple[torch.dtype, ...] = (torc
     if gm is None:
         return Analysis(None, [], error, signature, call)
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in gm.modules())
-    return Analysis(gm, find_regions(gm, allowed_dtypes), None, signature, call, has_conv, allowed_dtypes)
+    regions = find_regions(gm, allowed_dtypes)
+    return Analysis(gm, regions, None, signature, call, has_conv, allowed_dtypes,
+                    gemms=find_gemm_epilogues(gm, regions))
 
 
 _DELETES = re.compile(r";\s+(?:\w+ = )+None$")
 
 
-def forward_source(gm: fx.GraphModule, regions: list[Fusion], method: str = "forward") -> str:
+def forward_source(gm: fx.GraphModule, regions: list[Any], method: str = "forward") -> str:
     """Python source of `def <method>(self, ...)` for the traced graph with each region replaced by a call
     to its fused kernel (a module-level function named region.name). Indented for a class body."""
     graph = fx.Graph()
@@ -141,16 +145,25 @@ def forward_source(gm: fx.GraphModule, regions: list[Fusion], method: str = "for
     by_output = {r.nodes[-1]: r for r in regions}
     skipped = {name for r in regions for name in r.nodes[:-1]}
     kernels = {r.name: _named_function(r.name) for r in regions}
+    attrs: dict[str, fx.Node] = {}  # get_attr target -> its node in the new graph (one per attribute)
+
+    def attr(target: str) -> fx.Node:
+        if target not in attrs:
+            attrs[target] = graph.get_attr(target)
+        return attrs[target]
+
     for node in gm.graph.nodes:
         if node.name in skipped:
             continue
         if node.name in by_output:
             region = by_output[node.name]
             names = {n.name: n for n in gm.graph.nodes}
-            args = tuple(env[names[i.node]] if i.attr is None else graph.get_attr(i.attr) for i in region.inputs)
+            args = tuple(env[names[i.node]] if i.attr is None else attr(i.attr) for i in region.inputs)
             new = graph.call_function(kernels[region.name], args)
             new.name = node.name
             env[node] = new
+        elif node.op == "get_attr":
+            env[node] = attr(str(node.target))
         else:
             env[node] = graph.node_copy(node, lambda n: env[n])
         env[node].type = None  # annotations would name fx's private aliases (_torch_Tensor_)

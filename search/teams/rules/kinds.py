@@ -7,6 +7,10 @@ recipe's `fuse=` names), a kernel name, its inputs (RegionInput), the traced nod
     elementwise  Region     a connected group of elementwise ops with one output (a lone op included)
     reduction    Reduction  prologue -> sum/mean/max over one dim -> epilogue
     row          RowOp      prologue -> softmax/log_softmax/layer_norm/rms_norm over the last dim -> epilogue
+
+Beside them, not in the backends' tables (a recipe's `gemm=` picks its writer, search.teams.rules.writers.gemm):
+
+    gemm         GemmEpilogue  Linear / F.linear / matmul with a parameter -> an elementwise region (epilogue)
 """
 
 from __future__ import annotations
@@ -191,3 +195,53 @@ class Reduction(AroundPrologue):
 
 
 Fusion = Union[Region, Reduction, RowOp]
+
+
+@dataclass
+class GemmEpilogue:
+    """A GEMM with a parameter (nn.Linear, F.linear, or `x @ W` / torch.matmul with a 2-D parameter W) whose only
+    users form one elementwise region `epi` (the epilogue). index: the epilogue region's index (what `fuse=` names);
+    weight_attr / bias_attr: the module attributes of the weight and the bias (None: no bias); transposed: the weight
+    is stored [N, K] (Linear) rather than [K, N] (matmul); out_input: which input of epi is the GEMM's output;
+    activation: the epilogue's first op when cuBLASLt can apply it inside the GEMM ("relu" or "gelu" (tanh
+    approximation, cuBLASLt's own), None otherwise)."""
+
+    index: int
+    gemm_node: str
+    x_node: str
+    weight_attr: str
+    bias_attr: str | None
+    transposed: bool
+    epi: Region
+    out_input: int
+    activation: str | None = None
+
+    @property
+    def name(self) -> str:
+        return kernel_name(self.index, self.epi.ops).replace("fused", "gemm", 1)
+
+    @property
+    def inputs(self) -> list[RegionInput]:
+        """x, the weight, the bias (when there is one), then the epilogue's other inputs."""
+        own = [RegionInput(self.x_node, "full"), RegionInput(self.weight_attr.replace(".", "_"), "param",
+                                                              attr=self.weight_attr)]
+        if self.bias_attr is not None:
+            own.append(RegionInput(self.bias_attr.replace(".", "_"), "param", attr=self.bias_attr))
+        return [*own, *self.epi_inputs]
+
+    @property
+    def epi_inputs(self) -> list[RegionInput]:
+        return [i for k, i in enumerate(self.epi.inputs) if k != self.out_input]
+
+    @property
+    def nodes(self) -> list[str]:
+        return [self.gemm_node, *self.epi.nodes]
+
+    @property
+    def shape(self) -> list[int]:
+        return self.epi.shape
+
+    @property
+    def summary(self) -> str:
+        bias = " + bias" if self.bias_attr is not None else ""
+        return f"{'x @ W.T' if self.transposed else 'x @ W'}{bias} -> {self.epi.summary}"

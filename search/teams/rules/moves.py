@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from search.teams.rules.combos import conv_moves, gemm_fixes, gemm_moves, graph_moves
 from search.teams.rules.facts import Facts, RegionFacts
 from search.teams.rules.recipe import BACKEND_WORDS, REWRITES, Recipe
 
@@ -102,6 +103,10 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
         # right after the rewrites (fold -> compile), before kernels of our own for what is left
         at = len(rewrite_moves(recipe, analysis)) if device == "cuda" and recipe.rewrites else len(moves)
         moves[at:at] = compiles
+    # GEMM/conv epilogue combinations are found on the traced forward: offered before any rewrite changes it
+    if device == "cuda" and target != "torch" and not recipe.rewrites:
+        moves += [Move(*m) for m in (*gemm_moves(recipe, analysis, backend, target),
+                                     *conv_moves(recipe, analysis, backend))]
     if len(unfused) > 1 and target != "torch":
         kinds = {r.index: r.kind for r in regions}
         for k in unfused:
@@ -110,10 +115,7 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
                 f"Fuse one {KIND_WORDS[kinds[k]]} into a {words} kernel ({_regions_text(regions, [k])}): "
                 f"{_why(regions, [k])}"))
     if device == "cuda":
-        if not recipe.cuda_graph:
-            moves.append(Move("cuda-graph", recipe.with_(cuda_graph=True),
-                              "Capture forward in a CUDA graph (static shapes) and replay it: one launch "
-                              "instead of one per kernel, removing launch overhead"))
+        moves[0:0] = [Move(*m) for m in graph_moves(recipe, analysis, backend if target != "torch" else None)]
         if analysis.has_conv and not recipe.channels_last:
             moves.append(Move("channels-last", recipe.with_(channels_last=True),
                               "Keep convolution weights and 4-D inputs in channels_last (NHWC), the layout "
@@ -174,7 +176,7 @@ class Fix:
 
 
 def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
-    """What the last move changed: "rewrites", "fused", "backend", "compile", "cuda_graph", "channels_last"."""
+    """What the last move changed: "rewrites", "fused", "backend", "compile", "cuda_graph", "channels_last", "gemm"."""
     out = set()
     if before.rewrites != after.rewrites:
         out.add("rewrites")  # the fusions are re-found on the rewritten forward: their change follows from it
@@ -189,6 +191,8 @@ def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
         out.add("cuda_graph")
     if before.channels_last != after.channels_last:
         out.add("channels_last")
+    if before.gemm != after.gemm:
+        out.add("gemm")
     return out
 
 
@@ -218,6 +222,7 @@ def fixes(recipe: Recipe, analysis: Facts, verdict: str | None, log_text: str,
     if recipe.fused and recipe.backend == "triton":
         out.append(Fix(recipe.with_(backend="cuda"), "rewrite the fused kernels in CUDA C++ instead of Triton",
                        "backend"))
+    out += [Fix(*f) for f in gemm_fixes(recipe, analysis)]
     if recipe.cuda_graph:
         out.append(Fix(recipe.with_(cuda_graph=False), "stop replaying a captured CUDA graph; call forward directly",
                        "cuda_graph"))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 BACKENDS = ("cpp-omp", "cpp-serial", "triton", "cuda")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+GEMM_MODES = ("triton", "cublaslt")
 BACKEND_WORDS = {
     "cpp-omp": "C++/OpenMP", "cpp-serial": "serial C++", "triton": "Triton", "cuda": "CUDA C++",
 }
@@ -31,7 +32,10 @@ class Recipe:
     """fused: indices of the traced regions replaced by kernels written with backend; compile_mode: wrap the
     forward in torch.compile; cuda_graph: replay the forward from a captured CUDA graph; channels_last:
     keep convolution weights and 4-D inputs in channels_last; rewrites: the exact graph rewrites applied first
-    (search.teams.rules.rewrite, in the order they run), after which `fused` names the rewritten forward's fusions."""
+    (search.teams.rules.rewrite, in the order they run), after which `fused` names the rewritten forward's fusions;
+    gemm: write each GEMM with an elementwise epilogue as one function (search.teams.rules.writers.gemm): "triton"
+    (a tuned Triton GEMM applying the epilogue in registers) or "cublaslt" (bias + ReLU/GELU inside cuBLASLt, the
+    rest in a kernel of the backend)."""
 
     fused: tuple[int, ...] = ()
     backend: str | None = None
@@ -39,6 +43,7 @@ class Recipe:
     cuda_graph: bool = False
     channels_last: bool = False
     rewrites: tuple[str, ...] = ()
+    gemm: str | None = None
 
     def __post_init__(self) -> None:
         if tuple(self.rewrites) != ordered(self.rewrites) or len(set(self.rewrites)) != len(self.rewrites):
@@ -47,7 +52,9 @@ class Recipe:
             raise ValueError(f"unknown kernel backend {self.backend!r}; use one of {BACKENDS}")
         if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
             raise ValueError(f"unknown torch.compile mode {self.compile_mode!r}; use one of {COMPILE_MODES}")
-        if self.fused and self.backend is None:
+        if self.gemm is not None and self.gemm not in GEMM_MODES:
+            raise ValueError(f"unknown GEMM epilogue writer {self.gemm!r}; use one of {GEMM_MODES}")
+        if (self.fused or self.gemm) and self.backend is None:
             raise ValueError("fused regions need a kernel backend")
 
     @property
@@ -60,7 +67,8 @@ class Recipe:
             changes["fused"] = tuple(sorted(set(fused)))  # type: ignore[call-overload]
         if changes.get("rewrites") is not None:
             changes["rewrites"] = ordered(tuple(set(changes["rewrites"])))  # type: ignore[call-overload]
-        if changes.get("fused", self.fused) == () and "backend" not in changes:
+        if (changes.get("fused", self.fused) == () and not changes.get("gemm", self.gemm)
+                and "backend" not in changes):
             changes["backend"] = None
         return replace(self, **changes)  # type: ignore[arg-type]
 
@@ -70,6 +78,8 @@ class Recipe:
             parts.append("rewrite=" + ",".join(self.rewrites))
         if self.fused:
             parts.append(f"fuse={self.backend}:" + ",".join(str(i) for i in self.fused))
+        if self.gemm:
+            parts.append(f"gemm={self.gemm}" + ("" if self.fused else f"@{self.backend}"))
         if self.channels_last:
             parts.append("channels-last")
         if self.compile_mode:
@@ -85,7 +95,7 @@ class Recipe:
         if text in ("", "none"):
             return cls()
         fused: tuple[int, ...] = ()
-        backend = compile_mode = None
+        backend = compile_mode = gemm = None
         cuda_graph = channels_last = False
         rewrites: tuple[str, ...] = ()
         for part in (p.strip() for p in text.split(";")):
@@ -94,6 +104,9 @@ class Recipe:
             elif part.startswith("fuse="):
                 backend, _, idx = part[5:].partition(":")
                 fused = tuple(int(i) for i in idx.split(",") if i)
+            elif part.startswith("gemm="):
+                gemm, _, gemm_backend = part[5:].partition("@")
+                backend = backend or gemm_backend or None
             elif part.startswith("compile="):
                 compile_mode = part[8:]
             elif part == "cuda-graph":
@@ -102,7 +115,7 @@ class Recipe:
                 channels_last = True
             else:
                 raise ValueError(f"unknown recipe part {part!r} in {text!r}")
-        return cls(fused, backend, compile_mode, cuda_graph, channels_last, rewrites)
+        return cls(fused, backend, compile_mode, cuda_graph, channels_last, rewrites=rewrites, gemm=gemm)
 
     def describe(self) -> str:
         """The applied moves in words, for the candidate's docstring."""
@@ -111,6 +124,9 @@ class Recipe:
             words.append(f"exact rewrites {', '.join(self.rewrites)}")
         if self.fused:
             words.append(f"{len(self.fused)} fused kernel(s) in {BACKEND_WORDS[self.backend or '']}")
+        if self.gemm:
+            words.append("GEMM + epilogue as " + ("one Triton GEMM" if self.gemm == "triton"
+                                                  else "cuBLASLt bias/activation epilogue"))
         if self.channels_last:
             words.append("channels_last memory format")
         if self.compile_mode:

@@ -21,6 +21,7 @@ import torch.fx as fx
 from search.teams.rules.algebra import diag_broadcast, drop_redundant
 from search.teams.rules.folding import fold_affine, fold_bn, gemm_to_gemv
 from search.teams.rules.fusion import find_regions
+from search.teams.rules.gemms import find_gemm_epilogues
 from search.teams.rules.recipe import REWRITES, ordered
 from search.teams.rules.rewriting import Rewriting, inplace_free
 
@@ -94,5 +95,6 @@ def rewritten(analysis: Any, names: tuple[str, ...]) -> Any:
     if not names or analysis.graph_module is None:
         return analysis
     work = apply(analysis.graph_module, names)
-    return replace(analysis, graph_module=work.gm, regions=find_regions(work.gm, analysis.allowed_dtypes),
+    regions = find_regions(work.gm, analysis.allowed_dtypes)
+    return replace(analysis, graph_module=work.gm, regions=regions, gemms=find_gemm_epilogues(work.gm, regions),
                    rewrite_init=list(work.init), rewrites=ordered(list(work.found)))

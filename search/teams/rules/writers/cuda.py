@@ -76,13 +76,23 @@ def elementwise_kernel(region: Region, names: list[str]) -> str:
 def elementwise_host(region: Region, names: list[str]) -> str:
     ref = region.reference
     x = [f"x{k}" for k in range(len(names))]
-    lines = [signature(region, names), *cuda_inputs(region.name, names, x, ref)]
+    nhwc = len(region.shape) == 4
+    lines = [signature(region, names)]
+    if nhwc:  # a channels_last 4-D input (a conv's output) is read and written in NHWC, never copied to NCHW
+        n = names[ref]
+        lines.append(f"  const auto layout = !{n}.is_contiguous() && {n}.is_contiguous(at::MemoryFormat::ChannelsLast) "
+                     "? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;")
+    full = {k for k, i in enumerate(region.inputs) if i.kind == "full"}
+    lines += cuda_inputs(region.name, names, x, ref, layout=full if nhwc else None)
     for k, inp in enumerate(region.inputs):
         lines += shape_check(region.name, names, x, ref, k, inp)
-        if inp.kind == "channel":
+        if inp.kind == "channel" and nhwc:  # the elements after dim d in memory order, NCHW and NHWC alike
+            lines.append(f"  const int64_t inner{k} = {x[ref]}.stride({inp.dim});")
+        elif inp.kind == "channel":
             lines.append(f"  int64_t inner{k} = 1;")
             lines.append(f"  for (int64_t d = {inp.dim} + 1; d < {x[ref]}.dim(); ++d) inner{k} *= {x[ref]}.size(d);")
-    lines += [f"  auto out = torch::empty({x[ref]}.sizes(), {x[ref]}.options());",
+    out = f"torch::empty_like({x[ref]})" if nhwc else f"torch::empty({x[ref]}.sizes(), {x[ref]}.options())"
+    lines += [f"  auto out = {out};",
               f"  const int64_t n = {x[ref]}.numel();",
               "  if (n == 0) return out;",
               f"  const int threads = {THREADS};",
@@ -270,7 +280,8 @@ def assemble(backend: Backend, fusions: list[Fusion], names: Names) -> str:
 COMMON = (*BODY_NAMES, *HOST_NAMES)
 DOC = "fused into one CUDA kernel"
 BACKEND = Backend("cuda", {
-    "elementwise": Writer(elementwise_kernel, elementwise_host, DOC, reserved=(*COMMON, "n", "threads", "blocks")),
+    "elementwise": Writer(elementwise_kernel, elementwise_host, DOC,
+                          reserved=(*COMMON, "n", "threads", "blocks", "layout")),
     "reduction": Writer(reduction_kernel, reduction_host, DOC, reserved=(*COMMON, "D", "outer", "out_sizes", "s")),
     "row": Writer(row_kernel, row_host, DOC, helpers=ROW_HELPERS,
                   reserved=(*COMMON, *ROW_NAMES, "N", "rows", "threads", r"stark_\w+")),

@@ -47,13 +47,15 @@ def cpu_inputs(fn: str, names: list[str], x: list[str]) -> list[str]:
     return lines
 
 
-def cuda_inputs(fn: str, names: list[str], x: list[str], ref: int, same_device: bool = True) -> list[str]:
+def cuda_inputs(fn: str, names: list[str], x: list[str], ref: int, same_device: bool = True,
+                layout: set[int] | None = None) -> list[str]:
     """The reference input checked to be on CUDA (and its device made current), then each input made
-    contiguous as x[k] and checked to have the reference's dtype (and device, when same_device)."""
+    contiguous as x[k] (in the memory format `layout`, a local the caller declares, for the inputs in layout) and
+    checked to have the reference's dtype (and device, when same_device)."""
     lines = [f'  TORCH_CHECK({names[ref]}.is_cuda(), "{fn}: inputs must be CUDA tensors");',
              f"  const at::cuda::CUDAGuard guard({names[ref]}.device());"]
     for k, n in enumerate(names):
-        lines.append(f"  auto {x[k]} = {n}.contiguous();")
+        lines.append(f"  auto {x[k]} = {n}.contiguous({'layout' if layout and k in layout else ''});")
         if same_device:
             lines.append(f'  TORCH_CHECK({x[k]}.scalar_type() == {names[ref]}.scalar_type() && {x[k]}.device() == '
                          f'{names[ref]}.device(), "{fn}: {n} must match {names[ref]} in dtype and device");')

@@ -84,16 +84,33 @@ def elementwise_kernel(region: Region, names: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _nhwc_head(region: Region, names: list[str]) -> list[str]:
+    """_launcher_head for a 4-D region: a channels_last reference (a conv's output) keeps its NHWC layout, the
+    other full inputs are made contiguous in it, so nothing is copied to NCHW."""
+    ref = names[region.reference]
+    lines = _launcher_head(region, names)[:2]
+    lines.append(f"    layout = torch.channels_last if not {ref}.is_contiguous() and {ref}.is_contiguous("
+                 "memory_format=torch.channels_last) else torch.contiguous_format")
+    lines += [f"    {n} = {n}.contiguous(memory_format=layout)" if region.inputs[k].kind == "full"
+              else f"    {n} = {n}.contiguous()" for k, n in enumerate(names)]
+    return lines
+
+
 def elementwise_launcher(region: Region, names: list[str]) -> str:
     ref = names[region.reference]
-    lines = _launcher_head(region, names)
+    nhwc = len(region.shape) == 4
+    lines = _nhwc_head(region, names) if nhwc else _launcher_head(region, names)
     for k, inp in enumerate(region.inputs):
         lines += shape_check(region.name, names, region.reference, k, inp)
-    lines += [f"    out = torch.empty({ref}.shape, dtype={ref}.dtype, device={ref}.device)",
+    out = f"torch.empty_like({ref})" if nhwc else f"torch.empty({ref}.shape, dtype={ref}.dtype, device={ref}.device)"
+    lines += [f"    out = {out}",
               "    n = out.numel()",
               "    if n == 0:",
               "        return out"]
     strides, extra = _channel_strides(region, ref)
+    if nhwc:  # the elements after dim d in memory order, NCHW and NHWC alike
+        strides = [f"    inner{k}, size{k} = {ref}.stride({i.dim}), {ref}.shape[{i.dim}]"
+                   for k, i in enumerate(region.inputs) if i.kind == "channel"]
     lines += strides
     args = ", ".join([*names, "out", "n", *extra])
     lines += [f"    grid = (triton.cdiv(n, {BLOCK}),)",
@@ -276,7 +293,7 @@ def assemble(backend: Backend, fusions: list[Fusion], names: Names) -> str:
 
 LOCALS = (*BODY_NAMES, "out", r"inner\d*", r"size\d*", "mask", "grid")
 BACKEND = Backend("triton", {
-    "elementwise": Writer(elementwise_kernel, elementwise_launcher, reserved=(*LOCALS, "offs", "n")),
+    "elementwise": Writer(elementwise_kernel, elementwise_launcher, reserved=(*LOCALS, "offs", "n", "layout")),
     "reduction": Writer(reduction_kernel, reduction_launcher,
                         reserved=(*LOCALS, "o", "cols", "col_mask", "total", "ks", "idx", "acc", "D", r"block_\w+")),
     "row": Writer(row_kernel, row_launcher,

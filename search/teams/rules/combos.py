@@ -1,0 +1,107 @@
+"""Combination moves of the rules team (search.teams.rules.moves adds them to its catalogue), each a (name, recipe,
+instruction) and each fix a (recipe, why, aspect):
+
+gemm-cublaslt-epilogue  bias + ReLU/tanh-GELU inside cuBLASLt's GEMM, the rest of the epilogue in the team's kernel
+gemm-triton-epilogue    one Triton GEMM per Linear with its whole epilogue applied in registers before the store
+conv-epilogue-nhwc      channels_last convolutions (cuDNN) with the epilogue fused by the team's kernel reading NHWC
+fuse-graph              launch-bound forwards: fuse -> replay one captured CUDA graph
+fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest -> replay one captured CUDA graph
+cuda-graph              launch-bound forwards: replay one captured CUDA graph
+
+Order and scope, from the H200 benchmark (benchmarks/gemm_epilogue.py, docs/benchmarks/gemm_epilogue.md,
+2026-12-01): every move here comes after the torch.compile moves. The cuBLASLt epilogue ties compile(default) and
+the fused epilogue (within 1%) at 1024 x 8192 x 8192; the Triton template loses 2.2-4.5x to cuBLAS there, so it is
+proposed only for launch-bound forwards, where it beat fuse-all without a graph (0.365 vs 0.396 ms). On the
+launch-bound chain fuse -> CUDA graph won 3.76x over compile(default), the same as fuse -> compile -> graph (0.087
+vs 0.088 ms) without the compile time, so it comes first. The NHWC conv epilogue is not measured yet."""
+
+from __future__ import annotations
+
+from search.teams.rules.facts import Facts
+from search.teams.rules.recipe import BACKEND_WORDS, Recipe
+
+MoveSpec = tuple[str, Recipe, str]
+FixSpec = tuple[Recipe, str, str]
+
+
+def _gemm_text(analysis: Facts, only_activation: bool) -> str:
+    return "; ".join(g.summary for g in analysis.gemms if g.activation or not only_activation)
+
+
+def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None) -> list[MoveSpec]:
+    """GEMM + epilogue moves (CUDA only), each fusing every other region too. The Triton template only for
+    launch-bound forwards: at KernelBench sizes it loses 2-4.5x to cuBLAS (fp32 IEEE dots)."""
+    if not analysis.gemms:
+        return []
+    every = (*recipe.fused, *(r.index for r in analysis.regions if r.index not in recipe.fused))
+
+    def others(mode: str) -> tuple[int, ...]:
+        # every region the GEMM writer of mode does not take (cuBLASLt takes those that start with an activation)
+        taken = {g.index for g in analysis.gemms if mode == "triton" or g.activation}
+        return tuple(i for i in every if i not in taken)
+
+    out: list[MoveSpec] = []
+    if recipe.gemm != "cublaslt" and any(g.activation for g in analysis.gemms):
+        out.append(("gemm-cublaslt-epilogue", recipe.with_(gemm="cublaslt", backend=backend, fused=others("cublaslt")),
+                    f"Let cuBLASLt add the bias and apply the activation inside the GEMM (torch._addmm_activation: "
+                    f"its bias+ReLU / bias+GELU(tanh) epilogue, exact in fp32) and fuse the rest of each epilogue "
+                    f"into one {BACKEND_WORDS[backend]} kernel ({_gemm_text(analysis, True)}). Why it is faster: the "
+                    f"GEMM's output is written once, already activated, and read once by the fused rest"))
+    if recipe.gemm != "triton" and target != "cuda" and analysis.launch_bound:
+        out.append(("gemm-triton-epilogue", recipe.with_(gemm="triton", backend=backend, fused=others("triton")),
+                    f"Write each GEMM with its epilogue as one Triton GEMM ({_gemm_text(analysis, False)}): tiles "
+                    "accumulated in fp32 with IEEE-precision dots (the reference's precision, no TF32), the bias and "
+                    "every epilogue op applied to the accumulator in registers before the one store; the tile shape "
+                    "is tuned at the first call per shape and cached. Why it is faster: the GEMM's output never "
+                    "makes a round trip through memory for the epilogue"))
+    return out
+
+
+def conv_moves(recipe: Recipe, analysis: Facts, backend: str) -> list[MoveSpec]:
+    """channels_last convolutions + the epilogue regions after them fused, reading NHWC (CUDA only)."""
+    if not analysis.conv_epilogues or recipe.channels_last:
+        return []
+    fused = (*recipe.fused, *analysis.conv_epilogues)
+    text = "; ".join(r.summary for r in analysis.regions if r.index in analysis.conv_epilogues)
+    return [("conv-epilogue-nhwc", recipe.with_(channels_last=True, fused=fused, backend=backend),
+             f"Run the convolutions in channels_last (NHWC, the layout cuDNN's fastest kernels use) and fuse the "
+             f"epilogue after each into one {BACKEND_WORDS[backend]} kernel that reads and writes NHWC directly, "
+             f"per-channel operands indexed by the innermost dim ({text}). Why it is faster: no layout copy around "
+             "the convolution and one pass over its output for the whole epilogue")]
+
+
+def graph_moves(recipe: Recipe, analysis: Facts, backend: str | None) -> list[MoveSpec]:
+    """CUDA graph moves, only for launch-bound forwards (Facts.launch_bound): elsewhere a graph saves nothing."""
+    if recipe.cuda_graph or not analysis.launch_bound:
+        return []
+    why = (f"the forward runs {analysis.n_ops} ops on small tensors (at most {analysis.max_numel} elements), so "
+           "each kernel costs about its launch; a replayed graph launches them all at once. Inputs are copied into "
+           "the graph's static buffers and the output cloned at every call, so new inputs and fresh outputs behave "
+           "as in eager")
+    out: list[MoveSpec] = []
+    unfused = tuple(r.index for r in analysis.regions if r.index not in recipe.fused)
+    if backend is not None and unfused:
+        out.append(("fuse-graph", recipe.with_(fused=(*recipe.fused, *unfused), backend=backend, cuda_graph=True),
+                    f"Fuse every region into {BACKEND_WORDS[backend]} kernels and replay the whole forward from one "
+                    f"captured CUDA graph: {why}"))
+    if backend is not None and (unfused or not recipe.compile_mode):
+        combo = recipe.with_(fused=(*recipe.fused, *unfused), backend=backend,
+                             compile_mode=recipe.compile_mode or "default", cuda_graph=True)
+        out.append(("fuse-compile-graph", combo,
+                    f"Fuse every region into {BACKEND_WORDS[backend]} kernels, torch.compile the rest, and replay the "
+                    f"whole forward from one captured CUDA graph: {why}"))
+    out.append(("cuda-graph", recipe.with_(cuda_graph=True), f"Capture forward in a CUDA graph and replay it: {why}"))
+    return out
+
+
+def gemm_fixes(recipe: Recipe, analysis: Facts) -> list[FixSpec]:
+    """After a failed GEMM move: the plain GEMM (cuBLAS) + the team's fused epilogue kernel, then the cuBLASLt form."""
+    if not recipe.gemm:
+        return []
+    indices = tuple(g.index for g in analysis.gemms)
+    out: list[FixSpec] = [(recipe.with_(gemm=None, fused=(*recipe.fused, *indices)),
+                           "fall back to the plain GEMM (cuBLAS) followed by the team's fused epilogue kernel", "gemm")]
+    if recipe.gemm == "triton" and any(g.activation for g in analysis.gemms):
+        out.append((recipe.with_(gemm="cublaslt"), "use cuBLASLt's bias+activation epilogue instead of the Triton "
+                                                    "GEMM", "gemm"))
+    return out
