@@ -97,6 +97,15 @@ def test_a_profiler_failure_never_fails_a_correct_candidate(profiled, action: st
     assert expected in result.profile["error"], result.profile
 
 
+@pytest.mark.slow
+def test_outputs_rewritten_while_profiled_are_rejected(profiled) -> None:
+    """The candidate's code runs again after its outputs were saved: rewriting them then is caught by their hash."""
+    candidate = UNDER_PROFILER.replace("{action}", "open('outputs.pt', 'ab').write(b'later')")
+    result = profiled(SCALE_ADD, candidate)
+    assert result.verdict == "rejected", result.reasons
+    assert "outputs file changed after the harness saved it" in result.reasons[0]
+
+
 def test_the_number_of_profiled_calls_fits_the_deadline() -> None:
     assert plan_calls(1.0, 10.0) == (3, "")
     assert plan_calls(1000.0, 5.0)[0] == 1  # 3 s a profiled call: one fits
