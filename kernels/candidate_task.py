@@ -264,7 +264,8 @@ def profile_candidate(model: torch.nn.Module, inputs: list[Any], device: torch.d
     """A few profiled calls (kernels.profile), never inside the timed loop; an error is recorded, not raised."""
     median = sorted(times)[len(times) // 2] if times else 0.0
     try:
-        return _collect(lambda: model(*inputs), device, median, float(options.get("deadline_s", 10.0)))
+        flush = timing.make_flusher(device, bool(options.get("flush", True)))
+        return _collect(lambda: model(*inputs), device, median, float(options.get("deadline_s", 10.0)), flush)
     except BaseException as exc:  # noqa: BLE001 - profiling is feedback; the candidate's verdict stands
         return {"calls": 0, "events": [], "error": f"profiling failed: {type(exc).__name__}: {exc}"[:500]}
 

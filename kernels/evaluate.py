@@ -66,7 +66,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache},
-            "profile": {"deadline_s": profile_deadline(settings)} if settings.profile else None}
+            "profile": {"deadline_s": profile_deadline(settings), "flush": settings.flush_cache} if settings.profile
+            else None}
     try:
         clock.enter("start")
         run = run_candidate_child(task, work_dir, settings, root, clock)
