@@ -8,6 +8,8 @@ summary. Every timed run gets fresh inputs under a seed drawn from the OS, and a
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import sys
 import threading
@@ -26,6 +28,7 @@ from kernels.reference_task import HarnessFailure, load_problem
 _sleep = time.sleep
 _urandom = os.urandom
 _save = torch.save
+_sha256, _bytes_io, _open, _write, _close = hashlib.sha256, io.BytesIO, os.open, os.write, os.close
 _collect = profiling.collect
 SAMPLED_RUNS = 3  # timed runs whose outputs are re-checked against the reference, chosen after each run returns
 
@@ -234,12 +237,26 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     facts["precision_switches"] = {k: [guard.tf32[k], v] for k, v in probes.precision_switches().items()
                                    if guard.tf32[k] != v}
+    buffer = _bytes_io()
     _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,
-           "recheck": recheck}, task["outputs_path"])
-    send(channel, "result", times_ms=times, facts=facts)
+           "recheck": recheck}, buffer)
+    data = buffer.getvalue()
+    write_file(task["outputs_path"], data)
+    # the hash lets the parent see the file rewritten later (the candidate's code runs again while profiled)
+    send(channel, "result", times_ms=times, facts=facts, outputs_sha256=_sha256(data).hexdigest())
     if task.get("profile"):  # after the verdict's facts are sent: a profiler failure or hang cannot change them
         send(channel, "phase", phase="profile")
         send(channel, "profile", profile=profile_candidate(model, inputs, device, times, task["profile"]))
+
+
+def write_file(path: str, data: bytes) -> None:
+    fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[_write(fd, view):]
+    finally:
+        _close(fd)
 
 
 def profile_candidate(model: torch.nn.Module, inputs: list[Any], device: torch.device, times: list[float],
@@ -247,7 +264,8 @@ def profile_candidate(model: torch.nn.Module, inputs: list[Any], device: torch.d
     """A few profiled calls (kernels.profile), never inside the timed loop; an error is recorded, not raised."""
     median = sorted(times)[len(times) // 2] if times else 0.0
     try:
-        return _collect(lambda: model(*inputs), device, median, float(options.get("deadline_s", 10.0)))
+        flush = timing.make_flusher(device, bool(options.get("flush", True)))
+        return _collect(lambda: model(*inputs), device, median, float(options.get("deadline_s", 10.0)), flush)
     except BaseException as exc:  # noqa: BLE001 - profiling is feedback; the candidate's verdict stands
         return {"calls": 0, "events": [], "error": f"profiling failed: {type(exc).__name__}: {exc}"[:500]}
 

@@ -66,11 +66,13 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache},
-            "profile": {"deadline_s": profile_deadline(settings)} if settings.profile else None}
+            "profile": {"deadline_s": profile_deadline(settings), "flush": settings.flush_cache} if settings.profile
+            else None}
     try:
         clock.enter("start")
         run = run_candidate_child(task, work_dir, settings, root, clock)
-        saved = judge.load_outputs(work_dir / "outputs.pt") if reference.digest and run.last("result") else None
+        sha = (run.last("result") or {}).get("outputs_sha256")
+        saved = judge.load_outputs(work_dir / "outputs.pt", sha) if reference.digest and run.last("result") else None
         if isinstance(saved, dict):  # digest mode: one reference worker for every seed, at the candidate's positions
             clock.enter("re-check")
             reference_outputs, timed_reference = reference_digests(problem_source, settings, saved)
@@ -80,7 +82,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
             clock.enter("judge")
             result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed unchecked
         if result.verdict == "pass" and not reference.digest:  # only then is a reference worker for the timed seeds
-            saved = judge.load_outputs(work_dir / "outputs.pt")  # worth it
+            saved = judge.load_outputs(work_dir / "outputs.pt", sha)  # worth it
             if isinstance(saved, dict):
                 clock.enter("re-check")
                 timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(saved))

@@ -105,9 +105,10 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
                           "non-negative numbers (tampered with)"]
         return result
     timing_summary = stats.summarize(times, settings.warmup_runs)
-    saved = load_outputs(outputs_path)
+    saved = load_outputs(outputs_path, message.get("outputs_sha256"))
     if isinstance(saved, str):
-        result.verdict, result.reasons, result.integrity = "runtime_error", [saved], checks
+        result.verdict = "rejected" if saved.startswith(REWRITTEN) else "runtime_error"
+        result.reasons, result.integrity = [saved], checks
         return result
     reference = reference_outputs if reference_outputs is not None else load_reference_outputs(ref)
     ref_outputs, ref_dtypes, seeds = reference["outputs"], reference["dtypes"], reference["seeds"]
@@ -169,8 +170,13 @@ def load_reference_outputs(ref: Reference) -> dict[str, Any]:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-def load_outputs(path: Path) -> dict[str, Any] | str:
-    """The candidate's saved outputs, or the reason they are unusable (the parent never crashes on them)."""
+REWRITTEN = "the candidate's outputs file changed after the harness saved it"
+
+
+def load_outputs(path: Path, sha256: str | None = None) -> dict[str, Any] | str:
+    """The candidate's saved outputs, or the reason they are unusable (the parent never crashes on them). `sha256`:
+    the hash the child reported when it saved them (a mismatch: rewritten later by the candidate's code)."""
+    import hashlib
     import io
 
     import torch
@@ -180,6 +186,9 @@ def load_outputs(path: Path) -> dict[str, Any] | str:
     data = read_regular_file(path)
     if data is None:
         return "the candidate's outputs file is missing or is not a regular file (was it replaced?)"
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        return (f"{REWRITTEN} (its sha256 is not the one reported then): code of the candidate rewrote it after "
+                "the timed runs")
     try:
         saved = torch.load(io.BytesIO(data), weights_only=True)
         parts = [saved["trials"], [saved["timed"]], [saved["recheck"]], [o for _, o in saved.get("sampled", [])]]

@@ -97,6 +97,15 @@ def test_a_profiler_failure_never_fails_a_correct_candidate(profiled, action: st
     assert expected in result.profile["error"], result.profile
 
 
+@pytest.mark.slow
+def test_outputs_rewritten_while_profiled_are_rejected(profiled) -> None:
+    """The candidate's code runs again after its outputs were saved: rewriting them then is caught by their hash."""
+    candidate = UNDER_PROFILER.replace("{action}", "open('outputs.pt', 'ab').write(b'later')")
+    result = profiled(SCALE_ADD, candidate)
+    assert result.verdict == "rejected", result.reasons
+    assert "outputs file changed after the harness saved it" in result.reasons[0]
+
+
 def test_the_number_of_profiled_calls_fits_the_deadline() -> None:
     assert plan_calls(1.0, 10.0) == (3, "")
     assert plan_calls(1000.0, 5.0)[0] == 1  # 3 s a profiled call: one fits
@@ -198,8 +207,7 @@ GPU = Path(__file__).parent / "fixtures" / "gpu"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("problem, candidate, kernel", [
-    ("problem_gpu_scale_add", "cuda_scale_add", "scale_add_relu_kernel"),
+@pytest.mark.parametrize("problem, candidate, kernel", [  # (a C++/CUDA extension's own kernel: gpu_checks, 50 s build)
     ("problem_gpu_scale_add", "triton_scale_add", "scale_add_relu_kernel"),
     ("problem_gpu_matmul", None, ""),
 ])
@@ -222,3 +230,23 @@ def test_cuda_kernels_appear_in_the_profile(problem: str, candidate: str | None,
         assert rated and rated[0]["pct_of_peak"] is not None and rated[0]["tflops"] > 1, profile["kernels"]
     # ms per forward from the profiler agrees with the timed median within the profiler's own overhead
     assert 0.05 < profile["forward_ms"] / result.timing["median_ms"] < 2.0, (profile["forward_ms"], result.timing)
+
+    assert profile["wall_s"] < 3.0, profile["wall_s"]  # the cost per evaluation (CUPTI start-up included)
+
+
+@pytest.mark.gpu
+def test_ncu_measures_the_kernels_or_says_why_not(kernel_cache, capsys) -> None:
+    source = (GPU / "problem_gpu_scale_add.py").read_text()
+    settings = EvalSettings(device="cuda", cache_dir=kernel_cache, baselines=(), build_timeout_s=600, timing_runs=20,
+                            ncu=True)
+    result = evaluate(source, (GPU / "triton_scale_add.py").read_text(), settings)
+    assert result.verdict == "pass", result.reasons
+    measured = result.profile["ncu"]
+    with capsys.disabled():
+        print("\nncu:", measured)
+    if measured["kernels"]:
+        kernel = next(k for k in measured["kernels"] if "scale_add_relu_kernel" in k["name"])
+        assert kernel["duration_us"] > 0 and 0 < kernel["dram_pct"] <= 100 and kernel["occupancy_pct"] > 0, kernel
+    else:  # ncu missing or not permitted on this host: the note names why and the fix
+        assert "ncu" in measured["note"] and ("PATH" in measured["note"] or "ERR_NVGPUCTRPERM" in measured["note"]
+                                              or "recorded no kernels" in measured["note"]), measured
