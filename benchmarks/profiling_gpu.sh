@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 check for the profiling helper: torch.profiler profiles of CUDA candidates (kernel names, shares, FLOP rates,
+# Profiling on a CUDA host (e.g. OUT=/tmp/out benchmarks/profiling_gpu.sh): torch.profiler profiles of CUDA candidates (kernel names, shares, FLOP rates,
 # cost against the evaluation), and the opt-in Nsight Compute run (metrics, or the note saying why not).
 # Runs from the repo root; writes the gpu tests' output first ($OUT/pytest_gpu.txt: torch.profiler and ncu on their own),
 # then $OUT/profiling.json and $OUT/profiling.txt (case by case, as far as the time allows).
