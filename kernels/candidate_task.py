@@ -140,6 +140,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     send = type(channel).send  # captured before any candidate code runs; used for the result message
     # likewise: candidate code may rebind module names
     on_device, timed, shared, exclusive = judge_on_device, time_on_device, timing.shared, timing.exclusive
+    if task["timing"].get("alone"):  # a rerun after device_busy (kernels.device_busy): hold the device alone
+        shared = exclusive
     lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
     guard = probes.HarnessSnapshot()
     channel.phase("build")

@@ -10,3 +10,8 @@ class ProblemError(ValueError):
         super().__init__(message)
         self.message = message
         self.log = log
+
+
+class DeviceBusyError(ProblemError):
+    """The problem's reference could not run because OTHER processes filled the GPU's memory (kernels.device_busy):
+    not the problem's fault; a ProblemError subclass so that every caller still stops the evaluation."""

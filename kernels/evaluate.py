@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, judge, ncu
+from kernels import cache, device_busy, judge, ncu
 from kernels import profile as profiling
 from kernels.isolation import new_work_dir
 from kernels.loading import check_problem_source
@@ -34,10 +34,15 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
                 "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s,
                 "profile": profile_kill_s(settings)}
-    return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                      memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
-                      hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
-                      zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap)
+
+    def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively
+        return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
+                          cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
+                          disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root], env=worker_env(),
+                          device_lock=device_lock(root, settings),
+                          zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap)
+
+    return device_busy.run_retrying(run)
 
 
 def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kernels import correctness, digest, probes, roofline, stats
+from kernels import correctness, device_busy, digest, probes, roofline, stats
 from kernels.result import Check, Correctness, EvalResult, Timing
 from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
@@ -61,6 +61,8 @@ def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[s
         kind = error.get("kind")
         if kind == "build_error":
             return "build_error", [error["message"]]
+        if kind == device_busy.BUSY_KIND:
+            return "runtime_error", [device_busy.busy_message(error)]
         if kind == "memory":
             return "runtime_error", [f"the candidate ran out of memory (memory_limit_mb={settings.memory_limit_mb})"]
         return "runtime_error", [error["message"]]

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, roofline
-from kernels.errors import ProblemError
+from kernels import cache, device_busy, roofline
+from kernels.errors import DeviceBusyError, ProblemError
 from kernels.isolation import new_work_dir
 from kernels.judge import Reference
 from kernels.sandbox import WorkerRun, read_regular_file, run_worker
@@ -64,6 +64,8 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
                             log)
     error = run.last("error")
     if error:
+        if device_busy.busy_error(run):
+            return DeviceBusyError(device_busy.busy_message(error), error.get("traceback", "") + log)
         if error.get("kind") in ("memory", "problem_memory"):
             return ProblemError(f"the problem ran out of memory ({error['message']}); lower the sizes in "
                                 f"get_inputs() or raise memory_limit_mb (now {settings.memory_limit_mb})", log)
@@ -88,11 +90,17 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache}}
     timeouts = {"start": settings.build_timeout_s, "run": settings.run_timeout_s, "ceilings": 120.0,
                 "baseline": settings.build_timeout_s + settings.run_timeout_s}
-    try:
-        return run_worker(task, work_dir, timeouts=timeouts, sandbox=settings.sandbox, cuda=settings.is_cuda,
-                          memory_limit_mb=settings.memory_limit_mb, disk_limit_mb=settings.effective_disk_limit_mb,
-                          hidden=[root], env=worker_env(), device_lock=device_lock(root, settings),
+
+
+    def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively
+        return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
+                          cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
+                          disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root], env=worker_env(),
+                          device_lock=device_lock(root, settings),
                           zygote_root=root if settings.warm_start else None, on_phase=on_phase)
+
+    try:
+        return device_busy.run_retrying(run)
     finally:
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)

@@ -130,8 +130,10 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     want = task["want"]
     module = load_problem(task, work_dir)
     lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
+    # a rerun after device_busy (kernels.device_busy) holds the device alone in its untimed sections too
+    shared = timing.exclusive if task["timing"].get("alone") else timing.shared
     channel.phase("queue")
-    with timing.shared(*lock):
+    with shared(*lock):
         channel.phase("run")
         reference_on_device(module, task, device, want, channel)
     if want.get("ceilings"):
@@ -141,7 +143,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.send("ceilings", ceilings=roofline.measure_ceilings(device))
     for kind in want.get("baselines", []):
         channel.phase("queue")
-        with timing.shared(*lock):
+        with shared(*lock):
             channel.phase("baseline")
             prepared = prepare_baseline(module, task, device, kind)
         channel.phase("queue")

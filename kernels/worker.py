@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernels import device_busy
 from kernels.channel import Channel, redirect_output
 
 _exit = os._exit
@@ -84,7 +85,9 @@ def main(argv: list[str]) -> None:
         channel.send("error", kind="memory", message="ran out of memory (MemoryError)",
                      traceback=traceback.format_exc())
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a reported error
-        channel.send("error", kind=getattr(exc, "harness_kind", "runtime_error"),
+        kind = getattr(exc, "harness_kind", "runtime_error")
+        busy = device_busy.busy_report(exc) if task.get("device", "cpu").startswith("cuda") else None
+        channel.send("error", kind=device_busy.BUSY_KIND if busy else kind, own_kind=kind, busy=busy,
                      message=f"{type(exc).__name__}: {exc}"[:2000], traceback=traceback.format_exc()[-8000:])
     sys.stdout.flush()
     sys.stderr.flush()
