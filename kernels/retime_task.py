@@ -18,6 +18,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     """Child side (kernels.worker, task kind "retime")."""
     send = type(channel).send  # captured before the candidate's code runs
     time_callable, shared, exclusive = timing.time_callable, timing.shared, timing.exclusive
+    if task["timing"].get("alone"):  # a rerun after device_busy (kernels.device_busy): hold the device alone
+        shared = exclusive
     device = torch.device(task["device"])
     lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]

@@ -126,3 +126,24 @@ def test_alone_task_marks_only_reruns_with_a_timing_section() -> None:
     assert device_busy.alone_task(task, True)["timing"] == {"runs": 10, "alone": True}
     assert task["timing"] == {"runs": 10}
     assert device_busy.alone_task({"kind": "call"}, True) == {"kind": "call"}
+
+
+def busy_worker_run() -> Any:
+    from kernels.sandbox import WorkerRun
+
+    error = {"type": "error", "kind": BUSY_KIND, "own_kind": "runtime_error", "tries": 4, "traceback": "tb",
+             "message": "HarnessFailure: ModelNew.forward raised OutOfMemoryError in trial 0",
+             "busy": FakeRun(BUSY_KIND).error["busy"]}  # type: ignore[index]
+    return WorkerRun(messages=[error, {"type": "done"}], returncode=0)
+
+
+def test_busy_candidate_verdict_and_reference_error_say_the_gpu_was_busy() -> None:
+    from kernels import EvalSettings, judge
+    from kernels.errors import DeviceBusyError
+    from kernels.reference import problem_failure
+
+    settings = EvalSettings()
+    verdict, reasons = judge.process_failure(busy_worker_run(), settings)  # type: ignore[misc]
+    assert verdict == "runtime_error" and "busy with other processes" in reasons[0] and "4 tries" in reasons[0]
+    error = problem_failure(busy_worker_run(), settings, "computing its reference outputs")
+    assert isinstance(error, DeviceBusyError) and "not the fault of the problem" in error.message
