@@ -11,6 +11,7 @@ channels_last add or change only the lines of `__init__`/`forward` they need.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
@@ -171,11 +172,14 @@ def gemms_of(recipe: Recipe, analysis: Analysis) -> list[GemmEpilogue]:
     return [g for g in analysis.gemms if recipe.gemm == "triton" or g.activation is not None]
 
 
-def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem") -> Rendered:
+def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name: str = "the problem",
+           rewritten_by: Mapping[tuple[str, ...], Analysis] | None = None) -> Rendered:
     """The full candidate source for recipe (regions not found in analysis are ignored); analysis is the traced
-    forward's, rewritten here when the recipe asks for rewrites."""
+    forward's, rewritten here when the recipe asks for rewrites (rewritten_by: the analyses of the rewritten
+    forwards already made, by the rewrites applied, search.teams.rules.rewrite.variants)."""
     if recipe.rewrites:
-        analysis = rewritten(analysis, recipe.rewrites)
+        done = (rewritten_by or {}).get(recipe.rewrites)
+        analysis = done if done is not None else rewritten(analysis, recipe.rewrites)
     gemms = gemms_of(recipe, analysis)
     in_gemm = {g.index for g in gemms}
     regions = ([r for r in analysis.regions if r.index in recipe.fused and r.index not in in_gemm]

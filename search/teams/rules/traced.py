@@ -33,7 +33,8 @@ def analyse_and_render(request: dict[str, Any], report: Callable[[str], None] | 
     """Trace the problem (see module doc) and render the recipes asked for; report(LOADED) once it is imported."""
     source = str(request["problem_source"])
     analysis = analyse(source, dtypes(bool(request.get("cuda"))), (lambda: report(LOADED)) if report else None)
-    facts = facts_of(analysis, *variants(analysis))
+    found, by_rewrites = variants(analysis)
+    facts = facts_of(analysis, found, by_rewrites)
     sources: dict[str, str] = {}
     errors: dict[str, str] = {}
     for recipe in expand(Request.from_payload(request), facts):
@@ -41,7 +42,8 @@ def analyse_and_render(request: dict[str, Any], report: Callable[[str], None] | 
         if key in sources or key in errors:
             continue
         try:
-            sources[key] = render(source, recipe, analysis, str(request.get("problem_name") or "the problem")).source
+            sources[key] = render(source, recipe, analysis, str(request.get("problem_name") or "the problem"),
+                                  by_rewrites).source
         except Exception as exc:  # noqa: BLE001 - reported per recipe; the server raises it when that one is used
             errors[key] = f"{type(exc).__name__}: {exc}"
     return {"facts": facts.to_dict(), "sources": sources, "render_errors": errors}
