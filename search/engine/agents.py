@@ -93,6 +93,13 @@ class SearchExhausted(AgentError):
     "search space exhausted" (Engine.finish_reason) instead of spending its budget on empty attempts."""
 
 
+class BranchDeclined(AgentError):
+    """The team has nothing left to try from the selected node, though other nodes still have untried work (an
+    offline team's finite moves, or no untried fix for a failed node): the attempt ends with verdict "declined",
+    unevaluated and free — it does not count against the budget (Tree.attempts) — and the policy never selects
+    that node again (policies.declined), so the budget goes to the nodes that still have something to try."""
+
+
 AT_ROOFLINE = "at the roofline"
 
 

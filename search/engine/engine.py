@@ -21,7 +21,7 @@ from search.engine.agents import AT_ROOFLINE, Team
 from search.engine.events import Emit, Event, ignore
 from search.engine.expand import EXHAUSTED, Expansion
 from search.engine.limits import DEFAULT_BUDGET, Limits
-from search.engine.node import Node
+from search.engine.node import DECLINED, Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
 from search.engine.tree import Tree
 
@@ -179,7 +179,7 @@ class Engine(Expansion):
                 if why.startswith(AT_ROOFLINE):  # the team stopped because the reference cannot be beaten
                     return Finish("finished", why)
                 return Finish("finished", f"{SEARCH_EXHAUSTED}: {why}")
-            attempts = [n for n in self.tree if n.parent is not None]
+            attempts = [n for n in self.tree if n.parent is not None and n.verdict != DECLINED]
             if attempts and all(n.verdict == "agent_error" for n in attempts):
                 last = attempts[-1].reasons[0] if attempts[-1].reasons else "no reason given"
                 return Finish("failed", f"every attempt failed for provider reasons (last: {last})")

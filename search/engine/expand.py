@@ -11,6 +11,7 @@ from typing import Any
 
 from search.engine.agents import (
     AgentError,
+    BranchDeclined,
     CodeAnswer,
     MalformedAnswer,
     PlanAnswer,
@@ -21,7 +22,7 @@ from search.engine.agents import (
 from search.engine.anchors import AnchorError, has_markers, resolve_instructions, wrap_all
 from search.engine.context import DEFAULT_TOP_R, ContextWindow, build_window
 from search.engine.grounding import check_filled, check_skeleton
-from search.engine.node import Node
+from search.engine.node import DECLINED, Node
 from search.engine.tree import Tree
 
 EXHAUSTED = "exhausted"  # the verdict of the attempt whose team found the search space exhausted
@@ -71,6 +72,9 @@ class Expansion:
             return child
         except SearchExhausted as exc:  # the run ends here (Engine.finish_reason); nothing to evaluate
             self.fail(child.id, EXHAUSTED, exc.message)
+            return child
+        except BranchDeclined as exc:  # free: not counted, and the node is not selected again
+            self.fail(child.id, DECLINED, exc.message)
             return child
         except AgentError as exc:
             self.fail(child.id, "agent_error", exc.message)

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from search.engine.node import Node, score
+from search.engine.node import DECLINED, Node, score
 from search.engine.tree import Tree
 
 
@@ -21,9 +21,17 @@ def child_count(tree: Tree, node_id: int, pending: Counter[int] | None = None) -
     return len(tree.children(node_id)) + (pending or Counter())[node_id]
 
 
-def usable(node: Node, can_debug: bool = True) -> bool:
-    """A finished node the team can work from: correct (plan+code) or failed with a candidate (debug)."""
+def declined(tree: Tree, node_id: int) -> bool:
+    """The team said it has nothing left to try from this node (a child with verdict "declined")."""
+    return any(k.verdict == DECLINED for k in tree.children(node_id))
+
+
+def usable(node: Node, can_debug: bool = True, tree: Tree | None = None) -> bool:
+    """A finished node the team can work from: correct (plan+code) or failed with a candidate (debug), and not
+    declined by the team (given the tree)."""
     if not node.finished:
+        return False
+    if tree is not None and declined(tree, node.id):
         return False
     return node.correct or (can_debug and node.debuggable)
 
@@ -95,7 +103,7 @@ class AdaptiveEpsilonGreedy(Policy):
         pending = pending or Counter()
         out = []
         for n in tree:
-            if not usable(n, can_debug):
+            if not usable(n, can_debug, tree):
                 continue
             if n.id == tree.root.id and root_throttled(tree, self.n_root, pending):
                 continue
@@ -130,7 +138,7 @@ class BestOfK(Policy):
     name: ClassVar[str] = "best-of-k"
 
     def choose(self, tree: Tree, rng: random.Random, pending: Counter[int], can_debug: bool) -> Node | None:
-        return tree.root if usable(tree.root, can_debug) else None
+        return tree.root if usable(tree.root, can_debug, tree) else None
 
 
 @dataclass
@@ -140,10 +148,10 @@ class Reflexion(Policy):
     name: ClassVar[str] = "reflexion"
 
     def choose(self, tree: Tree, rng: random.Random, pending: Counter[int], can_debug: bool) -> Node | None:
-        done = [n for n in tree if n.parent is not None and usable(n, can_debug)]
+        done = [n for n in tree if n.parent is not None and usable(n, can_debug, tree)]
         if done:
             return max(done, key=lambda n: (n.attempt, n.id))
-        return tree.root if usable(tree.root, can_debug) else None
+        return tree.root if usable(tree.root, can_debug, tree) else None
 
 
 @dataclass
@@ -153,7 +161,7 @@ class Greedy(Policy):
     name: ClassVar[str] = "greedy"
 
     def choose(self, tree: Tree, rng: random.Random, pending: Counter[int], can_debug: bool) -> Node | None:
-        return best_of([n for n in tree if n.finished and n.correct])
+        return best_of([n for n in tree if n.finished and n.correct and not declined(tree, n.id)])
 
 
 POLICIES: dict[str, type[Policy]] = {

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from search.engine.node import Node, score
+from search.engine.node import DECLINED, Node, score
 
 TREE_KEYS = ("problem", "settings", "meta", "nodes", "best")
 
@@ -105,8 +105,9 @@ class Tree:
     # -- attempts and results ----------------------------------------------------------------------
     @property
     def attempts(self) -> int:
-        """Attempts made so far (every node but the root, finished or in flight)."""
-        return len(self.nodes) - 1
+        """Attempts counted against the budget: every node but the root, finished or in flight, except the free
+        ones a team declined (verdict "declined": nothing left to try from their node, nothing evaluated)."""
+        return sum(1 for n in self.nodes.values() if n.parent is not None and n.verdict != DECLINED)
 
     def next_id(self) -> int:
         return max(self.nodes) + 1
@@ -116,7 +117,7 @@ class Tree:
 
     def add_child(self, parent_id: int, role: str, **fields: Any) -> Node:
         self[parent_id]  # raises a clear KeyError for an unknown parent
-        node = Node(id=self.next_id(), parent=parent_id, attempt=self.attempts + 1, role=role, **fields)
+        node = Node(id=self.next_id(), parent=parent_id, attempt=len(self.nodes), role=role, **fields)
         self.nodes[node.id] = node
         return node
 

@@ -9,6 +9,8 @@ Script tokens (one per attempt, cycling; flags joined with '+', e.g. "malformed-
   unfilled[:N]        the code agent returns the span unchanged N times before a good one
   agent-error[:N]     a transient provider error N times before answering
   fatal               a permanent provider error (the run stops)
+  decline             the plan agent has nothing left to try from the selected node (BranchDeclined: a free
+                      attempt, and the node is not selected again)
 Sources stay real Python: a good answer adds a comment line to ModelNew's body, a bad one adds a line
 that is not Python, a fix removes it.
 """
@@ -22,6 +24,7 @@ from typing import Any
 
 from search.engine.agents import (
     AgentError,
+    BranchDeclined,
     CodeAnswer,
     ContextWindow,
     MalformedAnswer,
@@ -43,7 +46,7 @@ def parse_token(token: str) -> dict[str, float]:
     flags: dict[str, float] = {}
     for part in token.strip().split("+"):
         name, _, arg = part.strip().partition(":")
-        if name not in ("ok", "fail", "malformed-plan", "malformed-code", "unfilled", "agent-error", "fatal"):
+        if name not in ("ok", "fail", "malformed-plan", "malformed-code", "unfilled", "agent-error", "fatal", "decline"):
             raise ValueError(f"unknown script token {name!r} in {token!r}; see tests/plugins/scripted.py")
         flags[name] = float(arg) if arg else 1.0
     return flags
@@ -103,6 +106,8 @@ class ScriptedAgent:
             raise AgentError("scripted permanent provider error (bad key)", permanent=True)
         if self.script.misbehave(window.attempt, "agent-error"):
             raise AgentError("scripted transient provider error", permanent=False)
+        if self.script.flags(window.attempt).get("decline"):
+            raise BranchDeclined(f"scripted: nothing left to try from node {window.target.id}")
 
 
 class ScriptedPlan(ScriptedAgent):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from search.engine.agents import (
-    AgentError,
     AtRoofline,
+    BranchDeclined,
     CodeAnswer,
     ContextWindow,
     MalformedAnswer,
@@ -196,7 +196,8 @@ class RulesPlan:
         """Say plainly that nothing is left instead of re-submitting the same candidate. When no node the window
         shows (the root, the leaders, the target's children) has an untried move either, the space of moves is
         exhausted: SearchExhausted ends the run ("search space exhausted"). Otherwise only this branch is: the
-        attempt ends as an agent error with this message, costs no evaluation, and the policy prunes the branch."""
+        attempt ends "declined" with this message (free: no evaluation, not counted against the budget) and
+        the policy never selects this node again."""
         why = [f"all {n_moves} applicable move(s) from this candidate were already tried" if n_moves
                else "no rule-based move applies to this candidate"]
         if analysis.error:
@@ -210,7 +211,7 @@ class RulesPlan:
             raise SearchExhausted(message + "; ".join([*why, "no other node shown has an untried move either"]),
                                   usage=usage("plan", started))
         why.append(f"node(s) {', '.join(str(n) for n in others)} still have untried moves")
-        raise AgentError(message + "; ".join(why), permanent=False, usage=usage("plan", started))
+        raise BranchDeclined(message + "; ".join(why), usage=usage("plan", started))
 
     def _open_elsewhere(self, window: ContextWindow, analysis: Facts, tried: set[Recipe]) -> list[int]:
         """The correct nodes of the window, other than the target, with a move whose recipe is untried."""
@@ -274,7 +275,7 @@ class RulesDebug:
         options = fixes(recipe, facts, target.verdict, log_text, parent)
         fresh = [f for f in options if f.recipe not in tried]
         if not fresh:
-            raise AgentError(f"rules team: no untried fix for node {target.id} (recipe {recipe.to_text()}, "
+            raise BranchDeclined(f"rules team: no untried fix for node {target.id} (recipe {recipe.to_text()}, "
                              f"{target.verdict}): what is left is undoing the last move, which gives back the "
                              "parent (already measured) or the reference, so this branch ends here",
                              permanent=False, usage=usage("debug", started))
