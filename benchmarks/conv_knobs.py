@@ -34,7 +34,7 @@ from typing import Any
 
 RUNS, WARMUP = 30, 5
 FORMS = ("eager", "eager+bench", "cl", "cl+bench", "compile", "compile+bench", "autotune", "autotune+bench",
-         "autotune+cd")
+         "autotune+cd", "compile+cl", "autotune+cl")
 
 
 @contextlib.contextmanager
@@ -130,7 +130,7 @@ def close(a: Any, b: Any) -> tuple[bool, float]:
     return ok, float(diff.max())
 
 
-def measure(path: str, lock: str, deadline_s: float, device: str) -> dict[str, Any]:
+def measure(path: str, lock: str, deadline_s: float, device: str, forms: tuple[str, ...]) -> dict[str, Any]:
     import torch
     import torch._dynamo
     import torch._inductor.config as inductor_config
@@ -144,11 +144,11 @@ def measure(path: str, lock: str, deadline_s: float, device: str) -> dict[str, A
     inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
     row: dict[str, Any] = {"problem": Path(path).stem, "forms": {}}
     reference = None
-    for form in FORMS:
+    for form in forms:
         if time.monotonic() - started > deadline_s:
             row["forms"][form] = {"error": f"skipped: the problem's {deadline_s:g} s were spent"}
             continue
-        channels_last = form.startswith("cl")
+        channels_last = form.startswith("cl") or form.endswith("+cl")
         bench = form.endswith("+bench")
         model = model_to_layout(base, channels_last)
         args = [to_layout(t, channels_last) for t in inputs]
@@ -181,10 +181,10 @@ def measure(path: str, lock: str, deadline_s: float, device: str) -> dict[str, A
     return row
 
 
-def worker(paths: list[str], lock: str, deadline_s: float, device: str, queue: Any) -> None:
+def worker(paths: list[str], lock: str, deadline_s: float, device: str, forms: tuple[str, ...], queue: Any) -> None:
     for path in paths:
         try:
-            queue.put(measure(path, lock, deadline_s, device))
+            queue.put(measure(path, lock, deadline_s, device, forms))
         except Exception as exc:  # noqa: BLE001
             queue.put({"problem": Path(path).stem, "error": f"{type(exc).__name__}: {exc}"[:500], "forms": {}})
 
@@ -197,12 +197,12 @@ def ratio(row: dict[str, Any], form: str, base: str) -> str:
     return f"{b['median_ms'] / f['median_ms']:.2f}x{mark}"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = "| problem | " + " | ".join(FORMS) + " |"
-    lines = [head, "|" + "---|" * (len(FORMS) + 1)]
+def table(rows: list[dict[str, Any]], forms: tuple[str, ...]) -> str:
+    head = "| problem | " + " | ".join(forms) + " |"
+    lines = [head, "|" + "---|" * (len(forms) + 1)]
     for row in sorted(rows, key=lambda r: r["problem"]):
         cells = []
-        for form in FORMS:
+        for form in forms:
             f = row["forms"].get(form, {})
             if "median_ms" in f:
                 cells.append(f"{f['median_ms']:.3f} ms ({ratio(row, form, 'compile')} c)")
@@ -219,12 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=150.0, help="seconds per problem")
     parser.add_argument("--out", default="conv_knobs.json")
     parser.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests this script")
+    parser.add_argument("--forms", default=",".join(FORMS), help=f"comma-separated, in order (the first is the "
+                        f"reference of the correctness check; include compile for the ratios): {', '.join(FORMS)}")
     args = parser.parse_args(argv)
+    forms = tuple(f.strip() for f in args.forms.split(",") if f.strip())
+    unknown = [f for f in forms if f not in FORMS]
+    if unknown:
+        parser.error(f"unknown form(s) {', '.join(unknown)}; choose from {', '.join(FORMS)}")
     lock = os.path.join(tempfile.gettempdir(), "conv_knobs.lock")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     shares = [args.problems[k::args.workers] for k in range(args.workers)]
-    procs = [ctx.Process(target=worker, args=(s, lock, args.deadline, args.device, queue)) for s in shares if s]
+    procs = [ctx.Process(target=worker, args=(s, lock, args.deadline, args.device, forms, queue)) for s in shares if s]
     for p in procs:
         p.start()
     rows = [queue.get() for _ in args.problems]
@@ -232,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         p.join()
     import torch
 
-    text = table(rows)
+    text = table(rows, forms)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"device: {name}, torch {torch.__version__}; ratios: compile(default) / form")
     print(text)
