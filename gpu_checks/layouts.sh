@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Layout/config moves of the rules team on the H200 (helper "layouts", issue 19): for every problem of
+# benchmarks/problems/kb_l2 and the convolution problems of kb_l1, time eager, eager under cuDNN benchmark
+# flags, channels_last(_3d) eager, and channels_last + benchmark (CUDA events, median of 20 after 5 warm-ups).
+# Loads our own problem files directly (trusted). Writes $OUT/layouts.json and prints a table. < 150 s.
+set -euo pipefail
+OUT="${OUT:-/tmp/layouts_out}"
+mkdir -p "$OUT"
+python - "$OUT" <<'PY'
+import glob, importlib.util, inspect, json, os, sys, time
+import torch
+
+out_dir = sys.argv[1]
+files = sorted(glob.glob("benchmarks/problems/kb_l2/*.py"))
+files += [f for f in sorted(glob.glob("benchmarks/problems/kb_l1/*.py")) if "conv" in os.path.basename(f)]
+LAYOUTS = {4: torch.channels_last, 5: torch.channels_last_3d}
+PER_PROBLEM_S, TOTAL_S = 20.0, 140.0
+cudnn = torch.backends.cudnn
+FLAG_NAMES = tuple(inspect.signature(cudnn.flags).parameters)
+
+
+def autotune():
+    current = {n: getattr(cudnn, n) for n in FLAG_NAMES if hasattr(cudnn, n)}
+    return cudnn.flags(**{**current, "enabled": True, "benchmark": True, "deterministic": False})
+
+
+class Plain:
+    def __enter__(self): return self
+    def __exit__(self, *a): return False
+
+
+def to_layout(t):
+    layout = LAYOUTS.get(t.dim()) if isinstance(t, torch.Tensor) else None
+    return t if layout is None else t.contiguous(memory_format=layout)
+
+
+def conv_ranks(model):
+    return sorted({m.weight.dim() for m in model.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)})
+
+
+def time_ms(fn, deadline):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(20):
+        if time.perf_counter() > deadline:
+            raise TimeoutError("over the per-problem budget")
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); b.synchronize()
+        times.append(a.elapsed_time(b))
+    return sorted(times)[len(times) // 2]
+
+
+rows, started = [], time.perf_counter()
+print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, cudnn {cudnn.version()}, "
+      f"allow_tf32={cudnn.allow_tf32}, benchmark={cudnn.benchmark}")
+for path in files:
+    name = os.path.basename(path)[:-3]
+    row = {"problem": name}
+    rows.append(row)
+    if time.perf_counter() - started > TOTAL_S:
+        row["error"] = "skipped: total budget spent"
+        continue
+    deadline = time.perf_counter() + PER_PROBLEM_S
+    try:
+        spec = importlib.util.spec_from_file_location(f"p_{name}", path)
+        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+        torch.manual_seed(0)
+        model = mod.Model(*mod.get_init_inputs()).cuda().eval()
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+        ranks = conv_ranks(model)
+        row["conv_weight_ranks"] = ranks
+        with torch.no_grad():
+            want = model(*inputs)
+            variants = {"eager": (model, inputs, Plain), "eager+cudnn_benchmark": (model, inputs, autotune)}
+            if any(r in LAYOUTS for r in ranks):
+                cl = mod.Model(*mod.get_init_inputs()).cuda().eval()
+                cl.load_state_dict(model.state_dict())
+                cl._apply(to_layout)
+                cl_inputs = [to_layout(x) if isinstance(x, torch.Tensor) and x.dim() in
+                             {r for r in ranks if r in LAYOUTS} else x for x in inputs]
+                variants["channels_last"] = (cl, cl_inputs, Plain)
+                variants["channels_last+cudnn_benchmark"] = (cl, cl_inputs, autotune)
+            for label, (m, xs, scope) in variants.items():
+                try:
+                    def fn(m=m, xs=xs, scope=scope):
+                        with scope():
+                            return m(*xs)
+                    got = fn()
+                    row[label + "_max_abs_diff"] = float((got.float() - want.float()).abs().max())
+                    row[label + "_ms"] = time_ms(fn, deadline)
+                except Exception as exc:  # noqa: BLE001 - recorded, the next variant runs
+                    row[label + "_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        del model, inputs, variants
+    except Exception as exc:  # noqa: BLE001
+        row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    torch.cuda.empty_cache()
+    print(json.dumps(row), flush=True)
+
+labels = ["eager", "eager+cudnn_benchmark", "channels_last", "channels_last+cudnn_benchmark"]
+print(f"\n{'problem':48s} " + " ".join(f"{lab[:26]:>27s}" for lab in labels))
+for row in rows:
+    cells = []
+    for lab in labels:
+        ms, err = row.get(lab + "_ms"), row.get(lab + "_error")
+        base = row.get("eager_ms")
+        cells.append(f"{ms:9.3f} ms {base / ms:5.2f}x" if ms and base else ("error" if err else "-"))
+    print(f"{row['problem'][:48]:48s} " + " ".join(f"{c:>27s}" for c in cells))
+with open(os.path.join(out_dir, "layouts.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "cudnn": cudnn.version(),
+               "rows": rows, "wall_s": time.perf_counter() - started}, f, indent=1)
+PY
