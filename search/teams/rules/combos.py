@@ -3,6 +3,8 @@ instruction) and each fix a (recipe, why, aspect):
 
 gemm-cublaslt-epilogue  bias + ReLU/tanh-GELU inside cuBLASLt's GEMM, the rest of the epilogue in the team's kernel
 gemm-triton-epilogue    one Triton GEMM per Linear with its whole epilogue applied in registers before the store
+cudnn-autotune          the forward in a cuDNN benchmark scope: its convolution algorithms timed per shape
+channels-last           convolution weights and inputs in the channels-last format of their rank (NHWC, NDHWC)
 conv-epilogue-nhwc      channels_last convolutions (cuDNN) with the epilogue fused by the team's kernel reading NHWC
 fuse-graph              launch-bound forwards: fuse -> replay one captured CUDA graph
 fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest -> replay one captured CUDA graph
@@ -17,6 +19,7 @@ vs 0.088 ms) without the compile time, so it comes first. The NHWC conv epilogue
 
 from __future__ import annotations
 
+from search.teams.rules.convs import LAYOUT_WORDS
 from search.teams.rules.facts import Facts
 from search.teams.rules.recipe import BACKEND_WORDS, Recipe
 
@@ -57,9 +60,38 @@ def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None
     return out
 
 
+def layout_moves(recipe: Recipe, analysis: Facts) -> list[MoveSpec]:
+    """The convolution configuration moves (CUDA only): cuDNN's algorithms timed per shape, then the channels-last
+    layout of the convolutions' rank (4-D: NHWC, 5-D: NDHWC; not offered for 1-D convolutions, which have none, nor
+    when the traced forward fails in it: Facts.layout_error)."""
+    out: list[MoveSpec] = []
+    if analysis.has_conv and not recipe.cudnn_autotune:
+        out.append(("cudnn-autotune", recipe.with_(cudnn_autotune=True),
+                    f"Run the forward in a torch.backends.cudnn.flags(benchmark=True) scope (every other cuDNN flag "
+                    f"as it was, all restored after), so cuDNN times its algorithms for this problem's "
+                    f"{_conv_words(analysis)} once per input shape (the harness warms up before timing) and keeps the "
+                    "fastest instead of its heuristic pick; a compiled forward inside the scope is tuned too (Inductor "
+                    "calls the convolutions at run time)"))
+    if analysis.layout_ranks and not recipe.channels_last:
+        words = " and ".join(LAYOUT_WORDS[r] for r in analysis.layout_ranks)
+        out.append(("channels-last", recipe.with_(channels_last=True),
+                    f"Keep the convolution weights and the {'/'.join(f'{r}-D' for r in analysis.layout_ranks)} inputs "
+                    f"in {words}, the layout cuDNN's fastest convolution kernels use (tensors of other ranks as "
+                    "they are)"))
+    return out
+
+
+def _conv_words(analysis: Facts) -> str:
+    """"2-D/3-D convolutions" (by weight rank), or "convolutions" when the ranks are unknown."""
+    dims = {3: "1-D", 4: "2-D", 5: "3-D"}
+    ranks = "/".join(dims.get(r, f"rank-{r}") for r in analysis.conv_ranks)
+    return f"{ranks} convolutions" if ranks else "convolutions"
+
+
 def conv_moves(recipe: Recipe, analysis: Facts, backend: str) -> list[MoveSpec]:
-    """channels_last convolutions + the epilogue regions after them fused, reading NHWC (CUDA only)."""
-    if not analysis.conv_epilogues or recipe.channels_last:
+    """channels_last convolutions + the epilogue regions after them fused, reading NHWC (CUDA only; 2-D
+    convolutions: the kernels read NHWC 4-D tensors)."""
+    if not analysis.conv_epilogues or recipe.channels_last or 4 not in analysis.layout_ranks:
         return []
     fused = (*recipe.fused, *analysis.conv_epilogues)
     text = "; ".join(r.summary for r in analysis.regions if r.index in analysis.conv_epilogues)
