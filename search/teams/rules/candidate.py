@@ -67,9 +67,10 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion | Gem
         if analysis.rewrite_init:
             lines += ["        self._rewrite_weights()",
                       "        self.register_load_state_dict_post_hook(lambda module, keys: module._rewrite_weights())"]
-        if recipe.channels_last:  # Module._apply is what Module.to uses: same parameters, converted in place
-            lines.append("        self._apply(_channels_last)  # convolution weights in the channels-last format of "
-                         "their rank")
+        if recipe.channels_last:
+            lines.append("        _weights_channels_last(self)")
+            if analysis.rewrite_init:  # load_state_dict recomputes the folded weights: converted again after it
+                lines.append("        self.register_load_state_dict_post_hook(_weights_channels_last)")
         if recipe.compile_mode:
             lines.append(f'        self._compiled_forward = torch.compile({inner}, mode="{recipe.compile_mode}")')
             inner = "self._compiled_forward"
@@ -177,6 +178,12 @@ def _channels_last(t):
     fastest convolution kernels use; a tensor of any other rank, or anything else, as it is."""
     layout = _LAYOUTS.get(t.dim()) if isinstance(t, torch.Tensor) else None
     return t if layout is None else t.contiguous(memory_format=layout)
+
+
+def _weights_channels_last(module, incompatible_keys=None):
+    """The module's weights and buffers in the channels-last format of their rank, in place (Module._apply is what
+    Module.to uses: the same parameters, converted); also run after load_state_dict."""
+    module._apply(_channels_last)
 
 
 def _channels_last_inputs(args, kwargs):

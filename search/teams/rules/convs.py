@@ -41,17 +41,19 @@ def _name(target: Any) -> str:
     return str(getattr(target, "__name__", target))
 
 
-def conv_weight(gm: Any, node: Any) -> tuple[tuple[int, ...], bool] | None:
-    """(weight shape, transposed) when node is a convolution (an nn.Conv*/ConvTranspose* module or a functional
-    conv*), else None."""
+def conv_weight(gm: Any, node: Any) -> tuple[int, tuple[int, ...] | None, bool] | None:
+    """(rank, weight shape, transposed) when node is a convolution (an nn.Conv*/ConvTranspose* module or a
+    functional conv*), else None. The rank is the weight's, which is also its input's and output's; the shape is
+    None when the graph does not know it (a rewritten forward's folded weight, computed at construction)."""
     if node.op == "call_module":
         module = gm.get_submodule(str(node.target))
         if "_ConvNd" not in {c.__name__ for c in type(module).__mro__}:
             return None
-        return tuple(int(s) for s in module.weight.shape), bool(module.transposed)
+        return module.weight.dim(), tuple(int(s) for s in module.weight.shape), bool(module.transposed)
     if node.op == "call_function" and _name(node.target) in CONV_FUNCTIONS and len(node.args) > 1:
-        shape = _shape(node.args[1])
-        return None if shape is None else (shape, "transpose" in _name(node.target))
+        weight, out = _shape(node.args[1]), _shape(node)
+        rank = len(weight) if weight is not None else len(out) if out is not None else None
+        return None if rank is None else (rank, weight, "transpose" in _name(node.target))
     return None
 
 
@@ -59,7 +61,9 @@ def node_flops(gm: Any, node: Any) -> tuple[int, bool]:
     """(estimated FLOPs of node, whether it is a convolution)."""
     conv = conv_weight(gm, node)
     if conv is not None:
-        weight, transposed = conv
+        _, weight, transposed = conv
+        if weight is None:
+            return _numel(node), True
         source = node.args[0] if node.args else None
         elements = _numel(source) if transposed and source is not None else _numel(node)
         return 2 * elements * math.prod(weight[1:]), True
@@ -80,9 +84,9 @@ def conv_facts(gm: Any) -> tuple[tuple[int, ...], float]:
     ranks: set[int] = set()
     conv = total = 0
     for node in gm.graph.nodes:
-        weight = conv_weight(gm, node)
-        if weight is not None:
-            ranks.add(len(weight[0]))
+        found = conv_weight(gm, node)
+        if found is not None:
+            ranks.add(found[0])
         flops, is_conv = node_flops(gm, node)
         total += flops
         conv += flops if is_conv else 0
