@@ -17,10 +17,13 @@ import torch
 
 from benchmarks.rules_trace_store import DictStore  # the TraceStore protocol over a dict
 from search.engine.agents import AgentError
+from search.engine.anchors import parse_anchors
 from search.engine.context import build_window
+from search.engine.grounding import check_filled, check_skeleton
 from search.engine.node import Node
 from search.engine.tree import Tree
 from search.teams.rules import build_team
+from search.teams.rules.anchoring import anchor, fill
 from search.teams.rules.candidate import render
 from search.teams.rules.facts import Facts, facts_of
 from search.teams.rules.failures import Failure, added_parts, failure_of, normalized
@@ -262,3 +265,20 @@ def test_the_harness_passes_the_forced_layout_moves_on_the_cpu(problem: str, rec
                             memory_limit_mb=4096)
     result = evaluate(source, candidate_source, settings)
     assert result.verdict == "pass", (result.reasons, result.logs)
+
+
+def test_the_cudnn_move_from_a_compiled_node_is_grounded_in_the_forward_lines() -> None:
+    """From compile(default): the spans are the helper (new lines after the kernels section) and the forward's return
+    (now inside the scope); the reference above stays untouched (the engine's grounding contract)."""
+    problem = "layouts/CONV3D_CHAIN"
+    source, a = with_rewrite_problems()[problem], analysis(problem, True)
+    old = render(source, Recipe(compile_mode="default"), a, problem).source
+    new = render(source, Recipe(compile_mode="default", cudnn_autotune=True), a, problem).source
+    anchored, instructions = anchor(old, new, "move", "cudnn-autotune; compile=default", "cudnn-autotune")
+    check_skeleton(anchored, old)
+    check_filled(anchored, fill(anchored, old, new))
+    spans = parse_anchors(anchored)
+    assert all(s.begin_line > len(source.splitlines()) for s in spans)  # below the reference
+    bodies = "\n".join(s.body for s in spans)
+    assert "return self._compiled_forward(x)" in bodies and "_fused_forward(self" not in bodies
+    assert "with _cudnn_autotune():" in new and "            return self._compiled_forward(x)" in new
