@@ -11,7 +11,8 @@ fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest ->
 cuda-graph              launch-bound forwards: replay one captured CUDA graph
 
 Order and scope, from the H200 benchmark (benchmarks/gemm_epilogue.py, docs/benchmarks/gemm_epilogue.md,
-2026-12-01): every move here comes after the torch.compile moves. The cuBLASLt epilogue ties compile(default) and
+2026-12-01): every move here comes after the torch.compile moves; cudnn-autotune and channels-last come right after
+them on a conv-dominated forward (search.teams.rules.moves), last elsewhere. The cuBLASLt epilogue ties compile(default) and
 the fused epilogue (within 1%) at 1024 x 8192 x 8192; the Triton template loses 2.2-4.5x to cuBLAS there, so it is
 proposed only for launch-bound forwards, where it beat fuse-all without a graph (0.365 vs 0.396 ms). On the
 launch-bound chain fuse -> CUDA graph won 3.76x over compile(default), the same as fuse -> compile -> graph (0.087
