@@ -8,6 +8,9 @@ branch of the same tree (search.teams.rules.failures)."""
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,7 +29,7 @@ from search.teams.rules import build_team
 from search.teams.rules.anchoring import anchor, fill
 from search.teams.rules.candidate import render
 from search.teams.rules.facts import Facts, facts_of
-from search.teams.rules.failures import Failure, added_parts, failure_of, normalized
+from search.teams.rules.failures import Failure, added_parts, failed_here, failure_of, normalized
 from search.teams.rules.moves import GPU_FIRST, candidate_moves, changed_aspects, fixes
 from search.teams.rules.problem import load_problem
 from search.teams.rules.recipe import Recipe, recipe_of
@@ -62,7 +65,6 @@ def test_channels_last_follows_the_rank_of_the_convolutions() -> None:
     assert "channels_last (NHWC)" in {m.name: m for m in candidate_moves(Recipe(), two, "cuda")}["channels-last"].instruction
     # 1-D convolutions have no channels-last format: only the cuDNN move
     assert "channels-last" not in names("layouts/CONV1D_TANH") and "cudnn-autotune" in names("layouts/CONV1D_TANH")
-    assert "conv-epilogue-nhwc" not in names("layouts/CONV3D_CHAIN")  # the NHWC epilogue kernels read 4-D tensors
     # CUDA only; and a problem with no convolution gets neither
     assert not {"cudnn-autotune", "channels-last"} & set(names("layouts/CONV3D_CHAIN", device="cpu"))
     assert not {"cudnn-autotune", "channels-last"} & set(names("tests/MANY_OPS"))
@@ -200,6 +202,10 @@ def test_a_move_that_broke_is_remembered_by_its_name_and_what_it_adds() -> None:
                             "RuntimeError: required rank N tensor to use channels_last format (at "
                             "ModelNew(*get_init_inputs()), N)")
     assert Failure.from_text(found.to_text()) == found
+    # from any other node: channels-last, and conv-epilogue-nhwc (which adds channels-last too), repeat it; nothing else
+    moves = candidate_moves(Recipe(compile_mode="max-autotune-no-cudagraphs"), f, "cuda")
+    assert {m.name for m in moves if failed_here(m, Recipe(compile_mode="max-autotune-no-cudagraphs"),
+                                                 {found.key: found})} == {"channels-last", "conv-epilogue-nhwc"}
     assert normalized("x 0x7f3a 12 3.5\nmore") == "x N N N"
     assert added_parts(Recipe(compile_mode="default"), Recipe(compile_mode="default", fused=(0,), backend="triton")) \
         == "fuse=triton:0"
@@ -226,8 +232,9 @@ def test_a_move_that_failed_in_one_branch_is_skipped_in_the_others_and_the_log_s
     with pytest.raises(AgentError, match="no untried fix"):  # undoing channels-last gives back its parent
         team.debug.debug(build_window(tree, "debug", node.id, device=device))
     assert any(k.startswith("failed:") for v in store.data.values() for k in v)
-    # node 2 has three moves (cudnn-autotune, channels-last, fuse-all): a new team restored from the store plans one,
-    # the first team the other, and nothing is left after them, which says why channels-last was not played
+    # node 2 has four moves (cudnn-autotune, channels-last, fuse-all, conv-epilogue-nhwc, which adds channels-last too):
+    # a new team restored from the store plans one, the first team the other, and nothing is left after them, which
+    # says why channels-last and conv-epilogue-nhwc were not played
     for t in (build_team({"seed": 1, "trace_store": store}), team):
         child = tree.add_child(2, "plan+code", status="planning")
         window = build_window(tree, "plan", 2, attempt=child.attempt, device=device)
@@ -244,7 +251,8 @@ def test_a_move_that_failed_in_one_branch_is_skipped_in_the_others_and_the_log_s
                                                                       fused=(0,), backend="triton")}
     child = tree.add_child(2, "plan+code", status="planning")
     with pytest.raises(AgentError, match=f"nothing left to try from node 2 .* skipped channels-last: it failed in "
-                                         f"node {node.id}"):
+                                         f"node {node.id} .*skipped conv-epilogue-nhwc: channels-last, whose change it "
+                                         f"makes too, failed in node {node.id}"):
         team.plan.plan(build_window(tree, "plan", 2, attempt=child.attempt, device=device))
 
 
@@ -282,3 +290,68 @@ def test_the_cudnn_move_from_a_compiled_node_is_grounded_in_the_forward_lines() 
     bodies = "\n".join(s.body for s in spans)
     assert "return self._compiled_forward(x)" in bodies and "_fused_forward(self" not in bodies
     assert "with _cudnn_autotune():" in new and "            return self._compiled_forward(x)" in new
+
+
+NDHWC = Recipe(channels_last=True, fused=(0,), backend="triton")
+
+
+def test_a_3d_conv_epilogue_gets_the_ndhwc_combination_move() -> None:
+    move = {m.name: m for m in candidate_moves(Recipe(), facts("layouts/CONV3D_CHAIN"), "cuda")}["conv-epilogue-nhwc"]
+    assert move.recipe == NDHWC
+    assert "conv-epilogue-nhwc" not in names("layouts/CONV_VIEW_FLATTEN")  # the forward breaks in channels-last
+
+
+@pytest.mark.slow
+def test_the_ndhwc_epilogue_matches_the_reference_in_the_triton_interpreter(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    path = tmp_path / "cand_ndhwc.py"
+    path.write_text(render(with_rewrite_problems()["layouts/CONV3D_CHAIN"], NDHWC.with_(cudnn_autotune=True),
+                           analysis("layouts/CONV3D_CHAIN", True)).source)
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from pathlib import Path
+import torch
+from tests.teams.test_rules_kernels import import_candidate, assert_matches_reference
+from tests.teams.samples import with_rewrite_problems
+path = Path({str(path)!r})
+module = import_candidate(path.read_text(), path)
+assert_matches_reference(with_rewrite_problems()["layouts/CONV3D_CHAIN"], module)
+x = torch.randn(2, 6, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d)
+b = torch.randn(6, 1, 1, 1)
+out = getattr(module, [n for n in dir(module) if n.startswith("fused0_")][0])(x, b)
+assert out.is_contiguous(memory_format=torch.channels_last_3d) and not out.is_contiguous()
+assert torch.allclose(out, torch.sigmoid(torch.relu(x) + b), atol=1e-6)
+print("interpreter ok")
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "interpreter ok" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.gpu
+def test_the_layout_candidates_match_the_reference_on_cuda(tmp_path: Path) -> None:
+    """On a GPU: 2-D and 3-D convolutions in channels-last under the cuDNN benchmark scope, alone, compiled, and with
+    the NHWC / NDHWC epilogue kernels in both GPU backends, against the fp32 reference; the scope leaves every cuDNN
+    flag as it was."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    cases = [("layouts/CONV3D_CHAIN", LAYOUT), ("layouts/CONV3D_CHAIN", LAYOUT.with_(compile_mode="default")),
+             ("layouts/CONV3D_CHAIN", NDHWC.with_(cudnn_autotune=True)),
+             ("layouts/CONV3D_CHAIN", Recipe(channels_last=True, fused=(0,), backend="cuda", cudnn_autotune=True)),
+             ("tests/CONV_CHAIN", LAYOUT.with_(compile_mode="max-autotune-no-cudagraphs")),
+             ("rewrites/FOLD_CONV_TRANSPOSE", LAYOUT.with_(rewrites=("fold-affine",), compile_mode="default"))]
+    for k, (problem, recipe) in enumerate(cases):
+        module = candidate(problem, recipe, tmp_path / str(k) if (tmp_path / str(k)).mkdir() is None else tmp_path)
+        torch.manual_seed(0)
+        ref = module.Model(*module.get_init_inputs()).cuda().eval()
+        torch.manual_seed(0)
+        new = module.ModelNew(*module.get_init_inputs()).cuda().eval()
+        before = cudnn_flags()
+        with torch.no_grad():
+            for seed in range(3):
+                torch.manual_seed(seed)
+                inputs = [t.cuda() for t in module.get_inputs()]
+                want, got = ref(*inputs), new(*inputs)
+                assert cudnn_flags() == before, recipe
+                assert torch.allclose(got, want, atol=1e-3, rtol=1e-3), (recipe, (got - want).abs().max())

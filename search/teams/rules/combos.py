@@ -90,9 +90,9 @@ def _conv_words(analysis: Facts) -> str:
 
 
 def conv_moves(recipe: Recipe, analysis: Facts, backend: str) -> list[MoveSpec]:
-    """channels_last convolutions + the epilogue regions after them fused, reading NHWC (CUDA only; 2-D
-    convolutions: the kernels read NHWC 4-D tensors)."""
-    if not analysis.conv_epilogues or recipe.channels_last or 4 not in analysis.layout_ranks:
+    """channels_last convolutions + the epilogue regions after them fused, reading NHWC (NDHWC for 3-D
+    convolutions) directly (CUDA only; not when the forward breaks in channels-last, Facts.layout_error)."""
+    if not analysis.conv_epilogues or recipe.channels_last or not analysis.layout_ranks:
         return []
     fused = (*recipe.fused, *analysis.conv_epilogues)
     text = "; ".join(r.summary for r in analysis.regions if r.index in analysis.conv_epilogues)

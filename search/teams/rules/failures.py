@@ -81,9 +81,16 @@ def failure_of(node: Any, facts: Facts, device: str, target: str | None) -> Fail
 
 
 def failed_here(move: Move, current: Recipe, failures: dict[str, Failure]) -> Failure | None:
-    """The recorded failure of this move from current (same name, same recipe parts added), if any."""
-    return failures.get(f"{move.name}|{added_parts(current, move.recipe)}")
+    """The recorded failure this move from current would repeat, if any: the same move (same name, same recipe parts
+    added), or one whose added parts it all adds too (conv-epilogue-nhwc adds channels-last and the fused epilogue:
+    a failed channels-last fails it as well)."""
+    same = failures.get(f"{move.name}|{added_parts(current, move.recipe)}")
+    if same is not None:
+        return same
+    adds = set(added_parts(current, move.recipe).split("; "))
+    return next((f for f in failures.values() if f.adds and set(f.adds.split("; ")) <= adds), None)
 
 
 def skip_note(move: Move, failure: Failure) -> str:
-    return f"skipped {move.name}: it failed in node {failure.node} ({failure.error})"
+    what = "it" if failure.move == move.name else f"{failure.move}, whose change it makes too,"
+    return f"skipped {move.name}: {what} failed in node {failure.node} ({failure.error})"
