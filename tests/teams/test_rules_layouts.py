@@ -85,9 +85,20 @@ def test_channels_last_stays_out_of_a_forward_whose_view_breaks_in_it() -> None:
     assert facts("layouts/CONV3D_CHAIN").layout_error is None
 
 
-def test_rendering_channels_last_without_a_2d_or_3d_convolution_says_what_to_do() -> None:
-    with pytest.raises(ValueError, match="weights have rank\\(s\\) \\[3\\]: drop channels-last from the recipe"):
-        render(with_rewrite_problems()["layouts/CONV1D_TANH"], LAYOUT, analysis("layouts/CONV1D_TANH", True))
+def test_channels_last_forced_on_a_1d_convolution_touches_only_what_it_can(tmp_path: Path) -> None:
+    """The move is not offered there; a recipe forced by hand still renders and runs: the 3-D weights and input stay
+    as they are (there is no channels-last format for them), the output equals the reference's."""
+    module = candidate("layouts/CONV1D_TANH", LAYOUT, tmp_path)
+    assert module._LAYOUTS == FORMATS
+    p = load_problem(with_rewrite_problems()["layouts/CONV1D_TANH"])
+    torch.manual_seed(0)
+    ref = p.model_class(*p.init_inputs()).eval()
+    torch.manual_seed(0)
+    new = module.ModelNew(*p.init_inputs()).eval()
+    assert new.conv.weight.is_contiguous()
+    x = p.inputs()[0]
+    with torch.no_grad():
+        assert torch.allclose(new(x), ref(x), atol=1e-5)
 
 
 def test_on_a_conv_dominated_forward_the_conv_moves_come_before_the_fusions() -> None:

@@ -162,12 +162,10 @@ CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
         self._graph, self._graph_key = graph, key'''
 
 def channels_last_helper(ranks: tuple[int, ...]) -> str:
-    """The candidate's channels-last helpers for convolutions of these weight ranks (4: 2-D, 5: 3-D); raises
-    ValueError when none has a channels-last format (1-D convolutions only, or none)."""
-    formats = {r: LAYOUTS[r] for r in ranks if r in LAYOUTS}
-    if not formats:
-        raise ValueError(f"channels-last needs a 2-D or 3-D convolution (weights of rank 4 or 5); this forward's "
-                         f"convolution weights have rank(s) {list(ranks) or 'none'}: drop channels-last from the recipe")
+    """The candidate's channels-last helpers for convolutions of these weight ranks (4: 2-D, 5: 3-D). With none of
+    them (1-D convolutions only, or none: the move is not offered then, only a recipe forced by hand asks for it)
+    every 4-D and 5-D tensor gets its format and the others stay as they are: it touches only what it can."""
+    formats = {r: LAYOUTS[r] for r in ranks if r in LAYOUTS} or dict(LAYOUTS)
     table = ", ".join(f"{r}: torch.{f}" for r, f in formats.items())
     return f'''# The channels-last memory format per tensor rank, for the ranks of this model's convolutions only.
 _LAYOUTS = {{{table}}}
