@@ -274,6 +274,7 @@ class RulesCode:
         except ValueError as exc:
             raise MalformedAnswer(f"bad recipe in the instruction: {exc}", usage("code", started)) from exc
         new = self.ctx.render(window, recipe)
+        self.ctx.failures(window, self.ctx.facts(window))  # the failed children of the target's siblings, remembered
         try:
             source = fill(plan.anchored_source, window.target.source, new)
         except Exception as exc:  # noqa: BLE001 - spans that do not match the change: re-ask
