@@ -35,8 +35,8 @@ def test_on_cuda_the_compile_moves_lead_from_the_reference_and_nowhere_else() ->
     gpu = candidate_moves(Recipe(), facts, "cuda")
     assert [m.name for m in gpu[:2]] == list(GPU_FIRST) and all(m.leading for m in gpu[:2])
     assert [m.recipe for m in gpu[:2]] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
-    # then, the forward being conv-dominated, the cuDNN configuration and layout moves before the fusions
-    assert [m.name for m in gpu[2:5]] == ["cudnn-autotune", "channels-last", "fuse-all"]
+    # then, the forward being conv-dominated, the layout and cuDNN configuration moves before the fusions
+    assert [m.name for m in gpu[2:5]] == ["channels-last", "cudnn-autotune", "fuse-all"]
     assert not any(m.leading for m in gpu[2:])
     cpu = candidate_moves(Recipe(), facts, "cpu")
     assert cpu[0].name == "fuse-all" and not any(m.leading for m in cpu)  # the CPU keeps its order

@@ -104,14 +104,14 @@ def test_channels_last_forced_on_a_1d_convolution_touches_only_what_it_can(tmp_p
 def test_on_a_conv_dominated_forward_the_conv_moves_come_before_the_fusions() -> None:
     assert facts("layouts/CONV3D_CHAIN").conv_dominated and not facts("layouts/CONV_THEN_GEMM").conv_dominated
     root = names("layouts/CONV3D_CHAIN")
-    assert root[:4] == [*GPU_FIRST, "cudnn-autotune", "channels-last"]
+    assert root[:4] == [*GPU_FIRST, "channels-last", "cudnn-autotune"]
     compiled = names("layouts/CONV3D_CHAIN", Recipe(compile_mode="default"))  # from the best compile node
-    assert compiled[:3] == ["cudnn-autotune", "channels-last", "fuse-all"]
-    tuned = names("layouts/CONV3D_CHAIN", Recipe(compile_mode="default", cudnn_autotune=True))
-    assert tuned[0] == "channels-last" and "cudnn-autotune" not in tuned
+    assert compiled[:3] == ["channels-last", "cudnn-autotune", "fuse-all"]
+    laid = names("layouts/CONV3D_CHAIN", Recipe(compile_mode="default", channels_last=True))
+    assert laid[0] == "cudnn-autotune" and "channels-last" not in laid
     # most FLOPs in a GEMM: the conv moves come last, after every fusion
     gemm = names("layouts/CONV_THEN_GEMM", Recipe(compile_mode="default"))
-    assert gemm[-2:] == ["cudnn-autotune", "channels-last"] and gemm[0] != "cudnn-autotune"
+    assert gemm[-2:] == ["channels-last", "cudnn-autotune"] and gemm[0] != "channels-last"
 
 
 def test_the_cudnn_move_round_trips_and_is_undone_when_it_fails() -> None:

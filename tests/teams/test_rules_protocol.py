@@ -176,14 +176,14 @@ def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     passed(tree, 0, 2.0)
     team = build_team({})
     recipes = []
-    for _ in range(5):  # 2 compile modes first, then (seeded) cudnn-autotune, fold-affine, fuse all (no CUDA graph)
+    for _ in range(5):  # 2 compile modes first, then (seeded) channels-last, fold-affine, fuse all (no CUDA graph)
         plan, source = attempt(tree, team, 0, device="cuda")
         recipes.append(recipe_of(source))
         compile(source, "candidate.py", "exec")
     assert len(set(recipes)) == 5
     assert [r.compile_mode for r in recipes[:2]] == ["default", "max-autotune-no-cudagraphs"]
     assert any(r.fused and r.backend == "triton" for r in recipes if r)
-    assert not any(r.cuda_graph for r in recipes if r) and any(r.cudnn_autotune for r in recipes if r)
+    assert not any(r.cuda_graph for r in recipes if r) and any(r.channels_last for r in recipes if r)
     assert any(r.compile_mode == "max-autotune-no-cudagraphs" for r in recipes if r)
     # A launch-bound forward: after the two compile modes, the CUDA graph moves are the most promising
     # (fuse -> graph weighs most in the siblings' seeded choice).
