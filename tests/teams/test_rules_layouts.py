@@ -58,13 +58,15 @@ def cudnn_flags() -> dict[str, Any]:
 def test_channels_last_follows_the_rank_of_the_convolutions() -> None:
     three, two, one = facts("layouts/CONV3D_CHAIN"), facts("tests/CONV_CHAIN"), facts("layouts/CONV1D_TANH")
     assert (three.conv_ranks, two.conv_ranks, one.conv_ranks) == ((5,), (4,), (3,))
-    moves = {m.name: m for m in candidate_moves(Recipe(), three, "cuda")}
-    assert moves["channels-last"].recipe == Recipe(channels_last=True)
+    moves = {m.name: m for m in candidate_moves(Recipe(compile_mode="default"), three, "cuda")}
+    assert moves["channels-last"].recipe == Recipe(channels_last=True, compile_mode="default")
     assert "channels_last_3d (NDHWC)" in moves["channels-last"].instruction
     assert "5-D inputs" in moves["channels-last"].instruction and "3-D convolutions" in moves["cudnn-autotune"].instruction
-    assert "channels_last (NHWC)" in {m.name: m for m in candidate_moves(Recipe(), two, "cuda")}["channels-last"].instruction
+    assert "channels_last (NHWC)" in {m.name: m for m in candidate_moves(Recipe(compile_mode="default"), two, "cuda")}[
+        "channels-last"].instruction
     # 1-D convolutions have no channels-last format: only the cuDNN move
-    assert "channels-last" not in names("layouts/CONV1D_TANH") and "cudnn-autotune" in names("layouts/CONV1D_TANH")
+    one_d = names("layouts/CONV1D_TANH") + names("layouts/CONV1D_TANH", Recipe(compile_mode="default"))
+    assert not {"channels-last", "compile-channels-last"} & set(one_d) and "cudnn-autotune" in one_d
     # CUDA only; and a problem with no convolution gets neither
     assert not {"cudnn-autotune", "channels-last"} & set(names("layouts/CONV3D_CHAIN", device="cpu"))
     assert not {"cudnn-autotune", "channels-last"} & set(names("tests/MANY_OPS"))
@@ -104,7 +106,9 @@ def test_channels_last_forced_on_a_1d_convolution_touches_only_what_it_can(tmp_p
 def test_on_a_conv_dominated_forward_the_conv_moves_come_before_the_fusions() -> None:
     assert facts("layouts/CONV3D_CHAIN").conv_dominated and not facts("layouts/CONV_THEN_GEMM").conv_dominated
     root = names("layouts/CONV3D_CHAIN")
-    assert root[:4] == [*GPU_FIRST, "channels-last", "cudnn-autotune"]
+    assert root[:4] == [*GPU_FIRST, "compile-channels-last", "cudnn-autotune"]  # not compiled yet: both at once
+    move = {m.name: m for m in candidate_moves(Recipe(), facts("layouts/CONV3D_CHAIN"), "cuda")}["compile-channels-last"]
+    assert move.recipe == Recipe(channels_last=True, compile_mode="default")  # = channels-last from compile(default)
     compiled = names("layouts/CONV3D_CHAIN", Recipe(compile_mode="default"))  # from the best compile node
     assert compiled[:3] == ["channels-last", "cudnn-autotune", "fuse-all"]
     laid = names("layouts/CONV3D_CHAIN", Recipe(compile_mode="default", channels_last=True))

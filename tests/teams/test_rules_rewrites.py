@@ -157,7 +157,7 @@ def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     assert "fold-affine" not in [m.name for m in after]
     gpu = [m.name for m in candidate_moves(moves[0].recipe, facts, "cuda")]
     # fold -> compile first, then (the forward is conv-dominated) the convolutions' layout and cuDNN moves
-    assert gpu[:5] == ["compile-max-autotune-no-cudagraphs", "compile-default", "channels-last", "cudnn-autotune",
+    assert gpu[:5] == ["compile-max-autotune-no-cudagraphs", "compile-default", "compile-channels-last", "cudnn-autotune",
                        "fuse-all"]
     for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
         compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}

@@ -5,6 +5,7 @@ gemm-cublaslt-epilogue  bias + ReLU/tanh-GELU inside cuBLASLt's GEMM, the rest o
 gemm-triton-epilogue    one Triton GEMM per Linear with its whole epilogue applied in registers before the store
 cudnn-autotune          the forward in a cuDNN benchmark scope: its convolution algorithms timed per shape
 channels-last           convolution weights and inputs in the channels-last format of their rank (NHWC, NDHWC)
+compile-channels-last   the same with torch.compile(default), from a conv-dominated forward not compiled yet
 conv-epilogue-nhwc      channels_last convolutions (cuDNN) with the epilogue fused by the team's kernel reading NHWC
 fuse-graph              launch-bound forwards: fuse -> replay one captured CUDA graph
 fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest -> replay one captured CUDA graph
@@ -61,21 +62,32 @@ def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None
     return out
 
 
-def layout_moves(recipe: Recipe, analysis: Facts) -> list[MoveSpec]:
+def layout_moves(recipe: Recipe, analysis: Facts, compile_too: bool = False) -> list[MoveSpec]:
     """The convolution configuration moves (CUDA only), most promising first: the channels-last layout of the
     convolutions' rank (4-D: NHWC, 5-D: NDHWC; not offered for 1-D convolutions, which have none, nor when the traced
     forward fails in it: Facts.layout_error), then cuDNN's algorithms timed per shape. On the H200 (docs/benchmarks/
     conv_knobs, 2026-12-01) channels-last under torch.compile gave 1.04-1.77x over compile(default) on every level-2
     convolution problem and 1.21-2.16x on the level-1 2-D ones; cuDNN's benchmark mode changed nothing measurable
-    (its heuristic pick was already the benchmark's), so it comes second."""
+    (its heuristic pick was already the benchmark's), so it comes second. compile_too (a conv-dominated forward not
+    compiled yet): channels-last comes with torch.compile(mode="default") as `compile-channels-last`, since in eager
+    the layout alone slowed the 3-D transposed convolutions down (0.66-0.87x) while under compile it won."""
     out: list[MoveSpec] = []
     if analysis.layout_ranks and not recipe.channels_last:
         words = " and ".join(LAYOUT_WORDS[r] for r in analysis.layout_ranks)
-        under = " (under torch.compile Inductor keeps the whole forward in that layout)" if recipe.compile_mode else ""
-        out.append(("channels-last", recipe.with_(channels_last=True),
-                    f"Keep the convolution weights and the {'/'.join(f'{r}-D' for r in analysis.layout_ranks)} inputs "
-                    f"in {words}, the layout cuDNN's fastest convolution kernels use{under}; tensors of other ranks "
-                    "as they are"))
+        what = (f"Keep the convolution weights and the {'/'.join(f'{r}-D' for r in analysis.layout_ranks)} inputs "
+                f"in {words}, the layout cuDNN's fastest convolution kernels use")
+        if compile_too and not recipe.compile_mode:
+            rest = "the rest of the forward" if recipe.fused or recipe.rewrites else "the forward"
+            out.append(("compile-channels-last", recipe.with_(channels_last=True, compile_mode="default"),
+                        f'{what}, and wrap {rest} in torch.compile(mode="default"): Inductor then keeps the whole '
+                        "forward in that layout (on the H200 1.04-2.16x over compile alone on convolution problems; "
+                        "the layout alone, in eager, slowed 3-D transposed convolutions down); tensors of other "
+                        "ranks as they are"))
+        else:
+            under = " (under torch.compile Inductor keeps the whole forward in that layout)" if recipe.compile_mode \
+                else ""
+            out.append(("channels-last", recipe.with_(channels_last=True),
+                        f"{what}{under}; tensors of other ranks as they are"))
     if analysis.has_conv and not recipe.cudnn_autotune:
         out.append(("cudnn-autotune", recipe.with_(cudnn_autotune=True),
                     f"Run the forward in a torch.backends.cudnn.flags(benchmark=True) scope (every other cuDNN flag "

@@ -120,7 +120,7 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
         # conv-dominated forwards: the cuDNN configuration and layout moves before any rewrite or fusion of our own
         # (a Triton epilogue after a compiled conv lost to compile alone on every conv problem of the H200 benchmark),
         # after the compile moves of a rewritten forward (fold -> compile -> configure the convs)
-        layout = [Move(*m) for m in layout_moves(recipe, analysis)]
+        layout = [Move(*m) for m in layout_moves(recipe, analysis, compile_too=analysis.conv_dominated)]
         at = layout_at if analysis.conv_dominated else len(moves)
         moves[at:at] = layout
         moves[0:0] = [Move(*m) for m in graph_moves(recipe, analysis, backend if target != "torch" else None)]
