@@ -8,7 +8,7 @@ from pathlib import Path
 
 from search.teams.rules.fusion import Analysis, analyse
 from search.teams.rules.traced import dtypes
-from tests.teams import rewrite_problems, rules_problems
+from tests.teams import layout_problems, rewrite_problems, rules_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,8 +27,11 @@ def problems() -> dict[str, str]:
 
 @cache
 def with_rewrite_problems() -> dict[str, str]:
-    """problems() and the rewrite tests' own (tests/teams/rewrite_problems.py, as rewrites/NAME)."""
-    found = {f"rewrites/{name}": value for name, value in sorted(vars(rewrite_problems).items())
+    """problems() and the rewrite and layout tests' own (tests/teams/rewrite_problems.py as rewrites/NAME,
+    tests/teams/layout_problems.py as layouts/NAME)."""
+    found = {f"{prefix}/{name}": value for prefix, module in (("rewrites", rewrite_problems),
+                                                              ("layouts", layout_problems))
+             for name, value in sorted(vars(module).items())
              if name.isupper() and isinstance(value, str) and "class Model" in value}
     return {**problems(), **found}
 

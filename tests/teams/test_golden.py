@@ -8,6 +8,10 @@ tracing child does); a problem with no fusion gets the reference restructured (`
 epilogues also gets them written by each GEMM writer that applies (gemm-triton, gemm-cublaslt), traced for CUDA.
 Every problem where an exact rewrite applies (search.teams.rules.rewrite; the rewrite tests' problems,
 tests/teams/rewrite_problems.py, too) also gets `rewrite.golden`: the candidate with all of them, traced for the CPU.
+Every problem with a convolution (the layout tests' problems, tests/teams/layout_problems.py, too) gets
+`layout.golden`: cuDNN autotuning and channels-last where offered, over its rewrites, compiled, traced for CUDA;
+the layout tests' problems with a conv epilogue also `layout-triton.golden` and `layout-cuda.golden` (the
+conv-epilogue-nhwc recipe: kernels reading NHWC / NDHWC).
 
 After an intended change to the generator, regenerate them and read what changed:
 
@@ -24,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from search.teams.rules.candidate import render
+from search.teams.rules.convs import conv_facts
+from search.teams.rules.facts import facts_of
 from search.teams.rules.fusion import Analysis
 from search.teams.rules.recipe import GEMM_MODES, Recipe
 from search.teams.rules.rewrite import applicable
@@ -51,7 +57,20 @@ def cases() -> dict[str, tuple[str, bool, str]]:
     for problem in with_rewrite_problems():
         if rewrites_of(problem):
             out[f"{problem}/rewrite{SUFFIX}"] = (problem, False, "rewrite")
+        if conv_facts(analysis(problem, True).graph_module)[0]:
+            out[f"{problem}/layout{SUFFIX}"] = (problem, True, "layout")
+        facts = facts_of(analysis(problem, True)) if problem.startswith("layouts/") else None
+        if facts is not None and facts.conv_epilogues and facts.layout_ranks:
+            out.update({f"{problem}/layout-{b}{SUFFIX}": (problem, True, f"layout-{b}") for b in BACKENDS[True]})
     return out
+
+
+def layout_recipe(problem: str) -> Recipe:
+    """The layout case: cuDNN autotuning, and channels-last where the move is offered (2-D/3-D convolutions whose
+    forward runs in it), over every exact rewrite that applies, the rest compiled (fold -> configure -> compile)."""
+    facts = facts_of(analysis(problem, True))
+    return Recipe(rewrites=rewrites_of(problem), cudnn_autotune=True, channels_last=bool(facts.layout_ranks),
+                  compile_mode="default")
 
 
 def rewrites_of(problem: str) -> tuple[str, ...]:
@@ -73,7 +92,11 @@ def recipe_for(a: Analysis, backend: str) -> Recipe:
 
 def generate(problem: str, cuda: bool, backend: str) -> str:
     a = analysis(problem, cuda)
-    recipe = Recipe(rewrites=rewrites_of(problem)) if backend == "rewrite" else recipe_for(a, backend)
+    if backend.startswith("layout-"):  # the conv-epilogue-nhwc move's recipe: the NHWC/NDHWC epilogue kernels
+        recipe = Recipe(channels_last=True, fused=facts_of(a).conv_epilogues, backend=backend.removeprefix("layout-"))
+    else:
+        recipe = (Recipe(rewrites=rewrites_of(problem)) if backend == "rewrite" else layout_recipe(problem)
+                  if backend == "layout" else recipe_for(a, backend))
     return render(with_rewrite_problems()[problem], recipe, a, problem).source
 
 
@@ -123,9 +146,9 @@ def test_every_golden_file_belongs_to_a_case(capsys: pytest.CaptureFixture[str])
 def test_the_cases_cover_every_fusion_kind_and_backend() -> None:
     """The golden files pin every writer: each backend writes an elementwise chain, a lone op, a reduction and a
     row op somewhere among the sample problems."""
-    kinds = {(type(r).__name__, b) for (problem, cuda, b) in CASES.values() if b not in ("none", "rewrite")
+    kinds = {(type(r).__name__, b) for (problem, cuda, b) in CASES.values() if b in BACKENDS[False] + BACKENDS[True]
              for r in analysis(problem, cuda).regions}
-    single = {b for (problem, cuda, b) in CASES.values() if b not in ("none", "rewrite")
+    single = {b for (problem, cuda, b) in CASES.values() if b in BACKENDS[False] + BACKENDS[True]
               for r in analysis(problem, cuda).regions if type(r).__name__ == "Region" and len(r.ops) == 1}
     for backend in (*BACKENDS[False], *BACKENDS[True]):
         assert {("Region", backend), ("Reduction", backend), ("RowOp", backend)} <= kinds, backend

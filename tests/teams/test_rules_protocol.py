@@ -176,7 +176,7 @@ def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     passed(tree, 0, 2.0)
     team = build_team({})
     recipes = []
-    for _ in range(5):  # 2 compile modes first, then fold-affine, fuse all, channels_last (no CUDA graph)
+    for _ in range(5):  # 2 compile modes first, then (seeded) channels-last, fold-affine, fuse all (no CUDA graph)
         plan, source = attempt(tree, team, 0, device="cuda")
         recipes.append(recipe_of(source))
         compile(source, "candidate.py", "exec")

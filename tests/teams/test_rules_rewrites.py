@@ -156,7 +156,9 @@ def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     after = candidate_moves(moves[0].recipe, facts, "cpu")
     assert "fold-affine" not in [m.name for m in after]
     gpu = [m.name for m in candidate_moves(moves[0].recipe, facts, "cuda")]
-    assert gpu[:3] == ["compile-max-autotune-no-cudagraphs", "compile-default", "fuse-all"]  # fold -> compile first
+    # fold -> compile first, then (the forward is conv-dominated) the convolutions' layout and cuDNN moves
+    assert gpu[:5] == ["compile-max-autotune-no-cudagraphs", "compile-default", "compile-channels-last", "cudnn-autotune",
+                       "fuse-all"]
     for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
         compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}
         assert compiled["compile-default"] == Recipe(rewrites=("fold-affine",), compile_mode="default")

@@ -28,6 +28,7 @@ from search.engine.agents import (
 from search.engine.anchors import resolve_instructions, strip_markers
 from search.teams.rules.anchoring import anchor, fill, tag_of
 from search.teams.rules.facts import Facts
+from search.teams.rules.failures import Failure, failed_here, failure_of, skip_note
 from search.teams.rules.moves import candidate_moves, choose, fixes
 from search.teams.rules.recipe import Recipe, recipe_of
 from search.teams.rules.remote import Request, expand, trace_in_child
@@ -65,6 +66,7 @@ class RulesContext:
     _errors: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _planned: dict[tuple[str, int], set[Recipe]] = field(default_factory=dict)
+    _failures: dict[tuple[str, bool], dict[str, Failure]] = field(default_factory=dict)
     calls: int = 0  # tracing children started (for tests and benchmarks)
 
     def claim(self, window: ContextWindow, tried: set[Recipe], pick: Any) -> Any:
@@ -132,6 +134,25 @@ class RulesContext:
                 self._sources[(digest, cuda, name, recipe)] = text
             elif kind == "error":
                 self._errors[(digest, cuda, name, recipe)] = text
+            elif kind == "failed":
+                failure = Failure.from_text(text)
+                self._failures.setdefault((digest, cuda), {})[failure.key] = failure
+
+    def failures(self, window: ContextWindow, facts: Facts) -> dict[str, Failure]:
+        """The moves that failed because of themselves in this tree (search.teams.rules.failures): those recorded
+        by earlier calls (kept in the store across processes) and those the window's failed nodes show now."""
+        key = self._key(window)
+        device, target = self.device(window), self.target(window)
+        with self._lock:
+            known = self._failures.setdefault(key, {})
+            new = {f.key: f for n in window.nodes if (f := failure_of(n, facts, device, target)) is not None
+                   and f.key not in known}
+            if new:
+                known.update(new)
+                if self.store is not None:
+                    self.store.save(_store_key(*key, self.name(window)),
+                                    {f"failed:{k}": f.to_text() for k, f in new.items()})
+            return dict(known)
 
     def _known(self, key: tuple[str, bool, str, str]) -> bool:
         return key in self._sources or key in self._errors
@@ -178,28 +199,35 @@ class RulesPlan:
         if roofline is not None:  # nothing can beat the reference by more than noise: end the run, keep it
             raise AtRoofline(roofline, usage=usage("plan", started))
         moves = candidate_moves(current, analysis, device, target)
+        failures = self.ctx.failures(window, analysis)
+        skipped = [skip_note(m, f) for m in moves if (f := failed_here(m, current, failures)) is not None]
+        if skipped:  # a move that failed because of itself in another branch would fail here too
+            window.stream("; ".join(skipped))
+            moves = [m for m in moves if failed_here(m, current, failures) is None]
         tried = _known_recipes(window)  # the target, its children and the leaders: never redo one
         rng = random.Random(f"{self.ctx.seed}:{window.target.id}:{window.attempt}")
         move = self.ctx.claim(window, tried, lambda known: choose(moves, known, rng, first=not window.related("child")))
         if move is None:
-            return self._nothing_left(window, analysis, current, len(moves), tried, started)
+            return self._nothing_left(window, analysis, current, len(moves), tried, started, skipped)
         new = self.ctx.render(window, move.recipe)
         if new == source:
-            return self._nothing_left(window, analysis, current, len(moves), tried, started)
+            return self._nothing_left(window, analysis, current, len(moves), tried, started, skipped)
         anchored, instructions = anchor(source, new, move.instruction, move.recipe.to_text(), move.name)
         text = f"move {move.name}: {current.to_text()} -> {move.recipe.to_text()}"
+        if skipped:
+            text += f" ({'; '.join(skipped)})"
         window.stream(text)
         return PlanAnswer(anchored, instructions, text=text, usage=usage("plan", started))
 
     def _nothing_left(self, window: ContextWindow, analysis: Facts, current: Recipe, n_moves: int,
-                      tried: set[Recipe], started: float) -> PlanAnswer:
+                      tried: set[Recipe], started: float, skipped: list[str] | None = None) -> PlanAnswer:
         """Say plainly that nothing is left instead of re-submitting the same candidate. When no node the window
         shows (the root, the leaders, the target's children) has an untried move either, the space of moves is
         exhausted: SearchExhausted ends the run ("search space exhausted"). Otherwise only this branch is: the
         attempt ends "declined" with this message (free: no evaluation, not counted against the budget) and
         the policy never selects this node again."""
         why = [f"all {n_moves} applicable move(s) from this candidate were already tried" if n_moves
-               else "no rule-based move applies to this candidate"]
+               else "no rule-based move applies to this candidate", *(skipped or [])]
         if analysis.error:
             why.append(f"the forward could not be traced ({analysis.error}), so no kernel could be generated")
         elif not analysis.regions:
@@ -216,12 +244,14 @@ class RulesPlan:
     def _open_elsewhere(self, window: ContextWindow, analysis: Facts, tried: set[Recipe]) -> list[int]:
         """The correct nodes of the window, other than the target, with a move whose recipe is untried."""
         device, target = self.ctx.device(window), self.ctx.target(window)
+        failures = self.ctx.failures(window, analysis)
         out = []
         for node in window.nodes:
             if node.id == window.target.id or not node.correct or not node.source:
                 continue
             recipe = recipe_of(node.source) or Recipe()
-            if any(m.recipe not in tried for m in candidate_moves(recipe, analysis, device, target)):
+            if any(m.recipe not in tried and failed_here(m, recipe, failures) is None
+                   for m in candidate_moves(recipe, analysis, device, target)):
                 out.append(node.id)
         return out
 
@@ -245,6 +275,7 @@ class RulesCode:
         except ValueError as exc:
             raise MalformedAnswer(f"bad recipe in the instruction: {exc}", usage("code", started)) from exc
         new = self.ctx.render(window, recipe)
+        self.ctx.failures(window, self.ctx.facts(window))  # the failed children of the target's siblings, remembered
         try:
             source = fill(plan.anchored_source, window.target.source, new)
         except Exception as exc:  # noqa: BLE001 - spans that do not match the change: re-ask
@@ -272,6 +303,7 @@ class RulesDebug:
         # last move changed, which is what most likely broke.
         parent = (recipe_of(strip_markers(target.anchored_source)) or Recipe()) if target.anchored_source else None
         facts = self.ctx.prepare(window, Request(fixes_for=(recipe, target.verdict, log_text, parent)))
+        self.ctx.failures(window, facts)  # remembered, so no other branch of the tree plays the move that broke
         options = fixes(recipe, facts, target.verdict, log_text, parent)
         fresh = [f for f in options if f.recipe not in tried]
         if not fresh:

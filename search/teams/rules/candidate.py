@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from search.teams.rules.anchoring import KERNELS_TITLE, MODEL_TITLE
+from search.teams.rules.convs import LAYOUT_WORDS, LAYOUTS, conv_facts
 from search.teams.rules.fusion import Analysis, forward_source
 from search.teams.rules.gemms import after_activation
 from search.teams.rules.kinds import Fusion, GemmEpilogue
@@ -67,7 +68,9 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion | Gem
             lines += ["        self._rewrite_weights()",
                       "        self.register_load_state_dict_post_hook(lambda module, keys: module._rewrite_weights())"]
         if recipe.channels_last:
-            lines.append("        self.to(memory_format=torch.channels_last)  # convolution weights as NHWC")
+            lines.append("        _weights_channels_last(self)")
+            if analysis.rewrite_init:  # load_state_dict recomputes the folded weights: converted again after it
+                lines.append("        self.register_load_state_dict_post_hook(_weights_channels_last)")
         if recipe.compile_mode:
             lines.append(f'        self._compiled_forward = torch.compile({inner}, mode="{recipe.compile_mode}")')
             inner = "self._compiled_forward"
@@ -83,11 +86,15 @@ def model_section(recipe: Recipe, analysis: Analysis, regions: list[Fusion | Gem
         body_call = "*args, **kwargs"
     else:
         body_call = call
+    indent = "        "
+    if recipe.cudnn_autotune:
+        lines.append(f"{indent}with _cudnn_autotune():  # cuDNN times its algorithms for each new shape once")
+        indent += "    "
     if recipe.cuda_graph:
-        lines.append(f"        return self._replay({inner}, {body_call})" if body_call
-                     else f"        return self._replay({inner})")
+        lines.append(f"{indent}return self._replay({inner}, {body_call})" if body_call
+                     else f"{indent}return self._replay({inner})")
     else:
-        lines.append(f"        return {inner}({body_call})")
+        lines.append(f"{indent}return {inner}({body_call})")
     if recipe.cuda_graph:
         lines += ["", *CUDA_GRAPH_METHODS.splitlines()]
     if analysis.rewrite_init:
@@ -154,13 +161,48 @@ CUDA_GRAPH_METHODS = '''    def _replay(self, fn, *args, **kwargs):
             self._static_output = fn(*self._static_args, **self._static_kwargs)
         self._graph, self._graph_key = graph, key'''
 
-CHANNELS_LAST_HELPER = '''def _channels_last_inputs(args, kwargs):
-    """4-D tensor inputs in channels_last, the layout cuDNN convolutions run fastest in."""
-    def convert(a):
-        if isinstance(a, torch.Tensor) and a.dim() == 4:
-            return a.contiguous(memory_format=torch.channels_last)
-        return a
-    return [convert(a) for a in args], {k: convert(v) for k, v in kwargs.items()}
+def channels_last_helper(ranks: tuple[int, ...]) -> str:
+    """The candidate's channels-last helpers for convolutions of these weight ranks (4: 2-D, 5: 3-D). With none of
+    them (1-D convolutions only, or none: the move is not offered then, only a recipe forced by hand asks for it)
+    every 4-D and 5-D tensor gets its format and the others stay as they are: it touches only what it can."""
+    formats = {r: LAYOUTS[r] for r in ranks if r in LAYOUTS} or dict(LAYOUTS)
+    table = ", ".join(f"{r}: torch.{f}" for r, f in formats.items())
+    return f'''# The channels-last memory format per tensor rank, for the ranks of this model's convolutions only.
+_LAYOUTS = {{{table}}}
+
+
+def _channels_last(t):
+    """t in the channels-last format of its rank ({", ".join(LAYOUT_WORDS[r] for r in formats)}), the layout cuDNN's
+    fastest convolution kernels use; a tensor of any other rank, or anything else, as it is."""
+    layout = _LAYOUTS.get(t.dim()) if isinstance(t, torch.Tensor) else None
+    return t if layout is None else t.contiguous(memory_format=layout)
+
+
+def _weights_channels_last(module, incompatible_keys=None):
+    """The module's weights and buffers in the channels-last format of their rank, in place (Module._apply is what
+    Module.to uses: the same parameters, converted); also run after load_state_dict."""
+    module._apply(_channels_last)
+
+
+def _channels_last_inputs(args, kwargs):
+    """The tensor inputs in the channels-last format of their rank (see _channels_last)."""
+    return [_channels_last(a) for a in args], {{k: _channels_last(v) for k, v in kwargs.items()}}
+'''
+
+
+CUDNN_AUTOTUNE_HELPER = '''import inspect
+
+_CUDNN_FLAGS = tuple(inspect.signature(torch.backends.cudnn.flags).parameters)
+
+
+def _cudnn_autotune():
+    """A scope in which cuDNN times its convolution algorithms for each new input shape (once; cuDNN caches the
+    pick) and runs the fastest, instead of its heuristic choice. Every other cuDNN flag (TF32, precision, ...) keeps
+    its current value, and all of them are restored when the scope ends: nothing leaks to the caller. Inductor calls
+    the convolutions at run time, so a compiled forward inside the scope is tuned too."""
+    cudnn = torch.backends.cudnn
+    current = {name: getattr(cudnn, name) for name in _CUDNN_FLAGS if hasattr(cudnn, name)}
+    return cudnn.flags(**{**current, "enabled": True, "benchmark": True, "deterministic": False})
 '''
 
 
@@ -195,6 +237,9 @@ def render(problem_source: str, recipe: Recipe, analysis: Analysis, problem_name
     if not kernels and not gemms:
         parts.append("# (none: this candidate uses PyTorch ops only)\n")
     if recipe.channels_last:
-        parts += ["\n\n", CHANNELS_LAST_HELPER]
+        ranks = conv_facts(analysis.graph_module)[0] if analysis.graph_module is not None else tuple(LAYOUTS)
+        parts += ["\n\n", channels_last_helper(ranks)]
+    if recipe.cudnn_autotune:
+        parts += ["\n\n", CUDNN_AUTOTUNE_HELPER]
     parts += ["\n\n", _title(MODEL_TITLE), model_section(recipe, analysis, [*regions, *gemms])]
     return Rendered("".join(parts), regions)

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from search.teams.rules.convs import conv_facts, layout_error
+
 KINDS = ("row", "reduction", "single", "chain")
 
 
@@ -64,6 +66,7 @@ class GemmFacts:
 # (calls in the traced graph) and no tensor or parameter larger than LAUNCH_NUMEL elements.
 LAUNCH_OPS = 20
 LAUNCH_NUMEL = 1 << 20
+CONV_DOMINATED = 0.5
 
 
 @dataclass
@@ -72,7 +75,10 @@ class Facts:
     rewrites: each exact rewrite that applies (search.teams.rules.rewrite) -> what it does, in words; variants: the
     fusions of the forward after each set of them (key: the names joined by ",", in run order); the GEMM epilogues
     (of the traced forward); the traced op count and the largest tensor's element count (launch_bound); the regions
-    that read a convolution's output (conv_epilogues: the channels_last + fused epilogue combination)."""
+    that read a convolution's output (conv_epilogues: the channels_last + fused epilogue combination); the ranks of
+    the convolution weights (conv_ranks: 3 for 1-D convolutions, 4 for 2-D, 5 for 3-D), the convolutions' share of
+    the forward's estimated FLOPs (conv_share), and why the forward fails with channels-last convolutions
+    (layout_error, checked on the meta device; None when it runs). See search.teams.rules.convs."""
 
     regions: list[RegionFacts] = field(default_factory=list)
     error: str | None = None
@@ -83,6 +89,19 @@ class Facts:
     n_ops: int = 0
     max_numel: int = 0
     conv_epilogues: tuple[int, ...] = ()
+    conv_ranks: tuple[int, ...] = ()
+    conv_share: float = 0.0
+    layout_error: str | None = None
+
+    @property
+    def layout_ranks(self) -> tuple[int, ...]:
+        """The convolution ranks with a channels-last memory format (4-D and 5-D), when the forward runs in it."""
+        return () if self.layout_error else tuple(r for r in self.conv_ranks if r in (4, 5))
+
+    @property
+    def conv_dominated(self) -> bool:
+        """Most of the forward's estimated FLOPs are convolutions (CONV_DOMINATED of them)."""
+        return self.conv_share >= CONV_DOMINATED
 
     @property
     def launch_bound(self) -> bool:
@@ -97,7 +116,8 @@ class Facts:
                 "rewrites": dict(self.rewrites),
                 "variants": {k: [r.to_dict() for r in v] for k, v in self.variants.items()},
                 "gemms": [g.to_dict() for g in self.gemms], "n_ops": self.n_ops, "max_numel": self.max_numel,
-                "conv_epilogues": list(self.conv_epilogues)}
+                "conv_epilogues": list(self.conv_epilogues), "conv_ranks": list(self.conv_ranks),
+                "conv_share": self.conv_share, "layout_error": self.layout_error}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Facts:
@@ -107,7 +127,9 @@ class Facts:
                    bool(d.get("has_conv")), {str(k): str(v) for k, v in (d.get("rewrites") or {}).items()}, variants,
                    [GemmFacts.from_dict(g) for g in d.get("gemms", [])],
                    int(d.get("n_ops", 0)), int(d.get("max_numel", 0)),
-                   tuple(int(i) for i in d.get("conv_epilogues", [])))
+                   tuple(int(i) for i in d.get("conv_epilogues", [])),
+                   tuple(int(r) for r in d.get("conv_ranks", [])), float(d.get("conv_share", 0.0)),
+                   None if d.get("layout_error") is None else str(d["layout_error"]))
 
 
 def region_facts(regions: list[Any]) -> list[RegionFacts]:
@@ -120,9 +142,11 @@ def facts_of(analysis: Any, rewrites: dict[str, str] | None = None,
     """The plain facts of a search.teams.rules.fusion.Analysis (child side: it holds the traced graph); rewrites:
     the applicable ones in words, variants: the analyses of the rewritten forwards, by the rewrites applied."""
     gemms = [GemmFacts(g.index, g.name, g.summary, g.activation) for g in getattr(analysis, "gemms", [])]
-    return Facts(region_facts(analysis.regions), analysis.error, bool(analysis.has_conv), dict(rewrites or {}),
+    ranks, share = conv_facts(analysis.graph_module)
+    return Facts(region_facts(analysis.regions), analysis.error, bool(analysis.has_conv or ranks), dict(rewrites or {}),
                  {",".join(k): region_facts(v.regions) for k, v in (variants or {}).items()},
-                 gemms, *graph_size(analysis.graph_module), conv_epilogues(analysis))
+                 gemms, *graph_size(analysis.graph_module), conv_epilogues(analysis), ranks, share,
+                 layout_error(analysis.graph_module, ranks))
 
 
 def graph_size(gm: Any) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from search.teams.rules.combos import conv_moves, gemm_fixes, gemm_moves, graph_moves
+from search.teams.rules.combos import conv_moves, gemm_fixes, gemm_moves, graph_moves, layout_moves
 from search.teams.rules.facts import Facts, RegionFacts
 from search.teams.rules.recipe import BACKEND_WORDS, REWRITES, Recipe
 
@@ -94,6 +94,7 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
             f"({_regions_text(regions, unfused)}). Why it is faster: {_why(regions, unfused)}"))
     compile_modes = ["max-autotune-no-cudagraphs", "default"] if device == "cuda" else ["default",
                                                                                        "max-autotune-no-cudagraphs"]
+    layout_at = 0  # where the conv configuration moves go on a conv-dominated forward (see below)
     if recipe.compile_mode is None:
         rest = "the rest of the forward" if recipe.fused or recipe.rewrites else "the forward"
         compiles = [Move(f"compile-{mode}", recipe.with_(compile_mode=mode),
@@ -103,6 +104,7 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
         # right after the rewrites (fold -> compile), before kernels of our own for what is left
         at = len(rewrite_moves(recipe, analysis)) if device == "cuda" and recipe.rewrites else len(moves)
         moves[at:at] = compiles
+        layout_at = at + len(compiles) if device == "cuda" and recipe.rewrites else 0
     # GEMM/conv epilogue combinations are found on the traced forward: offered before any rewrite changes it
     if device == "cuda" and target != "torch" and not recipe.rewrites:
         moves += [Move(*m) for m in (*gemm_moves(recipe, analysis, backend, target),
@@ -115,11 +117,13 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
                 f"Fuse one {KIND_WORDS[kinds[k]]} into a {words} kernel ({_regions_text(regions, [k])}): "
                 f"{_why(regions, [k])}"))
     if device == "cuda":
+        # conv-dominated forwards: the cuDNN configuration and layout moves before any rewrite or fusion of our own
+        # (a Triton epilogue after a compiled conv lost to compile alone on every conv problem of the H200 benchmark),
+        # after the compile moves of a rewritten forward (fold -> compile -> configure the convs)
+        layout = [Move(*m) for m in layout_moves(recipe, analysis, compile_too=analysis.conv_dominated)]
+        at = layout_at if analysis.conv_dominated else len(moves)
+        moves[at:at] = layout
         moves[0:0] = [Move(*m) for m in graph_moves(recipe, analysis, backend if target != "torch" else None)]
-        if analysis.has_conv and not recipe.channels_last:
-            moves.append(Move("channels-last", recipe.with_(channels_last=True),
-                              "Keep convolution weights and 4-D inputs in channels_last (NHWC), the layout "
-                              "cuDNN's fastest convolution kernels use"))
         if recipe.fused and recipe.backend in ("triton", "cuda"):
             other = "cuda" if recipe.backend == "triton" else "triton"
             moves.append(Move(f"backend-{other}", recipe.with_(backend=other),
@@ -176,7 +180,8 @@ class Fix:
 
 
 def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
-    """What the last move changed: "rewrites", "fused", "backend", "compile", "cuda_graph", "channels_last", "gemm"."""
+    """What the last move changed: "rewrites", "fused", "backend", "compile", "cuda_graph", "channels_last", "gemm",
+    "cudnn"."""
     out = set()
     if before.rewrites != after.rewrites:
         out.add("rewrites")  # the fusions are re-found on the rewritten forward: their change follows from it
@@ -193,6 +198,8 @@ def changed_aspects(before: Recipe, after: Recipe) -> set[str]:
         out.add("channels_last")
     if before.gemm != after.gemm:
         out.add("gemm")
+    if before.cudnn_autotune != after.cudnn_autotune:
+        out.add("cudnn")
     return out
 
 
@@ -233,6 +240,9 @@ def fixes(recipe: Recipe, analysis: Facts, verdict: str | None, log_text: str,
         out.append(Fix(recipe.with_(compile_mode=None), "remove torch.compile", "compile"))
     if recipe.channels_last:
         out.append(Fix(recipe.with_(channels_last=False), "keep the default contiguous (NCHW) layout", "channels_last"))
+    if recipe.cudnn_autotune:
+        out.append(Fix(recipe.with_(cudnn_autotune=False), "let cuDNN pick its convolution algorithms by its "
+                       "heuristic again (no benchmark scope)", "cudnn"))
     if recipe.rewrites:
         last_rewrite = recipe.rewrites[-1]
         rest = recipe.rewrites[:-1]

@@ -31,11 +31,13 @@ def ordered(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 class Recipe:
     """fused: indices of the traced regions replaced by kernels written with backend; compile_mode: wrap the
     forward in torch.compile; cuda_graph: replay the forward from a captured CUDA graph; channels_last:
-    keep convolution weights and 4-D inputs in channels_last; rewrites: the exact graph rewrites applied first
+    keep convolution weights and inputs in the channels-last format of their rank (4-D, 5-D); rewrites: the exact graph rewrites applied first
     (search.teams.rules.rewrite, in the order they run), after which `fused` names the rewritten forward's fusions;
     gemm: write each GEMM with an elementwise epilogue as one function (search.teams.rules.writers.gemm): "triton"
     (a tuned Triton GEMM applying the epilogue in registers) or "cublaslt" (bias + ReLU/GELU inside cuBLASLt, the
-    rest in a kernel of the backend)."""
+    rest in a kernel of the backend); cudnn_autotune: run the forward in a scope where cuDNN times its convolution
+    algorithms for the shapes it meets and keeps the fastest (torch.backends.cudnn.flags(benchmark=True), every
+    other flag as it was)."""
 
     fused: tuple[int, ...] = ()
     backend: str | None = None
@@ -44,6 +46,7 @@ class Recipe:
     channels_last: bool = False
     rewrites: tuple[str, ...] = ()
     gemm: str | None = None
+    cudnn_autotune: bool = False
 
     def __post_init__(self) -> None:
         if tuple(self.rewrites) != ordered(self.rewrites) or len(set(self.rewrites)) != len(self.rewrites):
@@ -82,6 +85,8 @@ class Recipe:
             parts.append(f"gemm={self.gemm}" + ("" if self.fused else f"@{self.backend}"))
         if self.channels_last:
             parts.append("channels-last")
+        if self.cudnn_autotune:
+            parts.append("cudnn-autotune")
         if self.compile_mode:
             parts.append(f"compile={self.compile_mode}")
         if self.cuda_graph:
@@ -96,7 +101,7 @@ class Recipe:
             return cls()
         fused: tuple[int, ...] = ()
         backend = compile_mode = gemm = None
-        cuda_graph = channels_last = False
+        cuda_graph = channels_last = cudnn_autotune = False
         rewrites: tuple[str, ...] = ()
         for part in (p.strip() for p in text.split(";")):
             if part.startswith("rewrite="):
@@ -113,9 +118,12 @@ class Recipe:
                 cuda_graph = True
             elif part == "channels-last":
                 channels_last = True
+            elif part == "cudnn-autotune":
+                cudnn_autotune = True
             else:
                 raise ValueError(f"unknown recipe part {part!r} in {text!r}")
-        return cls(fused, backend, compile_mode, cuda_graph, channels_last, rewrites=rewrites, gemm=gemm)
+        return cls(fused, backend, compile_mode, cuda_graph, channels_last, rewrites=rewrites, gemm=gemm,
+                   cudnn_autotune=cudnn_autotune)
 
     def describe(self) -> str:
         """The applied moves in words, for the candidate's docstring."""
@@ -129,6 +137,8 @@ class Recipe:
                                                   else "cuBLASLt bias/activation epilogue"))
         if self.channels_last:
             words.append("channels_last memory format")
+        if self.cudnn_autotune:
+            words.append("cuDNN algorithms timed per shape (benchmark mode)")
         if self.compile_mode:
             words.append(f"torch.compile(mode={self.compile_mode!r})")
         if self.cuda_graph:

@@ -76,12 +76,12 @@ def elementwise_kernel(region: Region, names: list[str]) -> str:
 def elementwise_host(region: Region, names: list[str]) -> str:
     ref = region.reference
     x = [f"x{k}" for k in range(len(names))]
-    nhwc = len(region.shape) == 4
+    nhwc = len(region.shape) in (4, 5)
     lines = [signature(region, names)]
-    if nhwc:  # a channels_last 4-D input (a conv's output) is read and written in NHWC, never copied to NCHW
-        n = names[ref]
-        lines.append(f"  const auto layout = !{n}.is_contiguous() && {n}.is_contiguous(at::MemoryFormat::ChannelsLast) "
-                     "? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;")
+    if nhwc:  # a channels_last 4-D (5-D) input, a conv's output, is read and written in NHWC (NDHWC), never copied
+        n, fmt = names[ref], "at::MemoryFormat::ChannelsLast" + ("3d" if len(region.shape) == 5 else "")
+        lines.append(f"  const auto layout = !{n}.is_contiguous() && {n}.is_contiguous({fmt}) "
+                     f"? {fmt} : at::MemoryFormat::Contiguous;")
     full = {k for k, i in enumerate(region.inputs) if i.kind == "full"}
     lines += cuda_inputs(region.name, names, x, ref, layout=full if nhwc else None)
     for k, inp in enumerate(region.inputs):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from search.teams.rules.convs import LAYOUTS
 from search.teams.rules.kinds import Fusion, Reduction, Region, RegionInput, RowOp
 from search.teams.rules.writers.base import Backend, Names, Writer
 from search.teams.rules.writers.body import BODY_NAMES, body_lines
@@ -85,12 +86,13 @@ def elementwise_kernel(region: Region, names: list[str]) -> str:
 
 
 def _nhwc_head(region: Region, names: list[str]) -> list[str]:
-    """_launcher_head for a 4-D region: a channels_last reference (a conv's output) keeps its NHWC layout, the
-    other full inputs are made contiguous in it, so nothing is copied to NCHW."""
+    """_launcher_head for a 4-D (5-D) region: a channels_last (channels_last_3d) reference, a conv's output, keeps
+    its NHWC (NDHWC) layout, the other full inputs are made contiguous in it, so nothing is copied to NCHW."""
     ref = names[region.reference]
+    fmt = f"torch.{LAYOUTS[len(region.shape)]}"
     lines = _launcher_head(region, names)[:2]
-    lines.append(f"    layout = torch.channels_last if not {ref}.is_contiguous() and {ref}.is_contiguous("
-                 "memory_format=torch.channels_last) else torch.contiguous_format")
+    lines.append(f"    layout = {fmt} if not {ref}.is_contiguous() and {ref}.is_contiguous("
+                 f"memory_format={fmt}) else torch.contiguous_format")
     lines += [f"    {n} = {n}.contiguous(memory_format=layout)" if region.inputs[k].kind == "full"
               else f"    {n} = {n}.contiguous()" for k, n in enumerate(names)]
     return lines
@@ -98,7 +100,7 @@ def _nhwc_head(region: Region, names: list[str]) -> list[str]:
 
 def elementwise_launcher(region: Region, names: list[str]) -> str:
     ref = names[region.reference]
-    nhwc = len(region.shape) == 4
+    nhwc = len(region.shape) in LAYOUTS
     lines = _nhwc_head(region, names) if nhwc else _launcher_head(region, names)
     for k, inp in enumerate(region.inputs):
         lines += shape_check(region.name, names, region.reference, k, inp)
