@@ -156,7 +156,8 @@ def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     after = candidate_moves(moves[0].recipe, facts, "cpu")
     assert "fold-affine" not in [m.name for m in after]
     gpu = [m.name for m in candidate_moves(moves[0].recipe, facts, "cuda")]
-    assert gpu[:3] == ["compile-max-autotune-no-cudagraphs", "compile-default", "fuse-all"]  # fold -> compile first
+    # fold -> the next rewrite (the conv is then only averaged over its map) -> compile, before kernels of our own
+    assert gpu[:4] == ["conv-to-window-sums", "compile-max-autotune-no-cudagraphs", "compile-default", "fuse-all"]
     for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
         compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}
         assert compiled["compile-default"] == Recipe(rewrites=("fold-affine",), compile_mode="default")
@@ -186,7 +187,8 @@ def test_recipes_name_their_rewrites_in_run_order() -> None:
         Recipe.from_text("rewrite=fold-everything")
     with pytest.raises(ValueError, match="in that order"):
         Recipe(rewrites=("fold-affine", "fold-bn"))
-    assert set(REWRITES) == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv"}
+    assert set(REWRITES) == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv",
+                            "conv-to-window-sums"}
 
 
 @pytest.mark.slow
@@ -226,19 +228,25 @@ def test_the_sample_problems_rewritten_match_their_reference(problem: str, tmp_p
     assert torch.allclose(got, want, atol=1e-5 * scale, rtol=1e-4), (got - want).abs().max()
 
 
-@pytest.mark.slow
-def test_the_team_plays_a_fold_first_and_the_harness_passes_it(tmp_path: Path) -> None:
-    """Through the real path: `python -m search run --team rules` traces the problem in a harness child, plays the
-    fold as its first move and the real evaluator (kernels, CPU) judges the candidate correct."""
-    problem = tmp_path / "gemm_affine.py"
-    problem.write_text(R.FOLD_GEMM_AFFINE)
+def play_first_move(source: str, tmp_path: Path) -> dict:
+    """Run `python -m search run --team rules` on the problem (budget 1, CPU): its tracing child, first move and the
+    real evaluator (kernels, CPU); the tree's first node."""
+    problem = tmp_path / "problem.py"
+    problem.write_text(source)
     tree_file = tmp_path / "tree.json"
     done = subprocess.run(
         [sys.executable, "-m", "search", "run", str(problem), "--team", "rules", "--budget", "1", "--device", "cpu",
          "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file)],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    first = {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}[1]
+    return {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}[1]
+
+
+@pytest.mark.slow
+def test_the_team_plays_a_fold_first_and_the_harness_passes_it(tmp_path: Path) -> None:
+    """Through the real path: `python -m search run --team rules` traces the problem in a harness child, plays the
+    fold as its first move and the real evaluator (kernels, CPU) judges the candidate correct."""
+    first = play_first_move(R.FOLD_GEMM_AFFINE, tmp_path)
     assert "Fold the scalar and per-output-channel affine ops" in first["instruction"]
     assert recipe_of(first["source"]) == Recipe(rewrites=("fold-affine",))
     assert first["verdict"] == "pass", first["reasons"]

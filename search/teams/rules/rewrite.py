@@ -24,10 +24,11 @@ from search.teams.rules.fusion import find_regions
 from search.teams.rules.gemms import find_gemm_epilogues
 from search.teams.rules.recipe import REWRITES, ordered
 from search.teams.rules.rewriting import Rewriting, inplace_free
+from search.teams.rules.window_sums import conv_to_window_sums
 
 PASSES: dict[str, Callable[[Rewriting], None]] = {
     "drop-redundant": drop_redundant, "diag-broadcast": diag_broadcast, "fold-bn": fold_bn, "fold-affine": fold_affine,
-    "gemm-to-gemv": gemm_to_gemv}
+    "gemm-to-gemv": gemm_to_gemv, "conv-to-window-sums": conv_to_window_sums}
 
 
 def apply(gm: fx.GraphModule, names: tuple[str, ...]) -> Rewriting:
