@@ -23,6 +23,7 @@ between the convolution and the reduction are folded by fold-affine first (it ru
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,7 +231,14 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
     window = [work.get_attr(f"{stem}_window{j}", user) for j in range(dims)]
     weight = work.get_attr(f"{stem}_weight", user)
     bias = work.get_attr(f"{stem}_bias", user) if p.bias is not None else None
+    what = p.what if node.op == "call_module" else f"{node.name} ({p.what})"  # a conv fold-affine wrote
     with graph.inserting_before(user):
+        # the window matrices are built for the traced map: another input size stops with this message
+        size = graph.call_function(operator.getitem, (graph.call_function(getattr, (x, "shape")), slice(2, None)))
+        graph.call_function(torch._assert, (graph.call_function(operator.eq, (size, tuple(c.inputs))),
+                                            f"{NAME}: the window sums replacing {what} were built for an input map of "
+                                            f"{' x '.join(map(str, c.inputs))} (the traced size); for another size "
+                                            "run the candidate without this rewrite"))
         t = graph.call_function(torch.matmul, (x, window[-1]))  # the last dim's window sums: one read of x
         set_meta(t, [n, c.in_channels, *c.inputs[:-1], c.kernel[-1]], dtype)
         rest = c.kernel[-1]
@@ -255,7 +263,6 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
     else:  # the batch or channel dims are reduced too: on the per-channel result, whose spatial dims are size 1
         user.replace_input_with(node, y)
         erase_dead(gm, [*p.dead, node])
-    what = p.what if node.op == "call_module" else f"{node.name} ({p.what})"  # a conv fold-affine wrote
     work.init += [f"# {NAME}: {op} over the {dims} spatial dim(s) of {what} ({c.positions} output positions) -> "
                   f"window sums of its input and one [{c.out_channels}, {c.in_channels * c.window}] GEMM",
                   *_weights(p, c, stem, op == "mean"),
