@@ -186,6 +186,7 @@ REFUSED = {
     "unbatched-input": ("Conv2d(3, 4, 3)", [3, 8, 8], "y.mean((1, 2))"),
     "non-linear-in-between": ("Conv2d(3, 4, 3)", [2, 3, 8, 8], "torch.relu(y).mean((2, 3))"),
     "output-used-twice": ("Conv2d(3, 4, 3)", [2, 3, 8, 8], "y.mean((2, 3)) + y[:, :, 0, 0]"),
+    "half-precision": ("Conv2d(3, 4, 3).half()", [2, 3, 8, 8], "y.mean((2, 3))"),
     # a depthwise conv over 4096 channels: its block-diagonal weight would hold 4096 x 4096 x 9 values
     "dense-weight-too-large": ("Conv2d(4096, 4096, 3, groups=4096)", [1, 4096, 8, 8], "y.mean((2, 3))"),
 }
@@ -195,7 +196,7 @@ REFUSED = {
 def test_no_window_sums_where_the_precondition_fails(case: str) -> None:
     module, shape, reduce = REFUSED[case]
     source = problem(f"        self.conv = nn.{module}", f"        y = self.conv(x)\n        return {reduce}",
-                     f"[torch.randn({', '.join(map(str, shape))})]")
+                     f"[torch.randn({', '.join(map(str, shape))}){'.half()' if 'half' in module else ''}]")
     a = analyse(source)
     assert a.graph_module is not None, a.error
     assert NAME not in applicable(a.graph_module)

@@ -18,7 +18,8 @@ instead of the whole convolution and a pass over its output.
 The reduction: torch.sum/mean (function or method) over dims that include every spatial dim (the batch and channel
 dims may be reduced too: they then stay as a reduction of the small per-channel result), adaptive average pooling
 to size 1 and average pooling whose window is the whole map (no padding, no divisor override). Scales and shifts
-between the convolution and the reduction are folded by fold-affine first (it runs before this rewrite)."""
+between the convolution and the reduction are folded by fold-affine first (it runs before this rewrite). float32 and
+float64 only: a half-precision window sum (a whole map's sum before any averaging) could overflow or lose digits."""
 
 from __future__ import annotations
 
@@ -93,6 +94,8 @@ def _geometry(p: Producer, gm: fx.GraphModule) -> Conv | None:
     dims = len(weight_shape) - 2
     if x is None or dims < 1 or len(x.shape) != dims + 2 or len(out.shape) != dims + 2 or x.dtype != out.dtype:
         return None
+    if x.dtype not in (torch.float32, torch.float64):
+        return None  # half/bfloat16 window sums (up to a whole map's sum, unaveraged) could overflow or lose digits
     # Producer.extra: conv (stride, padding, dilation, groups), transposed (stride, padding, output_padding, groups,
     # dilation), each possibly cut short (a function called with defaults)
     names = ("stride", "padding", "output_padding", "groups", "dilation") if transposed else \
