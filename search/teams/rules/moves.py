@@ -62,11 +62,12 @@ REWRITE_WHY = {
     "gemm-to-gemv": "Sum (or average) the weight rows of a Linear once at construction when its output is reduced "
                     "over the features: sum(x @ W.T + b, -1) = x @ W.sum(0) + b.sum(). Why: a GEMV reading W once "
                     "instead of a GEMM writing an output the reduction reads again",
-    "conv-to-window-sums": "Replace a convolution whose output is only summed or averaged over all its spatial "
-                           "positions by sums of its input over each kernel offset's window (0/1 window matrices "
-                           "built once per spatial dim) and one GEMV by the reshaped weight: sum_o conv(x) = "
-                           "sum_{ci,k} w[co,ci,k] S[n,ci,k] + P b. Why: one read of the input and a tiny GEMM "
-                           "instead of the whole convolution and a pass over its output",
+    "conv-to-window-sums": "Replace a convolution whose output is only summed or averaged over some or all of its "
+                           "spatial dims by sums of its input over each kernel offset's window along those dims (0/1 "
+                           "window matrices built once per dim), then the convolution over the other dims with those "
+                           "offsets as input channels, or one GEMV by the reshaped weight when none is left: "
+                           "sum_o conv(x) = sum_{ci,k} w[co,ci,k] S[n,ci,k] + P b. Why: one read of the input and a "
+                           "convolution P times smaller instead of the whole one and a pass over its output",
 }
 KIND_WORDS = {"chain": "elementwise chain", "single": "elementwise op", "reduction": "reduction", "row": "row-wise op"}
 

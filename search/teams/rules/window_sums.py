@@ -1,152 +1,46 @@
-"""conv-to-window-sums (search.teams.rules.rewrite): a convolution whose output is only summed or averaged over ALL
-its spatial positions becomes sums of its input over windows and one small GEMM.
+"""conv-to-window-sums (search.teams.rules.rewrite): a convolution whose output is only summed or averaged over some
+or all of its spatial dims becomes sums of its input over windows, then a convolution over the dims left (none left:
+one small GEMM).
 
-A convolution is linear in its input, so for every sample n and output channel co
+A convolution is linear in its input, so for every sample n, output channel co and position o' along the kept dims
 
-    sum over output positions o of conv(x)[n, co, o] = sum_{ci, k} w[co, ci, k] * S[n, ci, k] + bias[co] * P
+    sum over the reduced output positions o of conv(x)[n, co, o, o'] = conv'(S)[n, co, o'] + bias[co] * P
 
-where P is the number of output positions and S[n, ci, k] the sum of x[n, ci, i] over the input positions i that
-kernel offset k meets at a valid output position. Along each spatial dim that set is a window of the input:
-conv (stride s, left padding p, dilation d): i = o*s - p + k*d for an output o in [0, out), every s-th input of a
-contiguous range; transposed conv: o = i*s - p + k*d in [0, out), a contiguous range of i. S is therefore a product
-of per-dim window sums: one 0/1 indicator matrix [k_j, L_j] per spatial dim (built once, at construction, for the
-traced input size), contracted with x one dim at a time (x @ M_last^T reads x once; the rest works on tensors
-L_last / k_last times smaller). The convolution's weight becomes a [C_out, C_in * K] matrix (block-diagonal across
-groups; divided by P for a mean) and the bias is multiplied by P for a sum: one read of x and a GEMV-sized GEMM
-instead of the whole convolution and a pass over its output.
+where P is the number of reduced output positions and S[n, (ci, k), i'] the sum of x[n, ci, i, i'] over the input
+positions i that kernel offset k (along the reduced dims) meets at a valid output position. Along each spatial dim that
+set is a window of the input: conv (stride s, left padding p, dilation d): i = o*s - p + k*d for an output o in
+[0, out), every s-th input of a contiguous range; transposed conv: o = i*s - p + k*d in [0, out), a contiguous range of
+i. S is a product of per-dim window sums: one 0/1 indicator matrix [k_j, L_j] per reduced dim (built once, at
+construction, for the traced input size), contracted with x one dim at a time (the last dim's as x @ M^T: one read of
+x; the rest on smaller tensors). conv' is the same convolution over the kept dims with the reduced kernel offsets
+moved into its input channels (weight [C_out, C_in/g * K_reduced, K_kept...], groups unchanged), divided by P for a
+mean, its bias times P for a sum; with every spatial dim reduced it is one GEMM by the weight as [C_out, C_in * K]
+(block-diagonal across groups). One read of x and a convolution P times smaller instead of the whole one and a pass
+over its output.
 
-The reduction: torch.sum/mean (function or method) over dims that include every spatial dim (the batch and channel
-dims may be reduced too: they then stay as a reduction of the small per-channel result), adaptive average pooling
-to size 1 and average pooling whose window is the whole map (no padding, no divisor override). Scales and shifts
-between the convolution and the reduction are folded by fold-affine first (it runs before this rewrite). float32 and
-float64 only: a half-precision window sum (a whole map's sum before any averaging) could overflow or lose digits."""
+The reduction (search.teams.rules.conv_reduction): torch.sum/mean over explicit dims, at least one spatial (the batch
+and channel dims may be reduced too: they stay as a reduction of the small result), adaptive average pooling to size 1
+and average pooling whose window is the whole map. Scales and shifts between the convolution and the reduction are
+folded by fold-affine first (it runs before this rewrite). float32 and float64 only: a half-precision window sum (a
+whole map's sum before any averaging) could overflow or lose digits."""
 
 from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.fx as fx
-import torch.nn as nn
 import torch.nn.functional as F
 
+from search.teams.rules.conv_reduction import Conv, geometry, reduction_of
 from search.teams.rules.folding import CONVS, TRANSPOSED, Producer, producer
-from search.teams.rules.folding import _reduction as sum_or_mean
 from search.teams.rules.graph import meta
 from search.teams.rules.rewriting import Rewriting, erase_dead, set_meta
 
 NAME = "conv-to-window-sums"
-ADAPTIVE = {F.adaptive_avg_pool1d: 1, F.adaptive_avg_pool2d: 2, F.adaptive_avg_pool3d: 3}
-ADAPTIVE_MODULES = {nn.AdaptiveAvgPool1d: 1, nn.AdaptiveAvgPool2d: 2, nn.AdaptiveAvgPool3d: 3}
-AVG_POOLS = {F.avg_pool1d: 1, F.avg_pool2d: 2, F.avg_pool3d: 3}
-AVG_POOL_MODULES = {nn.AvgPool1d: 1, nn.AvgPool2d: 2, nn.AvgPool3d: 3}
-AVG_POOL_ARGS = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
 # A block-diagonal weight for grouped convolutions is built dense: refused above this many elements.
 MOST_DENSE = 1 << 24
-
-
-@dataclass
-class Conv:
-    """The convolution's geometry, read from the traced graph: per spatial dim the input size, kernel size, stride,
-    left padding, dilation and output size; channels and groups."""
-
-    transposed: bool
-    inputs: list[int]
-    kernel: list[int]
-    stride: list[int]
-    padding: list[int]
-    dilation: list[int]
-    outputs: list[int]
-    in_channels: int
-    out_channels: int
-    groups: int
-
-    @property
-    def window(self) -> int:
-        return math.prod(self.kernel)
-
-    @property
-    def positions(self) -> int:
-        return math.prod(self.outputs)
-
-
-def _spread(value: Any, dims: int) -> list[int] | None:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value] * dims
-    if isinstance(value, (tuple, list)) and len(value) in (1, dims) and all(isinstance(v, int) for v in value):
-        return [int(v) for v in value] * (dims if len(value) == 1 else 1)
-    return None
-
-
-def _geometry(p: Producer, gm: fx.GraphModule) -> Conv | None:
-    """The Conv of a producer that is a convolution (module or function, as traced or as fold-affine wrote it)."""
-    transposed = p.function in TRANSPOSED.values()
-    if not transposed and p.function not in CONVS.values():
-        return None
-    x, out = meta(p.node.args[0]), meta(p.node)
-    if p.node.op == "call_module":
-        weight_shape = list(gm.get_submodule(str(p.node.target)).weight.shape)
-    else:
-        weight_shape = list(meta(p.node.args[1]).shape) if meta(p.node.args[1]) is not None else []
-    dims = len(weight_shape) - 2
-    if x is None or dims < 1 or len(x.shape) != dims + 2 or len(out.shape) != dims + 2 or x.dtype != out.dtype:
-        return None
-    if x.dtype not in (torch.float32, torch.float64):
-        return None  # half/bfloat16 window sums (up to a whole map's sum, unaveraged) could overflow or lose digits
-    # Producer.extra: conv (stride, padding, dilation, groups), transposed (stride, padding, output_padding, groups,
-    # dilation), each possibly cut short (a function called with defaults)
-    names = ("stride", "padding", "output_padding", "groups", "dilation") if transposed else \
-        ("stride", "padding", "dilation", "groups")
-    given = {**{"stride": 1, "padding": 0, "output_padding": 0, "groups": 1, "dilation": 1}, **dict(zip(names, p.extra))}
-    kernel = weight_shape[2:]
-    stride, dilation = _spread(given["stride"], dims), _spread(given["dilation"], dims)
-    padding: Any = given["padding"]
-    if padding == "valid":
-        padding = 0
-    elif padding == "same" and dilation is not None:
-        padding = [d * (k - 1) // 2 for d, k in zip(dilation, kernel)]  # PyTorch pads the extra one on the right
-    padding = _spread(padding, dims)
-    groups = given["groups"]
-    if stride is None or dilation is None or padding is None or not isinstance(groups, int) or groups < 1:
-        return None
-    in_channels = int(x.shape[1])
-    out_channels = int(out.shape[1])
-    return Conv(transposed, [int(s) for s in x.shape[2:]], kernel, stride, padding, dilation,
-                [int(s) for s in out.shape[2:]], in_channels, out_channels, groups)
-
-
-def _whole_map(node: fx.Node, conv_node: fx.Node, gm: fx.GraphModule, dims: int) -> bool:
-    """node averages conv_node over its whole spatial map: adaptive average pooling to size 1, or average pooling
-    whose window is the map (no padding, no divisor override)."""
-    m = meta(node)
-    if m is None or len(m.shape) != dims + 2 or any(int(s) != 1 for s in m.shape[2:]):
-        return False
-    sizes = [int(s) for s in meta(conv_node).shape[2:]]
-    if node.op == "call_module":
-        mod: Any = gm.get_submodule(str(node.target))
-        if node.args != (conv_node,) or node.kwargs:
-            return False
-        if ADAPTIVE_MODULES.get(type(mod)) == dims:
-            return True
-        if AVG_POOL_MODULES.get(type(mod)) != dims:
-            return False
-        params = {"kernel_size": mod.kernel_size, "padding": mod.padding,
-                  "divisor_override": getattr(mod, "divisor_override", None)}
-    elif node.op == "call_function" and ADAPTIVE.get(node.target) == dims:  # type: ignore[call-overload]
-        return bool(node.args) and node.args[0] is conv_node
-    elif node.op == "call_function" and AVG_POOLS.get(node.target) == dims:  # type: ignore[call-overload]
-        if len(node.args) > len(AVG_POOL_ARGS) or set(node.kwargs) - set(AVG_POOL_ARGS):
-            return False
-        params = {**dict(zip(AVG_POOL_ARGS, node.args)), **node.kwargs}
-        if params.get("input") is not conv_node:
-            return False
-    else:
-        return False
-    return (_spread(params.get("kernel_size"), dims) == sizes and _spread(params.get("padding", 0), dims) == [0] * dims
-            and params.get("divisor_override") is None)
 
 
 def _window(c: Conv, j: int) -> list[str]:
@@ -161,12 +55,12 @@ def _window(c: Conv, j: int) -> list[str]:
     return [*lines, f"q = i + {p} - k * {d}", f"m = (q >= 0) & (q < {out * s})" + ("" if s == 1 else f" & (q % {s} == 0)")]
 
 
-def _windows(c: Conv, stem: str) -> list[str]:
-    """Init lines registering `<stem>_window<j>` for each spatial dim j: M as [k_j, L_j], the last dim's transposed
-    ([L, k]: x @ M^T); a dim with the same geometry as the one before reuses its m."""
+def _windows(c: Conv, reduced: list[int], stem: str) -> list[str]:
+    """Init lines registering `<stem>_window<j>` for each reduced spatial dim j: M as [k_j, L_j], the last spatial
+    dim's transposed ([L, k]: x @ M^T); a dim with the same geometry as the one before reuses its m."""
     lines: list[str] = []
     before: list[str] = []
-    for j in range(len(c.kernel)):
+    for j in reduced:
         computed = _window(c, j)
         lines += [] if computed == before else computed
         before = computed
@@ -175,8 +69,8 @@ def _windows(c: Conv, stem: str) -> list[str]:
     return lines
 
 
-def _weights(p: Producer, c: Conv, stem: str, mean: bool) -> list[str]:
-    """Init lines registering `<stem>_weight` ([C_out, C_in * K]) and `<stem>_bias` (when the conv has one)."""
+def _gemm_weight(p: Producer, c: Conv) -> list[str]:
+    """Lines computing w, the weight as [C_out, C_in * K] (every spatial dim reduced)."""
     g, cin, cout, k = c.groups, c.in_channels, c.out_channels, c.window
     cig, cog = cin // g, cout // g
     if c.transposed:  # [C_in, C_out / g, K...] -> [C_out, C_in / g, K]
@@ -184,29 +78,61 @@ def _weights(p: Producer, c: Conv, stem: str, mean: bool) -> list[str]:
     else:
         lines = [f"v = {p.weight}.detach().reshape({cout}, {cig}, {k})"]
     if g == 1:
-        lines.append(f"w = v.reshape({cout}, {cin * k})")
+        return [*lines, f"w = v.reshape({cout}, {cin * k})"]
+    return [*lines, f"w = torch.zeros({cout}, {cin}, {k}, dtype=v.dtype, device=v.device)  # block-diagonal: groups",
+            f"for g in range({g}):",
+            f"    w[g * {cog}:(g + 1) * {cog}, g * {cig}:(g + 1) * {cig}] = v[g * {cog}:(g + 1) * {cog}]",
+            f"w = w.reshape({cout}, {cin * k})"]
+
+
+def _conv_weight(p: Producer, c: Conv, reduced: list[int], kept: list[int]) -> list[str]:
+    """Lines computing w, the weight of the convolution over the kept dims: the reduced kernel offsets moved next to
+    the input channels ([C_out, C_in/g * K_reduced, K_kept...]; transposed: [C_in * K_reduced, C_out/g, K_kept...])."""
+    kr = math.prod(c.kernel[j] for j in reduced)
+    rdims, kdims = [2 + j for j in reduced], [2 + j for j in kept]
+    if c.transposed:
+        order, shape = (0, *rdims, 1, *kdims), (c.in_channels * kr, c.out_channels // c.groups)
     else:
-        lines += [f"w = torch.zeros({cout}, {cin}, {k}, dtype=v.dtype, device=v.device)  # block-diagonal: groups",
-                  f"for g in range({g}):",
-                  f"    w[g * {cog}:(g + 1) * {cog}, g * {cig}:(g + 1) * {cig}] = v[g * {cog}:(g + 1) * {cog}]",
-                  f"w = w.reshape({cout}, {cin * k})"]
-    lines.append(f"w = w / {c.positions}  # a mean over the output positions" if mean else "w = w.clone()")
+        order, shape = (0, 1, *rdims, *kdims), (c.out_channels, c.in_channels // c.groups * kr)
+    shape = (*shape, *[c.kernel[j] for j in kept])
+    return [f"w = {p.weight}.detach().permute{order}.reshape{shape}"]
+
+
+def _weights(p: Producer, c: Conv, reduced: list[int], kept: list[int], stem: str, mean: bool) -> list[str]:
+    """Init lines registering `<stem>_weight` and `<stem>_bias` (when the conv has one)."""
+    positions = math.prod(c.outputs[j] for j in reduced)
+    lines = _conv_weight(p, c, reduced, kept) if kept else _gemm_weight(p, c)
+    lines.append(f"w = w / {positions}  # a mean over the reduced output positions" if mean else "w = w.clone()")
     lines.append(f'self.register_buffer("{stem}_weight", w, persistent=False)')
     if p.bias is not None:
-        bias = f"{p.bias}.detach().clone()" if mean else f"{p.bias}.detach() * {c.positions}"
+        bias = f"{p.bias}.detach().clone()" if mean else f"{p.bias}.detach() * {positions}"
         lines.append(f'self.register_buffer("{stem}_bias", {bias}, persistent=False)')
     return lines
 
 
-def _reduction_of(node: fx.Node, conv_node: fx.Node, gm: fx.GraphModule, dims: int) -> tuple[str, list[int], bool] | None:
-    """The conv's only user as (op, reduced dims, keepdim) when it sums or averages over every spatial dim."""
-    spatial = list(range(2, dims + 2))
-    if _whole_map(node, conv_node, gm, dims):
-        return "mean", spatial, True
-    red = sum_or_mean(node) if node.args and node.args[0] is conv_node else None
-    if red is None or not set(spatial) <= set(red[1]) or meta(node) is None:
-        return None
-    return red
+def _node(graph: fx.Graph, shape: list[int], dtype: torch.dtype, kind: str, target: object, *args: object) -> fx.Node:
+    new = graph.call_method(target, args) if kind == "method" else graph.call_function(target, args)  # type: ignore[arg-type]
+    set_meta(new, shape, dtype)
+    return new
+
+
+def _window_sums(graph: fx.Graph, x: fx.Node, c: Conv, reduced: list[int], window: dict[int, fx.Node],
+                 dtype: torch.dtype) -> tuple[fx.Node, list[int]]:
+    """Contract x with the window matrices of the reduced dims, last first: the result (contiguous) and its sizes per
+    spatial dim (k_j for a reduced dim, L_j for a kept one)."""
+    n, cin = int(meta(x).shape[0]), c.in_channels
+    sizes = list(c.inputs)
+    t = x
+    for j in sorted(reduced, reverse=True):
+        after = math.prod(sizes[j + 1:])
+        if j == len(sizes) - 1:  # the last dim: x @ M^T reads x once
+            t = _node(graph, [n, cin, *sizes[:-1], c.kernel[j]], dtype, "function", torch.matmul, t, window[j])
+        else:
+            lead = n * cin * math.prod(sizes[:j])
+            t = _node(graph, [lead, sizes[j], after], dtype, "method", "reshape", t, -1, sizes[j], after)
+            t = _node(graph, [lead, c.kernel[j], after], dtype, "function", torch.matmul, window[j], t)
+        sizes[j] = c.kernel[j]
+    return t, sizes
 
 
 def _rewrite(node: fx.Node, work: Rewriting) -> bool:
@@ -214,24 +140,28 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
     if len(node.users) != 1:
         return False
     p = producer(node, gm)
-    c = _geometry(p, gm) if p is not None else None
+    c = geometry(p, gm) if p is not None else None
     if p is None or c is None or not (c.in_channels % c.groups == 0 == c.out_channels % c.groups):
         return False
-    if c.groups > 1 and c.out_channels * c.in_channels * c.window > MOST_DENSE:
-        return False  # the dense block-diagonal weight would outgrow the convolution it replaces
     (user,) = node.users
     dims = len(c.kernel)
-    red = _reduction_of(user, node, gm, dims)
+    red = reduction_of(user, node, gm, dims)
     if red is None or meta(user).dtype != meta(node).dtype:
         return False
-    op, reduced, keepdim = red
-    spatial = list(range(2, dims + 2))
+    op, dims_reduced, keepdim = red
+    reduced = [d - 2 for d in dims_reduced if d >= 2]
+    kept = [j for j in range(dims) if j not in reduced]
+    if kept and not all(c.plain(j) for j in kept):
+        return False  # a kept dim F.conv* cannot size like the traced output (padding="same", one more on the right)
+    if not kept and c.groups > 1 and c.out_channels * c.in_channels * c.window > MOST_DENSE:
+        return False  # the dense block-diagonal weight would outgrow the convolution it replaces
     stem = work.buffer("win")
     x = p.node.args[0]
     dtype = meta(node).dtype
-    n = int(meta(x).shape[0])
+    n, cin, cout = int(meta(x).shape[0]), c.in_channels, c.out_channels
+    kr = math.prod(c.kernel[j] for j in reduced)
     graph = gm.graph
-    window = [work.get_attr(f"{stem}_window{j}", user) for j in range(dims)]
+    window = {j: work.get_attr(f"{stem}_window{j}", user) for j in reduced}
     weight = work.get_attr(f"{stem}_weight", user)
     bias = work.get_attr(f"{stem}_bias", user) if p.bias is not None else None
     what = p.what if node.op == "call_module" else f"{node.name} ({p.what})"  # a conv fold-affine wrote
@@ -242,38 +172,45 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
                                             f"{NAME}: the window sums replacing {what} were built for an input map of "
                                             f"{' x '.join(map(str, c.inputs))} (the traced size); for another size "
                                             "run the candidate without this rewrite"))
-        t = graph.call_function(torch.matmul, (x, window[-1]))  # the last dim's window sums: one read of x
-        set_meta(t, [n, c.in_channels, *c.inputs[:-1], c.kernel[-1]], dtype)
-        rest = c.kernel[-1]
-        for j in range(dims - 2, -1, -1):  # then each earlier dim, on a tensor L_last / k_last times smaller
-            t = graph.call_method("reshape", (t, -1, c.inputs[j], rest))
-            lead = n * c.in_channels * math.prod(c.inputs[:j])
-            set_meta(t, [lead, c.inputs[j], rest], dtype)
-            t = graph.call_function(torch.matmul, (window[j], t))
-            set_meta(t, [lead, c.kernel[j], rest], dtype)
-            rest *= c.kernel[j]
-        t = graph.call_method("reshape", (t, -1, c.in_channels * c.window))
-        set_meta(t, [n, c.in_channels * c.window], dtype)
-        y = graph.call_function(F.linear, (t, weight, bias))
-        set_meta(y, [n, c.out_channels], dtype)
-        whole = reduced == spatial
+        t, sizes = _window_sums(graph, x, c, reduced, window, dtype)
+        if not kept:
+            t = _node(graph, [n, cin * kr], dtype, "method", "reshape", t, -1, cin * kr)
+            y = _node(graph, [n, cout], dtype, "function", F.linear, t, weight, bias)
+        else:
+            if reduced != list(range(len(reduced))):  # the reduced kernel offsets next to the channels
+                t = _node(graph, [n, cin, *sizes], dtype, "method", "reshape", t, -1, cin, *sizes)
+                order = [0, 1, *[2 + j for j in reduced], *[2 + j for j in kept]]
+                t = _node(graph, [n, cin, *[sizes[j] for j in reduced + kept]], dtype, "method", "permute", t, *order)
+            kept_in = [c.inputs[j] for j in kept]
+            t = _node(graph, [n, cin * kr, *kept_in], dtype, "method", "reshape", t, -1, cin * kr, *kept_in)
+            pair = [cin * kr, cout // c.groups] if c.transposed else [cout, cin // c.groups * kr]
+            set_meta(weight, [*pair, *[c.kernel[j] for j in kept]], dtype)
+            per = [[v[j] for j in kept] for v in (c.stride, c.padding, c.dilation)]
+            if c.transposed:
+                conv, args = list(TRANSPOSED.values())[len(kept) - 1], (per[0], per[1], [c.output_padding(j) for j in kept],
+                                                                       c.groups, per[2])
+            else:
+                conv, args = list(CONVS.values())[len(kept) - 1], (*per, c.groups)
+            y = _node(graph, [n, cout, *[c.outputs[j] for j in kept]], dtype, "function", conv, t, weight, bias, *args)
+        whole = dims_reduced == [2 + j for j in reduced]
         if keepdim or not whole:
-            y = graph.call_method("reshape", (y, -1, c.out_channels, *[1] * dims))
-            set_meta(y, [n, c.out_channels, *[1] * dims], dtype)
+            shape = [1 if j in reduced else c.outputs[j] for j in range(dims)]
+            y = _node(graph, [n, cout, *shape], dtype, "method", "reshape", y, -1, cout, *shape)
     if whole:
         user.replace_all_uses_with(y)
         erase_dead(gm, [*p.dead, node, user])
-    else:  # the batch or channel dims are reduced too: on the per-channel result, whose spatial dims are size 1
+    else:  # the batch or channel dims are reduced too: on the result, whose reduced spatial dims are size 1
         user.replace_input_with(node, y)
         erase_dead(gm, [*p.dead, node])
-    work.init += [f"# {NAME}: {op} over the {dims} spatial dim(s) of {what} ({c.positions} output positions) -> "
-                  f"window sums of its input and one [{c.out_channels}, {c.in_channels * c.window}] GEMM",
-                  *_weights(p, c, stem, op == "mean"),
-                  *_windows(c, stem)]
+    positions = math.prod(c.outputs[j] for j in reduced)
+    then = f"a {len(kept)}-D convolution over dim(s) {[2 + j for j in kept]}" if kept else "one GEMM"
+    work.init += [f"# {NAME}: {op} over the spatial dim(s) {[2 + j for j in reduced]} of {what} ({positions} output "
+                  f"positions) -> window sums of its input, then {then}",
+                  *_weights(p, c, reduced, kept, stem, op == "mean"), *_windows(c, reduced, stem)]
     kind = "transposed convolution" if c.transposed else "convolution"
-    work.note(NAME, f"{op} over all {c.positions} output positions of {what} ({kind}, groups {c.groups}) -> window "
-              f"sums of its input ({'x'.join(map(str, c.kernel))} per channel) and a {c.in_channels * c.window} -> "
-              f"{c.out_channels} GEMV per sample")
+    work.note(NAME, f"{op} over {positions} output positions (dim(s) {[2 + j for j in reduced]}) of {what} ({kind}, "
+              f"groups {c.groups}) -> window sums of its input ({'x'.join(str(c.kernel[j]) for j in reduced)} per "
+              f"channel), then {then}")
     return True
 
 
