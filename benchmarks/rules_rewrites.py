@@ -49,6 +49,7 @@ CPU_SIZES: dict[str, dict[str, Any]] = {
     "l2_matmul_scale_residual": {"batch_size": 1024, "in_features": 1024, "out_features": 1024},
     "l2_conv_transpose_bn_tanh": {"batch_size": 4, "height": 32, "width": 32},
     "conv_transpose_mean_bias_lse": {"batch_size": 4, "height": 64, "width": 64},
+    "conv_transpose3d_mean_depth_softmax": {"batch_size": 2, "depth": 8, "height": 32, "width": 32},
     "convtranspose2d_multiply_globalavgpool_twice": {"batch_size": 4, "height": 64, "width": 64},
 }
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# conv-to-window-sums on the H200 (torch + CUDA only; no Django, Redis or internet), about 110 s at most:
+# conv-to-window-sums on the H200 (torch + CUDA only; no Django, Redis or internet), about 115 s at most:
 # 1. window-sum formulations at KernelBench level2/44's input (16 x 64 x 128 x 128 fp32) timed with CUDA events beside
 #    one read of the input (x.sum over H, W) -> $OUT/convmean_micro.txt;
 # 2. the rules team's candidate with every rewrite that applies for KernelBench level2/44
-#    (benchmarks/problems/kb_l2/convtranspose2d_multiply_globalavgpool_twice.py), then for the level2/42-shaped
-#    benchmarks/problems/rewrites/conv_transpose_mean_bias_lse.py, timed call by call beside eager and
-#    torch.compile(default) of the reference and of the candidate (benchmarks/rules_rewrites.py time)
-#    -> $OUT/convmean_44.json/.txt, $OUT/convmean_42.json/.txt.
+#    (benchmarks/problems/kb_l2/convtranspose2d_multiply_globalavgpool_twice.py), then the level2/42- and
+#    level2/13-shaped benchmarks/problems/rewrites/conv_transpose_mean_bias_lse.py and
+#    conv_transpose3d_mean_depth_softmax.py (a mean over the depth only), timed call by call beside eager and
+#    torch.compile(default) of the reference and of the candidate (benchmarks/rules_rewrites.py time; a problem not
+#    started within 45 s is reported skipped) -> $OUT/convmean_problems.json/.txt.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/convmean_out}"
@@ -71,21 +72,23 @@ for name, fn in variants.items():
 print("matmul allow_tf32", torch.backends.cuda.matmul.allow_tf32, torch.cuda.get_device_name())
 PY
 echo "micro exit status $?" >> "$OUT/convmean_micro.txt"
-for which in 44 42; do
-    DIR="$(mktemp -d)"
-    [ "$which" = 44 ] && file=kb_l2/convtranspose2d_multiply_globalavgpool_twice.py \
-        || file=rewrites/conv_transpose_mean_bias_lse.py
-    timeout 25 python - "$DIR" "$file" > "$OUT/convmean_$which.txt" 2>&1 <<'PY'
+DIR="$(mktemp -d)"
+timeout 25 python - "$DIR" > "$OUT/convmean_problems.txt" 2>&1 <<'PY'
 import sys
 from pathlib import Path
 sys.path.insert(0, "benchmarks")
 import rules_rewrites as b
-b.PROBLEMS = [b.ROOT / "benchmarks/problems" / sys.argv[2]]
+b.PROBLEMS = [b.ROOT / "benchmarks/problems" / f for f in (
+    "kb_l2/convtranspose2d_multiply_globalavgpool_twice.py", "rewrites/conv_transpose_mean_bias_lse.py",
+    "rewrites/conv_transpose3d_mean_depth_softmax.py")]
 b.render(Path(sys.argv[1]))
+for k, path in enumerate(b.PROBLEMS):  # timed in this order (time takes them sorted by name)
+    for suffix in (".src", ".json"):
+        (Path(sys.argv[1]) / (path.stem + suffix)).rename(Path(sys.argv[1]) / f"{k}_{path.stem}{suffix}")
 PY
-    timeout 30 python benchmarks/rules_rewrites.py time "$DIR" --device cuda --runs 20 --rounds 3 \
-        --json "$OUT/convmean_$which.json" >> "$OUT/convmean_$which.txt" 2>&1
-    echo "exit status $?" >> "$OUT/convmean_$which.txt"
-    rm -rf "$DIR"
-done
-cat "$OUT/convmean_micro.txt"; tail -4 "$OUT/convmean_44.txt" "$OUT/convmean_42.txt"
+echo "render exit status $?" >> "$OUT/convmean_problems.txt"
+timeout 70 python benchmarks/rules_rewrites.py time "$DIR" --device cuda --runs 20 --rounds 3 --budget-s 45 \
+    --json "$OUT/convmean_problems.json" >> "$OUT/convmean_problems.txt" 2>&1
+echo "time exit status $?" >> "$OUT/convmean_problems.txt"
+rm -rf "$DIR"
+cat "$OUT/convmean_micro.txt"; tail -8 "$OUT/convmean_problems.txt"

@@ -1,6 +1,7 @@
 """Exact graph rewrites of the traced forward, the moves torch.compile does not make: fold affine epilogues and
 eval-mode BatchNorm into the weights of the Linear/conv before them, drop redundant ops, turn `diag(a) @ B` into a
-broadcast multiply and a reduction after a Linear into a GEMV (search.teams.rules.folding, .algebra).
+broadcast multiply, a reduction after a Linear into a GEMV and a convolution only summed over spatial dims into window
+sums of its input (search.teams.rules.folding, .algebra, .window_sums).
 
 Each rewrite reads its preconditions from the traced graph and its shapes, edits a copy of the graph, and may add
 code that precomputes new weights: ModelNew runs that code in `_rewrite_weights` after the reference constructor
