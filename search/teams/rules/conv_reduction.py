@@ -18,10 +18,10 @@ from search.teams.rules.folding import CONVS, TRANSPOSED, Producer
 from search.teams.rules.folding import _reduction as sum_or_mean
 from search.teams.rules.graph import meta
 
-ADAPTIVE = {F.adaptive_avg_pool1d: 1, F.adaptive_avg_pool2d: 2, F.adaptive_avg_pool3d: 3}
-ADAPTIVE_MODULES = {nn.AdaptiveAvgPool1d: 1, nn.AdaptiveAvgPool2d: 2, nn.AdaptiveAvgPool3d: 3}
-AVG_POOLS = {F.avg_pool1d: 1, F.avg_pool2d: 2, F.avg_pool3d: 3}
-AVG_POOL_MODULES = {nn.AvgPool1d: 1, nn.AvgPool2d: 2, nn.AvgPool3d: 3}
+ADAPTIVE: dict[Any, int] = {F.adaptive_avg_pool1d: 1, F.adaptive_avg_pool2d: 2, F.adaptive_avg_pool3d: 3}
+ADAPTIVE_MODULES: dict[Any, int] = {nn.AdaptiveAvgPool1d: 1, nn.AdaptiveAvgPool2d: 2, nn.AdaptiveAvgPool3d: 3}
+AVG_POOLS: dict[Any, int] = {F.avg_pool1d: 1, F.avg_pool2d: 2, F.avg_pool3d: 3}
+AVG_POOL_MODULES: dict[Any, int] = {nn.AvgPool1d: 1, nn.AvgPool2d: 2, nn.AvgPool3d: 3}
 AVG_POOL_ARGS = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
 
 
@@ -78,7 +78,8 @@ def geometry(p: Producer, gm: fx.GraphModule) -> Conv | None:
         return None
     x, out = meta(p.node.args[0]), meta(p.node)
     if p.node.op == "call_module":
-        weight_shape = list(gm.get_submodule(str(p.node.target)).weight.shape)
+        mod: Any = gm.get_submodule(str(p.node.target))
+        weight_shape = list(mod.weight.shape)
     else:
         weight_shape = list(meta(p.node.args[1]).shape) if meta(p.node.args[1]) is not None else []
     dims = len(weight_shape) - 2
@@ -125,9 +126,9 @@ def whole_map(node: fx.Node, conv_node: fx.Node, gm: fx.GraphModule, dims: int) 
             return False
         params = {"kernel_size": mod.kernel_size, "padding": mod.padding,
                   "divisor_override": getattr(mod, "divisor_override", None)}
-    elif node.op == "call_function" and ADAPTIVE.get(node.target) == dims:  # type: ignore[call-overload]
+    elif node.op == "call_function" and ADAPTIVE.get(node.target) == dims:
         return bool(node.args) and node.args[0] is conv_node
-    elif node.op == "call_function" and AVG_POOLS.get(node.target) == dims:  # type: ignore[call-overload]
+    elif node.op == "call_function" and AVG_POOLS.get(node.target) == dims:
         if len(node.args) > len(AVG_POOL_ARGS) or set(node.kwargs) - set(AVG_POOL_ARGS):
             return False
         params = {**dict(zip(AVG_POOL_ARGS, node.args)), **node.kwargs}

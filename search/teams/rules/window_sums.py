@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -90,6 +91,7 @@ def _conv_weight(p: Producer, c: Conv, reduced: list[int], kept: list[int]) -> l
     the input channels ([C_out, C_in/g * K_reduced, K_kept...]; transposed: [C_in * K_reduced, C_out/g, K_kept...])."""
     kr = math.prod(c.kernel[j] for j in reduced)
     rdims, kdims = [2 + j for j in reduced], [2 + j for j in kept]
+    shape: tuple[int, ...]
     if c.transposed:
         order, shape = (0, *rdims, 1, *kdims), (c.in_channels * kr, c.out_channels // c.groups)
     else:
@@ -157,6 +159,7 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
         return False  # the dense block-diagonal weight would outgrow the convolution it replaces
     stem = work.buffer("win")
     x = p.node.args[0]
+    assert isinstance(x, fx.Node)  # producer() checked
     dtype = meta(node).dtype
     n, cin, cout = int(meta(x).shape[0]), c.in_channels, c.out_channels
     kr = math.prod(c.kernel[j] for j in reduced)
@@ -186,6 +189,8 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
             pair = [cin * kr, cout // c.groups] if c.transposed else [cout, cin // c.groups * kr]
             set_meta(weight, [*pair, *[c.kernel[j] for j in kept]], dtype)
             per = [[v[j] for j in kept] for v in (c.stride, c.padding, c.dilation)]
+            conv: Any
+            args: tuple[Any, ...]
             if c.transposed:
                 conv, args = list(TRANSPOSED.values())[len(kept) - 1], (per[0], per[1], [c.output_padding(j) for j in kept],
                                                                        c.groups, per[2])
