@@ -20,10 +20,11 @@ from search.teams.rules.fusion import analyse
 from search.teams.rules.moves import candidate_moves
 from search.teams.rules.problem import load_problem
 from search.teams.rules.recipe import Recipe, recipe_of
-from search.teams.rules.rewrite import applicable, variants
+from search.teams.rules.rewrite import applicable, rewritten, variants
+from tests.teams import rewrite_problems as R
 from tests.teams.rewrite_problems import problem
 from tests.teams.test_rules_kernels import import_candidate
-from tests.teams.test_rules_rewrites import play_first_move
+from tests.teams.test_rules_rewrites import assert_same, build, candidate, play_first_move
 
 NAME = "conv-to-window-sums"
 
@@ -227,3 +228,16 @@ def test_the_team_plays_window_sums_and_the_harness_passes_it(tmp_path: Path) ->
     assert recipe_of(first["source"]) == Recipe(rewrites=(NAME,))
     assert first["verdict"] == "pass", first["reasons"]
     assert first["result"]["correctness"]["max_abs_error"] < 1e-4
+
+
+@pytest.mark.slow
+def test_window_sums_compose_with_fused_cpp_kernels(tmp_path: Path) -> None:
+    """conv-to-window-sums, then every fusion of the rewritten forward (the epilogue after the 2-D convolution that
+    replaced the 3-D one) in C++/OpenMP kernels of the team's own, built with load_inline."""
+    names = (NAME,)
+    regions = rewritten(analyse(R.CONV_PARTIAL_MEAN), names).regions
+    assert regions
+    recipe = Recipe(rewrites=names, fused=tuple(r.index for r in regions), backend="cpp-omp")
+    module = candidate("CONV_PARTIAL_MEAN", recipe, tmp_path)
+    ref, new = build("CONV_PARTIAL_MEAN", module)
+    assert_same("CONV_PARTIAL_MEAN", ref, new)
