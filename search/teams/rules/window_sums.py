@@ -137,6 +137,31 @@ def _window_sums(graph: fx.Graph, x: fx.Node, c: Conv, reduced: list[int], windo
     return t, sizes
 
 
+def _kept_convolution(graph: fx.Graph, t: fx.Node, sizes: list[int], c: Conv, reduced: list[int], weight: fx.Node,
+                      bias: fx.Node | None, n: int, dtype: torch.dtype) -> fx.Node:
+    """The convolution over the kept dims of the window sums t (sizes per spatial dim), the reduced kernel offsets
+    moved next to the input channels."""
+    kept = [j for j in range(len(sizes)) if j not in reduced]
+    cin, cout, kr = c.in_channels, c.out_channels, math.prod(c.kernel[j] for j in reduced)
+    if reduced != list(range(len(reduced))):  # a reduced dim after a kept one: permute the offsets forward
+        t = _node(graph, [n, cin, *sizes], dtype, "method", "reshape", t, -1, cin, *sizes)
+        order = [0, 1, *[2 + j for j in reduced], *[2 + j for j in kept]]
+        t = _node(graph, [n, cin, *[sizes[j] for j in reduced + kept]], dtype, "method", "permute", t, *order)
+    kept_in = [c.inputs[j] for j in kept]
+    t = _node(graph, [n, cin * kr, *kept_in], dtype, "method", "reshape", t, -1, cin * kr, *kept_in)
+    pair = [cin * kr, cout // c.groups] if c.transposed else [cout, cin // c.groups * kr]
+    set_meta(weight, [*pair, *[c.kernel[j] for j in kept]], dtype)
+    stride, padding, dilation = ([v[j] for j in kept] for v in (c.stride, c.padding, c.dilation))
+    conv: Any
+    args: tuple[Any, ...]
+    if c.transposed:
+        conv = list(TRANSPOSED.values())[len(kept) - 1]
+        args = (stride, padding, [c.output_padding(j) for j in kept], c.groups, dilation)
+    else:
+        conv, args = list(CONVS.values())[len(kept) - 1], (stride, padding, dilation, c.groups)
+    return _node(graph, [n, cout, *[c.outputs[j] for j in kept]], dtype, "function", conv, t, weight, bias, *args)
+
+
 def _rewrite(node: fx.Node, work: Rewriting) -> bool:
     gm = work.gm
     if len(node.users) != 1:
@@ -180,23 +205,7 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
             t = _node(graph, [n, cin * kr], dtype, "method", "reshape", t, -1, cin * kr)
             y = _node(graph, [n, cout], dtype, "function", F.linear, t, weight, bias)
         else:
-            if reduced != list(range(len(reduced))):  # the reduced kernel offsets next to the channels
-                t = _node(graph, [n, cin, *sizes], dtype, "method", "reshape", t, -1, cin, *sizes)
-                order = [0, 1, *[2 + j for j in reduced], *[2 + j for j in kept]]
-                t = _node(graph, [n, cin, *[sizes[j] for j in reduced + kept]], dtype, "method", "permute", t, *order)
-            kept_in = [c.inputs[j] for j in kept]
-            t = _node(graph, [n, cin * kr, *kept_in], dtype, "method", "reshape", t, -1, cin * kr, *kept_in)
-            pair = [cin * kr, cout // c.groups] if c.transposed else [cout, cin // c.groups * kr]
-            set_meta(weight, [*pair, *[c.kernel[j] for j in kept]], dtype)
-            per = [[v[j] for j in kept] for v in (c.stride, c.padding, c.dilation)]
-            conv: Any
-            args: tuple[Any, ...]
-            if c.transposed:
-                conv, args = list(TRANSPOSED.values())[len(kept) - 1], (per[0], per[1], [c.output_padding(j) for j in kept],
-                                                                       c.groups, per[2])
-            else:
-                conv, args = list(CONVS.values())[len(kept) - 1], (*per, c.groups)
-            y = _node(graph, [n, cout, *[c.outputs[j] for j in kept]], dtype, "function", conv, t, weight, bias, *args)
+            y = _kept_convolution(graph, t, sizes, c, reduced, weight, bias, n, dtype)
         whole = dims_reduced == [2 + j for j in reduced]
         if keepdim or not whole:
             shape = [1 if j in reduced else c.outputs[j] for j in range(dims)]
