@@ -149,14 +149,17 @@ def test_a_folded_model_follows_load_state_dict_to_and_training_mode(tmp_path: P
 
 def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     _, facts = traced("FOLD_CONV_AFFINE")
-    moves = candidate_moves(Recipe(), facts, "cpu")
+    all_moves = candidate_moves(Recipe(), facts, "cpu")
+    # the rewrite moves first: conv-to-window-sums (the conv is only averaged over its map) ahead of the rest
+    assert [m.name for m in all_moves][:2] == ["conv-to-window-sums", "fold-affine"]
+    moves = all_moves[1:]
     assert moves[0].name == "fold-affine" and moves[0].recipe == Recipe(rewrites=("fold-affine",))
     assert "Fold the scalar and per-output-channel" in moves[0].instruction and "conv -> mul(3.0)" in moves[0].instruction
     assert [m.name for m in moves].index("fuse-all") > 0
     after = candidate_moves(moves[0].recipe, facts, "cpu")
     assert "fold-affine" not in [m.name for m in after]
     gpu = [m.name for m in candidate_moves(moves[0].recipe, facts, "cuda")]
-    # fold -> the next rewrite (the conv is then only averaged over its map) -> compile, before kernels of our own
+    # fold -> the next rewrite -> compile, before kernels of our own
     assert gpu[:4] == ["conv-to-window-sums", "compile-max-autotune-no-cudagraphs", "compile-default", "fuse-all"]
     for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
         compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}

@@ -128,6 +128,42 @@ def test_window_sums_match_the_reference_for_each_geometry(case: str, tmp_path: 
         assert_close(ref, new, p.inputs())
 
 
+# Scales and shifts between the conv and the reduction, with conv-to-window-sums alone (no fold-affine before it):
+# re-applied to the reduced result, a shift times the positions after a sum. (init, forward, inputs, signature)
+THROUGH = {
+    "kb44-multiply-mean-mean": ("        self.conv = nn.ConvTranspose2d(4, 8, 3, stride=2, padding=1, output_padding=1)",
+                                "        y = self.conv(x) * 0.5\n        y = torch.mean(y, dim=[2, 3], keepdim=True)\n"
+                                "        return torch.mean(y, dim=[2, 3], keepdim=True)", "[torch.rand(2, 4, 9, 11)]", "x"),
+    "shifts-summed": ("        self.conv = nn.Conv2d(3, 5, 3, stride=2)\n"
+                      "        self.scale = nn.Parameter(torch.rand(5, 1, 1) + 0.5)\n"
+                      "        self.shift = nn.Parameter(torch.randn(5, 1, 1))",
+                      "        y = 2.0 - self.conv(x) * self.scale\n        y = -(y + self.shift) / 3.0 - 0.25\n"
+                      "        return y.sum(dim=(2, 3))", "[torch.randn(2, 3, 11, 9)]", "x"),
+    "partial-with-an-input-operand": ("        self.conv = nn.Conv3d(3, 4, 3, padding=1)",
+                                      "        y = self.conv(x) + z\n        return torch.sum(y, dim=2)",
+                                      "[torch.randn(2, 3, 5, 6, 7), torch.randn(2, 4, 1, 6, 7)]", "x, z"),
+    "mean-with-channels": ("        self.conv = nn.Conv2d(3, 5, 3)\n        self.b = nn.Parameter(torch.randn(5, 1, 1))",
+                           "        return (self.conv(x) - self.b).mean(dim=(1, 2, 3))", "[torch.randn(2, 3, 8, 8)]", "x"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(THROUGH))
+def test_scales_and_shifts_before_the_reduction_are_applied_after_it(case: str, tmp_path: Path) -> None:
+    init, forward, inputs, signature = THROUGH[case]
+    source = problem(init, forward, inputs, signature=signature)
+    a = analyse(source)
+    assert a.graph_module is not None and NAME in applicable(a.graph_module)
+    text = render(source, Recipe(rewrites=(NAME,)), a, case).source
+    code = "\n".join(ln for ln in text[text.index("def _fused_forward"):].splitlines() if "torch._assert" not in ln)
+    assert "self.conv(" not in code and "torch.conv3d" not in code and "torch.conv_transpose2d" not in code
+    assert code.count("torch.conv") == ("partial" in case)  # a 2-D convolution over the kept dims of the partial case
+    module = import_candidate(text, tmp_path / f"through_{case.replace('-', '_')}.py")
+    ref, new = models(source, module)
+    for seed in range(2):
+        torch.manual_seed(20 + seed)
+        assert_close(ref, new, load_problem(source).inputs())
+
+
 # KernelBench level2/44's convolution at its own map size (128 x 128 in, 256 x 256 = 65536 output positions), fewer
 # channels and samples so the CPU reference takes about a second.
 KB44 = problem(
@@ -202,6 +238,7 @@ REFUSED = {
     "circular-padding": ("Conv2d(3, 4, 3, padding=1, padding_mode='circular')", [2, 3, 8, 8], "y.mean((2, 3))"),
     "unbatched-input": ("Conv2d(3, 4, 3)", [3, 8, 8], "y.mean((1, 2))"),
     "non-linear-in-between": ("Conv2d(3, 4, 3)", [2, 3, 8, 8], "torch.relu(y).mean((2, 3))"),
+    "scale-varying-along-the-map": ("Conv2d(3, 4, 3)", [2, 3, 8, 8], "(y * torch.linspace(0, 1, 6)).mean((2, 3))"),
     "output-used-twice": ("Conv2d(3, 4, 3)", [2, 3, 8, 8], "y.mean((2, 3)) + y[:, :, 0, 0]"),
     "half-precision": ("Conv2d(3, 4, 3).half()", [2, 3, 8, 8], "y.mean((2, 3))"),
     # a depthwise conv over 4096 channels: its block-diagonal weight would hold 4096 x 4096 x 9 values

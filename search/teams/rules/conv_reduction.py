@@ -1,7 +1,7 @@
 """What conv-to-window-sums (search.teams.rules.window_sums) reads from the traced graph: a convolution's geometry per
-spatial dim (input and output sizes, kernel, stride, left padding, dilation, channels, groups) and which of its
-spatial dims the reduction that is its only user sums or averages (torch.sum/mean over explicit dims, adaptive average
-pooling to size 1, average pooling whose window is the whole map)."""
+spatial dim (input and output sizes, kernel, stride, left padding, dilation, channels, groups), the scales and shifts
+after it that commute with the reduction, and which of its spatial dims that reduction sums or averages (torch.sum/mean
+over explicit dims, adaptive average pooling to size 1, average pooling whose window is the whole map)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from search.teams.rules.folding import CONVS, TRANSPOSED, Producer
 from search.teams.rules.folding import _reduction as sum_or_mean
 from search.teams.rules.graph import meta
+from search.teams.rules.ops import read_op
 
 ADAPTIVE: dict[Any, int] = {F.adaptive_avg_pool1d: 1, F.adaptive_avg_pool2d: 2, F.adaptive_avg_pool3d: 3}
 ADAPTIVE_MODULES: dict[Any, int] = {nn.AdaptiveAvgPool1d: 1, nn.AdaptiveAvgPool2d: 2, nn.AdaptiveAvgPool3d: 3}
@@ -149,3 +150,62 @@ def reduction_of(node: fx.Node, conv_node: fx.Node, gm: fx.GraphModule, dims: in
     if red is None or not any(d >= 2 for d in red[1]) or meta(node) is None:
         return None
     return red
+
+
+@dataclass
+class Step:
+    """A scale or shift between the convolution and the reduction: y * a, y / a, y + b, y - b, b - y, -y, with a and b
+    numbers or tensors of size 1 along every reduced dim (re-applied to the reduced result; a shift times the number
+    of positions after a sum)."""
+
+    node: fx.Node
+    op: str
+    operand: Any  # a number or an fx Node; None for neg
+    first: bool  # y is the first operand
+
+
+def _step(node: fx.Node, y: fx.Node, gm: fx.GraphModule) -> Step | None:
+    call = read_op(node, gm)
+    m, my = meta(node), meta(y)
+    if call is None or call.inplace or call.op not in ("add", "sub", "mul", "div", "neg") or m is None or my is None:
+        return None
+    if list(m.shape) != list(my.shape) or m.dtype != my.dtype or float(call.params.get("alpha", 1)) != 1.0:
+        return None
+    if call.op == "neg":
+        return Step(node, "neg", None, True) if call.operands[0] is y else None
+    a, b = call.operands
+    if (a is y) == (b is y) or call.op == "div" and b is y or call.params.get("rounding_mode") is not None:
+        return None
+    other = b if a is y else a
+    if isinstance(other, fx.Node):
+        mo = meta(other)
+        if mo is None or mo.dtype != my.dtype or len(mo.shape) > len(my.shape):
+            return None
+    elif not isinstance(other, (int, float)) or isinstance(other, bool):
+        return None
+    return Step(node, call.op, other, a is y)
+
+
+def chain_to_reduction(conv_node: fx.Node, gm: fx.GraphModule) -> tuple[list[Step], fx.Node] | None:
+    """The scales and shifts after the conv, each the only user of the one before, and the node after them (the
+    candidate reduction); None when the conv's output has another user."""
+    steps: list[Step] = []
+    y = conv_node
+    while len(y.users) == 1:
+        (user,) = y.users
+        step = _step(user, y, gm)
+        if step is None:
+            return steps, user
+        steps.append(step)
+        y = user
+    return None
+
+
+def commutes(steps: list[Step], out: list[int], reduced: list[int]) -> bool:
+    """Every tensor operand is of size 1 along each reduced dim (dims of the conv output, broadcast from the right)."""
+    for step in steps:
+        if isinstance(step.operand, fx.Node):
+            shape = [1] * (len(out) - len(meta(step.operand).shape)) + [int(v) for v in meta(step.operand).shape]
+            if any(shape[d] != 1 for d in reduced):
+                return False
+    return True

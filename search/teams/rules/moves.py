@@ -144,11 +144,12 @@ def gpu_first(moves: list[Move], recipe: Recipe, device: str) -> list[Move]:
 
 
 def rewrite_moves(recipe: Recipe, analysis: Facts) -> list[Move]:
-    """The exact rewrites that apply and are not applied yet, in the order they run; listed before every other
-    move (they remove work and change no result beyond fp32 rounding). On a recipe with fused kernels the rewritten
+    """The exact rewrites that apply and are not applied yet (conv-to-window-sums first, the rest in the order they
+    run); listed before every other move (they remove work and change no result beyond fp32 rounding). On a recipe with fused kernels the rewritten
     forward's fusions replace them all (fold, then fuse the rest)."""
     out = []
-    for name in REWRITES:
+    # conv-to-window-sums removes a whole convolution: listed first (weighs most in the siblings' choice), then the rest
+    for name in sorted(REWRITES, key=lambda n: n != "conv-to-window-sums"):
         if name not in analysis.rewrites or name in recipe.rewrites:
             continue
         new = recipe.with_(rewrites=(*recipe.rewrites, name))

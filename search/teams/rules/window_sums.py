@@ -34,7 +34,7 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
-from search.teams.rules.conv_reduction import Conv, geometry, reduction_of
+from search.teams.rules.conv_reduction import Conv, Step, chain_to_reduction, commutes, geometry, reduction_of
 from search.teams.rules.folding import CONVS, TRANSPOSED, Producer, producer
 from search.teams.rules.graph import meta
 from search.teams.rules.rewriting import Rewriting, erase_dead, set_meta
@@ -162,6 +162,29 @@ def _kept_convolution(graph: fx.Graph, t: fx.Node, sizes: list[int], c: Conv, re
     return _node(graph, [n, cout, *[c.outputs[j] for j in kept]], dtype, "function", conv, t, weight, bias, *args)
 
 
+OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
+
+
+def _reapply(graph: fx.Graph, y: fx.Node, steps: list[Step], positions: int, shape: list[int],
+             dtype: torch.dtype) -> fx.Node:
+    """The scales and shifts that stood between the convolution and the reduction, applied to its reduced result (a
+    shift times the number of positions it was summed over)."""
+    for step in steps:
+        if step.op == "neg":
+            y = _node(graph, shape, dtype, "function", operator.neg, y)
+            continue
+        operand = step.operand
+        if step.op in ("add", "sub") and positions != 1:
+            if isinstance(operand, fx.Node):
+                operand = _node(graph, [int(v) for v in meta(operand).shape], dtype, "function", operator.mul, operand,
+                                positions)
+            else:
+                operand = operand * positions
+        args = (y, operand) if step.first else (operand, y)
+        y = _node(graph, shape, dtype, "function", OPERATORS[step.op], *args)
+    return y
+
+
 def _rewrite(node: fx.Node, work: Rewriting) -> bool:
     gm = work.gm
     if len(node.users) != 1:
@@ -170,14 +193,20 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
     c = geometry(p, gm) if p is not None else None
     if p is None or c is None or not (c.in_channels % c.groups == 0 == c.out_channels % c.groups):
         return False
-    (user,) = node.users
+    found = chain_to_reduction(node, gm)
+    if found is None:
+        return False
+    steps, user = found
+    last = steps[-1].node if steps else node
     dims = len(c.kernel)
-    red = reduction_of(user, node, gm, dims)
+    red = reduction_of(user, last, gm, dims)
     if red is None or meta(user).dtype != meta(node).dtype:
         return False
     op, dims_reduced, keepdim = red
     reduced = [d - 2 for d in dims_reduced if d >= 2]
     kept = [j for j in range(dims) if j not in reduced]
+    if not commutes(steps, [int(v) for v in meta(node).shape], [2 + j for j in reduced]):
+        return False  # a scale or shift that varies along a reduced dim
     if kept and not all(c.plain(j) for j in kept):
         return False  # a kept dim F.conv* cannot size like the traced output (padding="same", one more on the right)
     if not kept and c.groups > 1 and c.out_channels * c.in_channels * c.window > MOST_DENSE:
@@ -207,24 +236,29 @@ def _rewrite(node: fx.Node, work: Rewriting) -> bool:
         else:
             y = _kept_convolution(graph, t, sizes, c, reduced, weight, bias, n, dtype)
         whole = dims_reduced == [2 + j for j in reduced]
-        if keepdim or not whole:
-            shape = [1 if j in reduced else c.outputs[j] for j in range(dims)]
+        positions = math.prod(c.outputs[j] for j in reduced)
+        shape = [1 if j in reduced else c.outputs[j] for j in range(dims)]
+        if keepdim or not whole or steps:
             y = _node(graph, [n, cout, *shape], dtype, "method", "reshape", y, -1, cout, *shape)
+        y = _reapply(graph, y, steps, positions if op == "sum" else 1, [n, cout, *shape], dtype)
+        if steps and whole and not keepdim:
+            out = [c.outputs[j] for j in kept]
+            y = _node(graph, [n, cout, *out], dtype, "method", "reshape", y, -1, cout, *out)
     if whole:
         user.replace_all_uses_with(y)
-        erase_dead(gm, [*p.dead, node, user])
+        erase_dead(gm, [*p.dead, node, *[st.node for st in steps], user])
     else:  # the batch or channel dims are reduced too: on the result, whose reduced spatial dims are size 1
-        user.replace_input_with(node, y)
-        erase_dead(gm, [*p.dead, node])
-    positions = math.prod(c.outputs[j] for j in reduced)
+        user.replace_input_with(last, y)
+        erase_dead(gm, [*p.dead, node, *[st.node for st in steps]])
+    moved = f", its {' -> '.join(st.op for st in steps)} applied after the {op}" if steps else ""
     then = f"a {len(kept)}-D convolution over dim(s) {[2 + j for j in kept]}" if kept else "one GEMM"
     work.init += [f"# {NAME}: {op} over the spatial dim(s) {[2 + j for j in reduced]} of {what} ({positions} output "
-                  f"positions) -> window sums of its input, then {then}",
+                  f"positions){moved} -> window sums of its input, then {then}",
                   *_weights(p, c, reduced, kept, stem, op == "mean"), *_windows(c, reduced, stem)]
     kind = "transposed convolution" if c.transposed else "convolution"
     work.note(NAME, f"{op} over {positions} output positions (dim(s) {[2 + j for j in reduced]}) of {what} ({kind}, "
-              f"groups {c.groups}) -> window sums of its input ({'x'.join(str(c.kernel[j]) for j in reduced)} per "
-              f"channel), then {then}")
+              f"groups {c.groups}){moved} -> window sums of its input ({'x'.join(str(c.kernel[j]) for j in reduced)} "
+              f"per channel), then {then}")
     return True
 
 
