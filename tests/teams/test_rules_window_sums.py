@@ -164,6 +164,18 @@ def test_scales_and_shifts_before_the_reduction_are_applied_after_it(case: str, 
         assert_close(ref, new, load_problem(source).inputs())
 
 
+def test_window_sums_follow_a_batchnorm_folded_into_the_conv(tmp_path: Path) -> None:
+    source = problem("        self.conv = nn.Conv2d(3, 6, 3, stride=2)\n        self.bn = nn.BatchNorm2d(6)\n"
+                     "        with torch.no_grad():\n            self.bn.running_mean.uniform_(-1.0, 1.0)\n"
+                     "            self.bn.running_var.uniform_(0.5, 2.0)",
+                     "        return self.bn(self.conv(x)).mean((2, 3))", "[torch.randn(2, 3, 9, 9)]")
+    text, module = rendered(source, tmp_path / "window_bn.py")
+    assert recipe_of(text) == Recipe(rewrites=("fold-bn", NAME))
+    ref, new = models(source, module)
+    torch.manual_seed(3)
+    assert_close(ref, new, load_problem(source).inputs())
+
+
 # KernelBench level2/44's convolution at its own map size (128 x 128 in, 256 x 256 = 65536 output positions), fewer
 # channels and samples so the CPU reference takes about a second.
 KB44 = problem(
