@@ -1,8 +1,9 @@
-"""Speed of the rules team's exact rewrites (fold-affine, fold-bn, gemm-to-gemv, drop-redundant, diag-broadcast):
+"""Speed of the rules team's exact rewrites (fold-affine, fold-bn, gemm-to-gemv, drop-redundant, diag-broadcast,
+conv-to-window-sums):
 the reference against the candidate the team writes with every rewrite that applies (no kernels of its own, no
 compile), side by side on one device, with the reference under torch.compile(mode="default") beside them on a GPU.
 
-    .venv/bin/python benchmarks/rules_rewrites.py render OUT_DIR       # write the candidates (traces the problems)
+    .venv/bin/python benchmarks/rules_rewrites.py render OUT_DIR --cpu-sizes   # write the candidates (traces them)
     .venv/bin/python benchmarks/rules_rewrites.py time OUT_DIR --device cpu   # time them (CPU: reduced sizes)
     python benchmarks/rules_rewrites.py time OUT_DIR --device cuda --json out.json   # on a GPU host (torch only)
 
@@ -11,7 +12,8 @@ compile), side by side on one device, with the reference under torch.compile(mod
 under the same seed in eval mode, checks the outputs agree (atol = rtol = 1e-2, the harness's tolerance), then times
 them call by call in turn (medians) and prints a table; --json writes the rows. On a GPU the reference under
 torch.compile(mode="default") and the rewritten model under it (rewrite, then compile the rest) are timed beside them. On the CPU the problems'
-module-level sizes are scaled down (CPU_SIZES) so a run takes seconds."""
+module-level sizes are scaled down (CPU_SIZES) so a run takes seconds; render them with --cpu-sizes (traced at those
+sizes: conv-to-window-sums builds its window matrices for the traced input map)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = [*sorted((ROOT / "benchmarks/problems/rewrites").glob("*.py")),
             ROOT / "benchmarks/problems/kb_scale/l1_diag_matmul.py",
             ROOT / "benchmarks/problems/kb_scale/l2_matmul_scale_residual.py",
-            ROOT / "benchmarks/problems/kb_scale/l2_conv_transpose_bn_tanh.py"]
+            ROOT / "benchmarks/problems/kb_scale/l2_conv_transpose_bn_tanh.py",
+            ROOT / "benchmarks/problems/kb_l2/convtranspose2d_multiply_globalavgpool_twice.py"]
 CPU_SIZES: dict[str, dict[str, Any]] = {
     "gemm_sub_mul_relu": {"batch_size": 256, "in_features": 2048, "out_features": 2048},
     "gemm_divide_sum_scaling": {"batch_size": 256, "input_size": 2048, "hidden_size": 2048},
@@ -45,12 +48,15 @@ CPU_SIZES: dict[str, dict[str, Any]] = {
     "l1_diag_matmul": {"N": 1024, "M": 1024},
     "l2_matmul_scale_residual": {"batch_size": 1024, "in_features": 1024, "out_features": 1024},
     "l2_conv_transpose_bn_tanh": {"batch_size": 4, "height": 32, "width": 32},
+    "conv_transpose_mean_bias_lse": {"batch_size": 4, "height": 64, "width": 64},
+    "conv_transpose3d_mean_depth_softmax": {"batch_size": 2, "depth": 8, "height": 32, "width": 32},
+    "convtranspose2d_multiply_globalavgpool_twice": {"batch_size": 4, "height": 64, "width": 64},
 }
 
 
-def render(out: Path) -> None:
+def render(out: Path, cpu_sizes: bool = False) -> None:
     """Trace every problem (this executes the bundled problems' sources: trusted files of this repository) and write
-    the candidate with all the rewrites that apply."""
+    the candidate with all the rewrites that apply; cpu_sizes: at the reduced sizes `time --device cpu` runs."""
     from search.teams.rules.candidate import render as render_candidate
     from search.teams.rules.fusion import analyse
     from search.teams.rules.recipe import Recipe
@@ -59,6 +65,8 @@ def render(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for path in PROBLEMS:
         source = path.read_text()
+        if cpu_sizes:  # the module-level sizes get_inputs reads, set again at the end of the problem
+            source += "".join(f"{key} = {value!r}\n" for key, value in CPU_SIZES.get(path.stem, {}).items())
         analysis = analyse(source)
         found = applicable(analysis.graph_module) if analysis.graph_module is not None else {}
         if not found:
@@ -159,6 +167,7 @@ def main() -> None:
     parser.add_argument("action", choices=("render", "time"))
     parser.add_argument("dir", type=Path, help="where the candidates are written (render) or read (time)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--cpu-sizes", action="store_true", help="render at the CPU sizes (CPU_SIZES) time uses")
     parser.add_argument("--runs", type=int, default=10, help="timed calls of each per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference (GPU)")
@@ -166,7 +175,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows and the environment here")
     args = parser.parse_args()
     if args.action == "render":
-        render(args.dir)
+        render(args.dir, args.cpu_sizes)
         return
     device = torch.device(args.device)
     with_compile = device.type == "cuda" and not args.no_compile

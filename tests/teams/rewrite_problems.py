@@ -154,10 +154,72 @@ FOLD_THROUGH_POOLS = problem(
     "        return a, b * -3.0",
     "[torch.randn(2, 3, 4, 6, 6), torch.randn(2, 3, 9, 9)]", signature="x, y")
 
+# KernelBench 2/42 (ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply): a conv-transpose only averaged over
+# its whole map, then a bias (folded through the mean), logsumexp over the channels, a sum over size-1 dims, * 10.
+CONV_TRANSPOSE_GLOBAL_MEAN = problem(
+    "        self.conv_transpose = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)\n"
+    "        self.bias = nn.Parameter(torch.randn(6, 1, 1))",
+    "        x = self.conv_transpose(x)\n"
+    "        x = torch.mean(x, dim=(2, 3), keepdim=True)\n"
+    "        x = x + self.bias\n"
+    "        x = torch.logsumexp(x, dim=1, keepdim=True)\n"
+    "        x = torch.sum(x, dim=(2, 3))\n"
+    "        return x * 10.0",
+    "[torch.randn(3, 4, 9, 7)]")
+
+# KernelBench 2/13 (ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling): a mean over the depth only -> window sums along
+# the depth, then a ConvTranspose2d over height and width with the depth's kernel offsets as input channels; and a
+# Conv2d summed over its width only (the reduced dim after the kept one: the offsets are moved next to the channels).
+CONV_PARTIAL_MEAN = problem(
+    "        self.conv_transpose = nn.ConvTranspose3d(4, 6, 3, stride=2, padding=1)\n"
+    "        self.bias = nn.Parameter(torch.randn(1, 6, 1, 1, 1))\n"
+    "        self.conv = nn.Conv2d(3, 5, 3, stride=(1, 2), padding=1, groups=1)",
+    "        x = self.conv_transpose(x)\n"
+    "        x = x.mean(dim=2, keepdim=True)\n"
+    "        x = torch.softmax(x + self.bias, dim=1)\n"
+    "        x = torch.tanh(x) * 2.0\n"
+    "        return x, self.conv(y).sum(dim=3)",
+    "[torch.randn(2, 4, 5, 6, 7), torch.randn(2, 3, 9, 10)]", signature="x, y")
+
+# Each way of reducing a conv's whole map: a strided, dilated, padded Conv1d summed without keepdim; a grouped Conv3d
+# without bias into adaptive average pooling; a Conv2d with padding="same" into an AvgPool2d over the whole map; a
+# grouped, dilated ConvTranspose2d averaged over the channels and the map; a functional conv summed (keepdim).
+CONV_WINDOW_SUMS = problem(
+    "        self.conv1 = nn.Conv1d(3, 4, 3, stride=2, padding=2, dilation=2)\n"
+    "        self.conv3 = nn.Conv3d(4, 6, (2, 3, 2), stride=(1, 2, 2), padding=1, groups=2, bias=False)\n"
+    "        self.pool3 = nn.AdaptiveAvgPool3d(1)\n"
+    "        self.conv2 = nn.Conv2d(3, 5, 3, padding=\"same\")\n"
+    "        self.pool2 = nn.AvgPool2d((8, 6))\n"
+    "        self.up = nn.ConvTranspose2d(4, 6, 3, stride=3, padding=2, output_padding=1, groups=2, dilation=2)\n"
+    "        self.weight = nn.Parameter(torch.randn(5, 3, 4))",
+    "        a = self.conv1(x).sum(-1)\n"
+    "        b = self.pool3(self.conv3(v)).flatten(1)\n"
+    "        c = self.pool2(self.conv2(y)) * 2.0\n"
+    "        d = self.up(z).mean(dim=[1, 2, 3])\n"
+    "        e = torch.sum(F.conv1d(x, self.weight, None, 3), dim=2, keepdim=True)\n"
+    "        return a, b, c, d, e",
+    "[torch.randn(2, 3, 17), torch.randn(2, 3, 8, 6), torch.randn(2, 4, 5, 4), torch.randn(2, 4, 5, 6, 7)]",
+    signature="x, y, z, v")
+
+# Preconditions that fail: the conv's output also used elsewhere; a sum over the channels only (no spatial dim); average pooling
+# to one value per channel from a window smaller than the map; a non-linear op between the conv and the mean.
+NO_WINDOW_SUMS = problem(
+    "        self.conv = nn.Conv2d(3, 4, 3)\n"
+    "        self.pool = nn.AvgPool2d(2, stride=4)",
+    "        y = self.conv(x)\n"
+    "        a = y.mean(dim=(2, 3)) + y[:, :, 0, 0]\n"
+    "        b = self.conv(x).sum(dim=1)\n"
+    "        c = self.pool(self.conv(x[:, :, :6, :6]))\n"
+    "        d = torch.relu(self.conv(x)).mean(dim=(2, 3))\n"
+    "        return a, b, c, d",
+    "[torch.randn(2, 3, 10, 10)]")
+
 POSITIVE = {"FOLD_THROUGH_POOLS": ("fold-affine",), "FOLD_GEMM_AFFINE": ("fold-affine",), "FOLD_CONV_AFFINE": ("fold-affine",),
             "FOLD_CONV_TRANSPOSE": ("fold-affine",), "FOLD_BN": ("fold-bn",),
             "GEMM_TO_GEMV": ("drop-redundant", "gemm-to-gemv"), "DROP_REDUNDANT": ("drop-redundant",),
-            "DIAG_BROADCAST": ("diag-broadcast",)}
+            "DIAG_BROADCAST": ("diag-broadcast",),
+            "CONV_TRANSPOSE_GLOBAL_MEAN": ("drop-redundant", "fold-affine", "conv-to-window-sums"),
+            "CONV_WINDOW_SUMS": ("conv-to-window-sums",), "CONV_PARTIAL_MEAN": ("conv-to-window-sums",)}
 NEGATIVE = {"NO_FOLD_FULL_OPERAND": "fold-affine", "NO_FOLD_SHARED_OUTPUT": "fold-affine",
             "NO_FOLD_BN_AFTER_RELU": "fold-bn", "NO_GEMV_BATCH_SUM": "gemm-to-gemv", "NO_DIAG_OFFSET": "diag-broadcast",
-            "NO_DROP_DISJOINT_CLAMPS": "drop-redundant"}
+            "NO_DROP_DISJOINT_CLAMPS": "drop-redundant", "NO_WINDOW_SUMS": "conv-to-window-sums"}

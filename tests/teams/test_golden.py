@@ -158,4 +158,4 @@ def test_the_cases_cover_every_fusion_kind_and_backend() -> None:
 def test_the_cases_cover_every_rewrite() -> None:
     """A rewrite golden file pins each exact rewrite's generated code somewhere."""
     covered = {n for (problem, _, b) in CASES.values() if b == "rewrite" for n in rewrites_of(problem)}
-    assert covered == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv"}
+    assert covered == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv", "conv-to-window-sums"}

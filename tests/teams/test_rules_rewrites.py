@@ -149,16 +149,19 @@ def test_a_folded_model_follows_load_state_dict_to_and_training_mode(tmp_path: P
 
 def test_rewrite_moves_come_first_and_compose_with_fusions() -> None:
     _, facts = traced("FOLD_CONV_AFFINE")
-    moves = candidate_moves(Recipe(), facts, "cpu")
+    all_moves = candidate_moves(Recipe(), facts, "cpu")
+    # the rewrite moves first: conv-to-window-sums (the conv is only averaged over its map) ahead of the rest
+    assert [m.name for m in all_moves][:2] == ["conv-to-window-sums", "fold-affine"]
+    moves = all_moves[1:]
     assert moves[0].name == "fold-affine" and moves[0].recipe == Recipe(rewrites=("fold-affine",))
     assert "Fold the scalar and per-output-channel" in moves[0].instruction and "conv -> mul(3.0)" in moves[0].instruction
     assert [m.name for m in moves].index("fuse-all") > 0
     after = candidate_moves(moves[0].recipe, facts, "cpu")
     assert "fold-affine" not in [m.name for m in after]
     gpu = [m.name for m in candidate_moves(moves[0].recipe, facts, "cuda")]
-    # fold -> compile first, then (the forward is conv-dominated) the convolutions' layout and cuDNN moves
-    assert gpu[:5] == ["compile-max-autotune-no-cudagraphs", "compile-default", "compile-channels-last", "cudnn-autotune",
-                       "fuse-all"]
+    # fold -> the next rewrite -> compile, then (the forward is conv-dominated) the convolutions' layout and cuDNN moves
+    assert gpu[:6] == ["conv-to-window-sums", "compile-max-autotune-no-cudagraphs", "compile-default",
+                       "compile-channels-last", "cudnn-autotune", "fuse-all"]
     for device in ("cpu", "cuda"):  # fold, then compile the rest: the compile moves keep the rewrite
         compiled = {m.name: m.recipe for m in candidate_moves(moves[0].recipe, facts, device)}
         assert compiled["compile-default"] == Recipe(rewrites=("fold-affine",), compile_mode="default")
@@ -188,7 +191,8 @@ def test_recipes_name_their_rewrites_in_run_order() -> None:
         Recipe.from_text("rewrite=fold-everything")
     with pytest.raises(ValueError, match="in that order"):
         Recipe(rewrites=("fold-affine", "fold-bn"))
-    assert set(REWRITES) == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv"}
+    assert set(REWRITES) == {"drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv",
+                            "conv-to-window-sums"}
 
 
 @pytest.mark.slow
@@ -228,19 +232,25 @@ def test_the_sample_problems_rewritten_match_their_reference(problem: str, tmp_p
     assert torch.allclose(got, want, atol=1e-5 * scale, rtol=1e-4), (got - want).abs().max()
 
 
-@pytest.mark.slow
-def test_the_team_plays_a_fold_first_and_the_harness_passes_it(tmp_path: Path) -> None:
-    """Through the real path: `python -m search run --team rules` traces the problem in a harness child, plays the
-    fold as its first move and the real evaluator (kernels, CPU) judges the candidate correct."""
-    problem = tmp_path / "gemm_affine.py"
-    problem.write_text(R.FOLD_GEMM_AFFINE)
+def play_first_move(source: str, tmp_path: Path) -> dict:
+    """Run `python -m search run --team rules` on the problem (budget 1, CPU): its tracing child, first move and the
+    real evaluator (kernels, CPU); the tree's first node."""
+    problem = tmp_path / "problem.py"
+    problem.write_text(source)
     tree_file = tmp_path / "tree.json"
     done = subprocess.run(
         [sys.executable, "-m", "search", "run", str(problem), "--team", "rules", "--budget", "1", "--device", "cpu",
          "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file)],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    first = {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}[1]
+    return {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}[1]
+
+
+@pytest.mark.slow
+def test_the_team_plays_a_fold_first_and_the_harness_passes_it(tmp_path: Path) -> None:
+    """Through the real path: `python -m search run --team rules` traces the problem in a harness child, plays the
+    fold as its first move and the real evaluator (kernels, CPU) judges the candidate correct."""
+    first = play_first_move(R.FOLD_GEMM_AFFINE, tmp_path)
     assert "Fold the scalar and per-output-channel affine ops" in first["instruction"]
     assert recipe_of(first["source"]) == Recipe(rewrites=("fold-affine",))
     assert first["verdict"] == "pass", first["reasons"]

@@ -329,6 +329,9 @@ def _fold(work: Rewriting, kinds: set[str], name: str) -> None:
                       *([f'self.register_buffer("{bname}", b, persistent=False)'] if shifted else [])]
         work.note(name, f"{what} into the weights of {p.what}")
         wn = work.get_attr(wname, p.node)
+        old: Any = gm.get_submodule(str(p.node.target)).weight if p.node.op == "call_module" else meta(p.node.args[1])
+        if p.function in (*CONVS.values(), *TRANSPOSED.values()) and old is not None:  # for conv-to-window-sums
+            set_meta(wn, list(old.shape), old.dtype)
         bn = work.get_attr(bname, p.node) if shifted else None
         with gm.graph.inserting_after(bn or wn):
             new = p.call(gm.graph, wn, bn)

@@ -62,6 +62,12 @@ REWRITE_WHY = {
     "gemm-to-gemv": "Sum (or average) the weight rows of a Linear once at construction when its output is reduced "
                     "over the features: sum(x @ W.T + b, -1) = x @ W.sum(0) + b.sum(). Why: a GEMV reading W once "
                     "instead of a GEMM writing an output the reduction reads again",
+    "conv-to-window-sums": "Replace a convolution whose output is only summed or averaged over some or all of its "
+                           "spatial dims by sums of its input over each kernel offset's window along those dims (0/1 "
+                           "window matrices built once per dim), then the convolution over the other dims with those "
+                           "offsets as input channels, or one GEMV by the reshaped weight when none is left: "
+                           "sum_o conv(x) = sum_{ci,k} w[co,ci,k] S[n,ci,k] + P b. Why: one read of the input and a "
+                           "convolution P times smaller instead of the whole one and a pass over its output",
 }
 KIND_WORDS = {"chain": "elementwise chain", "single": "elementwise op", "reduction": "reduction", "row": "row-wise op"}
 
@@ -142,11 +148,12 @@ def gpu_first(moves: list[Move], recipe: Recipe, device: str) -> list[Move]:
 
 
 def rewrite_moves(recipe: Recipe, analysis: Facts) -> list[Move]:
-    """The exact rewrites that apply and are not applied yet, in the order they run; listed before every other
-    move (they remove work and change no result beyond fp32 rounding). On a recipe with fused kernels the rewritten
+    """The exact rewrites that apply and are not applied yet (conv-to-window-sums first, the rest in the order they
+    run); listed before every other move (they remove work and change no result beyond fp32 rounding). On a recipe with fused kernels the rewritten
     forward's fusions replace them all (fold, then fuse the rest)."""
     out = []
-    for name in REWRITES:
+    # conv-to-window-sums removes a whole convolution: listed first (weighs most in the siblings' choice), then the rest
+    for name in sorted(REWRITES, key=lambda n: n != "conv-to-window-sums"):
         if name not in analysis.rewrites or name in recipe.rewrites:
             continue
         new = recipe.with_(rewrites=(*recipe.rewrites, name))

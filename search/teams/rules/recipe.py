@@ -15,7 +15,7 @@ BACKEND_WORDS = {
     "cpp-omp": "C++/OpenMP", "cpp-serial": "serial C++", "triton": "Triton", "cuda": "CUDA C++",
 }
 # The exact graph rewrites (search.teams.rules.rewrite), in the order they run.
-REWRITES = ("drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv")
+REWRITES = ("drop-redundant", "diag-broadcast", "fold-bn", "fold-affine", "gemm-to-gemv", "conv-to-window-sums")
 _LINE = re.compile(r"^(?:# )?Recipe: (.*)$", re.MULTILINE)
 
 

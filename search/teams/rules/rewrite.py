@@ -1,6 +1,7 @@
 """Exact graph rewrites of the traced forward, the moves torch.compile does not make: fold affine epilogues and
 eval-mode BatchNorm into the weights of the Linear/conv before them, drop redundant ops, turn `diag(a) @ B` into a
-broadcast multiply and a reduction after a Linear into a GEMV (search.teams.rules.folding, .algebra).
+broadcast multiply, a reduction after a Linear into a GEMV and a convolution only summed over spatial dims into window
+sums of its input (search.teams.rules.folding, .algebra, .window_sums).
 
 Each rewrite reads its preconditions from the traced graph and its shapes, edits a copy of the graph, and may add
 code that precomputes new weights: ModelNew runs that code in `_rewrite_weights` after the reference constructor
@@ -24,10 +25,11 @@ from search.teams.rules.fusion import find_regions
 from search.teams.rules.gemms import find_gemm_epilogues
 from search.teams.rules.recipe import REWRITES, ordered
 from search.teams.rules.rewriting import Rewriting, inplace_free
+from search.teams.rules.window_sums import conv_to_window_sums
 
 PASSES: dict[str, Callable[[Rewriting], None]] = {
     "drop-redundant": drop_redundant, "diag-broadcast": diag_broadcast, "fold-bn": fold_bn, "fold-affine": fold_affine,
-    "gemm-to-gemv": gemm_to_gemv}
+    "gemm-to-gemv": gemm_to_gemv, "conv-to-window-sums": conv_to_window_sums}
 
 
 def apply(gm: fx.GraphModule, names: tuple[str, ...]) -> Rewriting:
