@@ -72,10 +72,18 @@ def run_settings(args: argparse.Namespace, name: str = "") -> RunSettings:
 
 
 def kernels_evaluate(problem_source: str, candidate_source: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The real evaluator: kernels.evaluate in fresh subprocesses."""
-    from kernels import evaluate
+    """The real evaluator: kernels.evaluate in fresh subprocesses. A reference that other processes kept off the GPU
+    gives the flagged result the gpu queue gives (kernels.jobs.problem_result), so the engine waits and retries
+    (search.engine.busy); any other ProblemError is raised."""
+    from kernels import EvalSettings, evaluate
+    from kernels.errors import DeviceBusyError
+    from kernels.jobs import problem_result
 
-    return evaluate(problem_source, candidate_source, settings).to_dict()
+    parsed = EvalSettings.from_dict(settings)
+    try:
+        return evaluate(problem_source, candidate_source, parsed).to_dict()
+    except DeviceBusyError as exc:
+        return problem_result(exc, parsed)
 
 
 def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
@@ -116,6 +124,8 @@ def printer(out: TextIO, budget: int) -> Callable[[Event], None]:
             print(f"  attempt {d['attempt']}: {d['role']} from node {d['parent']}", file=out, flush=True)
         elif event.type == "run.status" and d.get("status") != "running":
             print(f"run {d['status']}: {d.get('reason', '')}", file=out, flush=True)
+        elif event.type == "run.status" and d.get("reason"):  # e.g. waiting for a GPU other processes fill
+            print(d["reason"], file=out, flush=True)
 
     return emit
 
