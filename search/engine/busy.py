@@ -89,11 +89,15 @@ def held_words(reason: str) -> str:
 
 
 class BusyWaits:
-    """Engine's handling of busy results. The engine provides tree, lock, busy_policy, record, fail and _log."""
+    """Engine's handling of busy results. The engine provides tree, lock, busy_policy, record, fail, _log and
+    set_status."""
 
     tree: Tree
     lock: threading.RLock
-    busy_policy: BusyPolicy
+
+    @property
+    def busy_policy(self) -> BusyPolicy:
+        raise NotImplementedError
 
     def record(self, node_id: int, result: dict[str, Any]) -> Node:
         raise NotImplementedError
@@ -102,6 +106,9 @@ class BusyWaits:
         raise NotImplementedError
 
     def _log(self, child: Node, line: str) -> None:
+        raise NotImplementedError
+
+    def set_status(self, node: Node, status: str) -> None:
         raise NotImplementedError
 
     def busy_state(self, node_id: int) -> dict[str, Any]:
@@ -135,6 +142,7 @@ class BusyWaits:
                      else f"evaluation {count} of at most {policy.evaluations} (STARK_DEVICE_BUSY_EVALUATIONS)")
             message = f"{WAITING}: {held_words(reason)}; {what} is evaluated again in {wait:.0f} s ({bound})"
             self._log(node, message)
+            self.set_status(node, "building")  # still in flight (and the log line reaches the service's row)
         return BusyWait(wait, message)
 
     def _set_busy(self, node_id: int, evaluations: int, waited_s: float) -> None:
