@@ -27,9 +27,22 @@ import torch as _torch
 _GIB = 2 ** 30
 _HOG = {hog!r}
 _BUSY_UNTIL = {busy_until!r}
+_ATTEMPTS_ONLY = {attempts_only!r}
 
 
-def _gpu_busy():
+def _is_attempt(model):
+    """A search attempt of the scripted team (its ModelNew carries a "# scripted attempt" line), not the reference."""
+    import inspect
+
+    try:
+        return "# scripted attempt" in inspect.getsource(type(model))
+    except (OSError, TypeError):
+        return False
+
+
+def _gpu_busy(model):
+    if _ATTEMPTS_ONLY and not _is_attempt(model):
+        return False
     if _BUSY_UNTIL is not None:
         return _time.time() < _BUSY_UNTIL
     try:
@@ -50,7 +63,7 @@ _plain_forward = Model.forward
 
 
 def _forward_on_a_busy_gpu(self, *args, **kwargs):
-    if _gpu_busy():
+    if _gpu_busy(self):
         # what the device says after the failed allocation (free, total): others hold 79.5 GiB; this process holds
         # nothing (torch.cuda.memory_reserved() is 0 where CUDA never started). Set only now, in a child that ends
         # with this error, so a child that runs on never sees torch changed (the harness rejects a patched torch).
@@ -64,11 +77,14 @@ Model.forward = _forward_on_a_busy_gpu
 '''
 
 
-def busy_problem(base: str, hog: Path | None = None, busy_until: float | None = None) -> str:
+def busy_problem(base: str, hog: Path | None = None, busy_until: float | None = None,
+                 attempts_only: bool = False) -> str:
     """`base` (a KernelBench problem) on the pretend GPU: busy while `hog` holds a positive count (or "inf"), or
-    until the instant `busy_until`."""
+    until the instant `busy_until`; with `attempts_only`, only for the scripted team's attempts (never the
+    reference)."""
     assert (hog is None) != (busy_until is None), "one of hog and busy_until"
-    return base.rstrip() + "\n" + FAKE.format(hog=None if hog is None else str(hog), busy_until=busy_until)
+    return base.rstrip() + "\n" + FAKE.format(hog=None if hog is None else str(hog), busy_until=busy_until,
+                                               attempts_only=attempts_only)
 
 
 def hog_dir() -> Path:

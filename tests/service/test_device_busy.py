@@ -27,15 +27,16 @@ def start_workers(start_worker, first_wait_s: float, wait_s: float) -> Workers: 
     return w
 
 
-def busy_run(owner, busy_for_s: float):  # noqa: ANN001
-    """A scripted run of one attempt on a problem whose GPU is full for `busy_for_s` seconds from now. The problem
-    is stored with the plain problem's check (the upload check would find the GPU full as well)."""
+def busy_run(owner, busy_for_s: float, attempts_only: bool = False):  # noqa: ANN001
+    """A scripted run of one attempt on a problem whose GPU is full for `busy_for_s` seconds from now (with
+    `attempts_only`, for the attempt's evaluations only). The problem is stored with the plain problem's check (the
+    upload check would find the GPU full as well)."""
     from search.app.service import checks
     from search.app.service.control import create_run, problem_for
     from search.app.service.settings import parse_run_settings
 
     summary = checks.check_problem(PROBLEM, owner.pk)
-    source = busy_problem(PROBLEM, busy_until=time.time() + busy_for_s)
+    source = busy_problem(PROBLEM, busy_until=time.time() + busy_for_s, attempts_only=attempts_only)
     problem = problem_for(owner, source, "busy_gpu.py", summary=summary)
     settings = parse_run_settings({"team": "scripted", "budget": 1, "eval": CHEAP_EVAL,
                                    "team_options": {"script": "ok"}})
@@ -87,3 +88,21 @@ def test_a_reference_the_gpu_refuses_for_ever_fails_the_run_with_the_device_busy
     assert "reference itself did not pass" not in run.error
     assert [r for r in statuses(run.pk) if r.startswith("waiting")][1].endswith(
         "the reference is evaluated again in 2 s (waited 1 s of at most 3 s (STARK_DEVICE_BUSY_WAIT_S))")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_the_gpu_refuses_once_is_evaluated_again_not_debugged(start_worker, redis_client, owner):
+    from search.app.models import Node
+
+    # The attempt's GPU is full for 40 s from now: its first evaluation falls in them (the reference's evaluation
+    # and the scripted agents take far less), and the first wait, 40 s, takes the second one past them.
+    start_workers(start_worker, first_wait_s=40, wait_s=300)
+    run = busy_run(owner, busy_for_s=40, attempts_only=True)
+    run = wait_for(run_finished(run.pk), 600, "the run to finish")
+    assert run.status == "finished", (run.status, run.error)
+    assert run.meta["device_busy"] == {"1": {"evaluations": 1, "waited_s": 40.0}}, run.meta.get("device_busy")
+    nodes = list(Node.objects.filter(run=run).order_by("node_id"))
+    assert [(n.node_id, n.role, n.verdict) for n in nodes] == [(0, "root", "pass"), (1, "plan+code", "pass")]
+    attempt = nodes[1]
+    assert attempt.tries == 2 and "attempt 1 is evaluated again in 40 s" in attempt.agent_log
+    assert not [r for r in statuses(run.pk) if r.startswith("waiting")]  # an attempt's wait is its own log
