@@ -37,6 +37,11 @@ class BusyPolicy:
     first_wait_s: float = 30.0  # the first wait; each next one doubles
     evaluations: int = 3  # an attempt: evaluations in all before it ends device_busy
 
+    def next_wait(self, busy: int, waited_s: float) -> float:
+        """The wait after the `busy`-th evaluation that found the GPU busy, `waited_s` seconds waited so far:
+        first_wait_s, doubling, never past wait_s in all (0: the bound is spent)."""
+        return min(self.first_wait_s * 2 ** (busy - 1), max(0.0, self.wait_s - waited_s))
+
     @classmethod
     def from_env(cls) -> BusyPolicy:
         """From STARK_DEVICE_BUSY_WAIT_S, STARK_DEVICE_BUSY_FIRST_WAIT_S and STARK_DEVICE_BUSY_EVALUATIONS (read
@@ -131,7 +136,7 @@ class BusyWaits:
             count, waited = state["evaluations"] + 1, state["waited_s"]
             reason = busy_reason(result)
             root = node.parent is None
-            wait = min(policy.first_wait_s * 2 ** (count - 1), max(0.0, policy.wait_s - (waited if root else 0.0)))
+            wait = policy.next_wait(count, waited if root else 0.0)
             if (root and wait <= 0) or (not root and count >= policy.evaluations):
                 self._set_busy(node_id, count, waited)
                 self.fail(node_id, DEVICE_BUSY, gave_up(root, count, waited, policy, reason))

@@ -150,3 +150,36 @@ def test_the_policy_comes_from_the_environment_and_a_bad_value_names_its_variabl
     monkeypatch.setenv("STARK_DEVICE_BUSY_EVALUATIONS", "two")
     with pytest.raises(ValueError, match="STARK_DEVICE_BUSY_EVALUATIONS='two' must be a whole number"):
         BusyPolicy.from_env()
+
+
+def test_the_bench_waits_the_same_way_and_names_the_problems_the_busy_gpu_spoilt(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m search bench` (search.inline.search_problem): a problem whose reference stays busy ends failed
+    with the device-busy message, is counted device_busy and named in the Markdown; the next problem goes on."""
+    import io
+    import json
+    from pathlib import Path
+
+    import search.inline as inline
+    from search.cli import main
+
+    for name in ("a_busy.py", "b_fine.py"):
+        (tmp_path / name).write_text(PROBLEM + f"# {name}\n")
+
+    def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
+        return busy_reference_result() if "a_busy" in problem else script_evaluate(problem, candidate, settings)
+
+    monkeypatch.setattr(inline, "kernels_evaluate", evaluate)
+    monkeypatch.setattr(inline, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    monkeypatch.setenv("STARK_DEVICE_BUSY_FIRST_WAIT_S", "0.01")
+    monkeypatch.setenv("STARK_DEVICE_BUSY_WAIT_S", "0.02")
+    out, buf = tmp_path / "results.json", io.StringIO()
+    assert main(["bench", str(tmp_path), "--team", "scripted", "--budget", "1", "--script", "ok", "--device", "cpu",
+                 "--out", str(out)], out=buf) == 0
+    busy, fine = json.loads(out.read_text())["problems"]
+    assert busy["status"] == "failed" and busy["device_busy"] == 1 and fine["device_busy"] == 0
+    assert busy["stop_reason"].startswith("the GPU stayed busy with other processes through 3 evaluation(s)")
+    assert fine["success"] is True
+    assert buf.getvalue().count("waiting for the GPU: other processes hold 79.5 GiB") == 2  # printed as it waits
+    assert "The GPU was busy with other processes (`device_busy`" in out.with_suffix(".md").read_text()
+    assert "in 1 problem(s): a_busy." in out.with_suffix(".md").read_text()

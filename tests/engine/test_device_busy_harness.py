@@ -97,3 +97,38 @@ def test_an_attempt_the_gpu_refuses_once_is_evaluated_again_and_not_debugged(hog
     assert [e.data["verdict"] for e in log.of_type("node.result") if e.node == 1] == ["pass"]
     assert "waiting for the GPU" in first.agent_log
     assert second.role == "plan+code" and all(n.role != "debug" for n in engine.tree)
+
+
+def test_the_cli_checks_a_problem_again_while_the_gpu_is_busy_then_gives_up_with_the_device_busy_message(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """search.inline.problem_waiting (`python -m search run|bench`): the problem's check (its own child, under
+    bubblewrap: the GPU is busy until an instant) waits like the reference's evaluation."""
+    import io
+    import time
+
+    from search.inline import UsageError, problem_waiting
+
+    monkeypatch.setenv("STARK_DEVICE_BUSY_RERUNS_S", "")
+    monkeypatch.setenv("STARK_DEVICE_BUSY_FIRST_WAIT_S", "0.2")
+    monkeypatch.setenv("STARK_DEVICE_BUSY_WAIT_S", "0.5")
+    path = tmp_path / "busy_for_ever.py"
+    path.write_text(busy_problem(PROBLEM, busy_until=time.time() + 10**6))
+    out = io.StringIO()
+    with pytest.raises(UsageError) as caught:
+        problem_waiting(str(path), "cpu", out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("waiting for the GPU: other processes hold 79.5 GiB of its 80.0 GiB")
+    assert "the problem is checked again in 0 s" in lines[0]
+    message = str(caught.value)
+    assert message.startswith(f"{path}: the GPU stayed busy with other processes through 3 evaluation(s)")
+    assert "the problem is not broken" in message and "run fewer evaluations per GPU" in message
+
+    monkeypatch.setenv("STARK_DEVICE_BUSY_FIRST_WAIT_S", "8")
+    monkeypatch.setenv("STARK_DEVICE_BUSY_WAIT_S", "60")
+    path = tmp_path / "busy_for_a_while.py"
+    path.write_text(busy_problem(PROBLEM, busy_until=time.time() + 6))  # the first check starts well within 6 s
+    out = io.StringIO()
+    source, summary = problem_waiting(str(path), "cpu", out)
+    assert source == path.read_text() and summary["name"] == "busy_for_a_while"
+    assert out.getvalue().startswith("waiting for the GPU: other processes hold 79.5 GiB")
+    assert out.getvalue().count("\n") == 1  # one wait of 8 s takes it past the busy 6 s
