@@ -8,7 +8,8 @@ the candidate's, so such a result is never recorded as the node's verdict:
   counted as failed meanwhile; then it ends with the engine verdict "device_busy" (not debuggable).
 
 The counts live in tree.meta["device_busy"] (node id -> {evaluations, waited_s}), so the service's steps, each over
-a tree rebuilt from the database, share them. A mixin of search.engine.engine.Engine: `Engine.evaluated` is the
+a tree rebuilt from the database, share them; while the reference waits, tree.meta["status_line"] says so (the
+service's run.reason, which the run page shows even after a reload). A mixin of search.engine.engine.Engine: `Engine.evaluated` is the
 one entry point; the caller waits (the inline loop sleeps, the service schedules the evaluation).
 """
 
@@ -25,6 +26,7 @@ from search.engine.tree import Tree
 
 DEVICE_BUSY = "device_busy"  # the harness's flag on a busy result, and the engine verdict once the waits are spent
 META_KEY = "device_busy"
+STATUS_LINE = "status_line"  # tree.meta: what the run is waiting for while the reference waits (the API's run.reason)
 WAITING = "waiting for the GPU"
 _HELD = re.compile(r"they held ([\d.]+) GiB of its ([\d.]+) GiB \(free ([\d.]+) GiB\)")
 
@@ -126,6 +128,9 @@ class BusyWaits:
         wait before evaluating it again (the node stays in flight; the wait goes to its log), or None once the
         policy's bound is spent and the node failed with verdict device_busy (the root's failure ends the run with
         that message: Engine.finish_reason)."""
+        with self.lock:
+            if self.tree[node_id].parent is None:
+                self.tree.meta.pop(STATUS_LINE, None)
         if not is_busy(result):
             self.record(node_id, result)
             return None
@@ -147,6 +152,8 @@ class BusyWaits:
                      else f"evaluation {count} of at most {policy.evaluations} (STARK_DEVICE_BUSY_EVALUATIONS)")
             message = f"{WAITING}: {held_words(reason)}; {what} is evaluated again in {wait:.0f} s ({bound})"
             self._log(node, message)
+            if root:
+                self.tree.meta[STATUS_LINE] = message
             self.set_status(node, "building")  # still in flight (and the log line reaches the service's row)
         return BusyWait(wait, message)
 

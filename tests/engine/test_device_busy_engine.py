@@ -88,6 +88,7 @@ def test_a_reference_busy_twice_is_evaluated_again_and_the_run_goes_on() -> None
                                  "the reference is evaluated again in 0 s (waited 0 s of at most 10 s")
     assert eng.tree.meta["device_busy"]["0"] == {"evaluations": 2, "waited_s": 0.03}  # waits 0.01 then 0.02
     assert eng.tree.root.agent_log.count("waiting for the GPU") == 2
+    assert "status_line" not in eng.tree.meta  # the wait is over
 
 
 def test_a_reference_busy_beyond_the_bound_fails_the_run_with_the_device_busy_message() -> None:

@@ -69,6 +69,7 @@ def test_a_reference_the_gpu_refuses_at_first_is_evaluated_again_and_the_run_fin
                                  "the reference is evaluated again in 2 s (waited 0 s of at most 300 s")
     after = reasons[reasons.index(waiting[-1]) + 1:]
     assert after and after[0] == ""  # the wait is over: the status line is cleared
+    assert run.to_dict()["reason"] == "" and "status_line" not in run.meta
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,7 +86,7 @@ def test_a_reference_the_gpu_refuses_for_ever_fails_the_run_with_the_device_busy
     assert run.error.startswith("the GPU stayed busy with other processes through 3 evaluation(s) of the reference "
                                 "and 3 s of waiting (STARK_DEVICE_BUSY_WAIT_S=3); the problem is not broken.")
     assert "2 tries" in run.error and "run fewer evaluations per GPU" in run.error
-    assert "reference itself did not pass" not in run.error
+    assert "reference itself did not pass" not in run.error and run.to_dict()["reason"] == ""
     assert [r for r in statuses(run.pk) if r.startswith("waiting")][1].endswith(
         "the reference is evaluated again in 2 s (waited 1 s of at most 3 s (STARK_DEVICE_BUSY_WAIT_S))")
 
