@@ -55,13 +55,13 @@ def test_a_reference_the_gpu_refuses_at_first_is_evaluated_again_and_the_run_fin
     from search.app.models import Node
 
     start_workers(start_worker, first_wait_s=2, wait_s=300)
-    run = busy_run(owner, busy_for_s=25)
+    run = busy_run(owner, busy_for_s=30)
     run = wait_for(run_finished(run.pk), 600, "the run to finish")
     assert run.status == "finished", (run.status, run.error)
     root = Node.objects.get(run=run, node_id=0)
     assert root.verdict == "pass" and Node.objects.get(run=run, node_id=1).verdict == "pass"
     busy = run.meta["device_busy"]["0"]["evaluations"]
-    assert busy >= 1  # the first evaluation certainly fell in the busy 25 s
+    assert busy >= 2  # a busy evaluation takes seconds: the first two fall in the busy 30 s (waits 2 s, 4 s, ...)
     reasons = statuses(run.pk)
     waiting = [r for r in reasons if r.startswith("waiting for the GPU")]
     assert len(waiting) == busy == root.agent_log.count("waiting for the GPU"), (reasons, root.agent_log)
