@@ -6,12 +6,14 @@ because others hold it. The worker (kernels.worker) asks `busy_report` on every 
 torch.OutOfMemoryError; when other processes hold more than `OTHERS_SHARE` of the device and the request would
 have fit without them, the failure is reported as kind "device_busy" with the numbers. The parent reruns such a
 child (`run_retrying`) after a wait, with the device lock held exclusively for every device section of the rerun,
-at most len(BACKOFF_S) times; a genuine OOM (the request does not fit even with the others gone, or no one else
-holds much memory) is never retried.
+at most len(BACKOFF_S) times ($STARK_DEVICE_BUSY_RERUNS_S: `reruns_s`); a genuine OOM (the request does not fit
+even with the others gone, or no one else holds much memory) is never retried. A result whose GPU stayed busy carries
+the flag BUSY_KIND (kernels.judge, kernels.jobs): the search waits and evaluates it again (search.engine.busy).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +24,22 @@ OTHERS_SHARE = 0.10  # other processes holding more than this share of the devic
 BACKOFF_S = (5.0, 15.0, 30.0)  # waits before each rerun of a child that reported device_busy
 GIB = 2**30
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def reruns_s() -> tuple[float, ...]:
+    """The waits before each rerun of a busy child: $STARK_DEVICE_BUSY_RERUNS_S (seconds, comma-separated; empty
+    for no rerun), else BACKOFF_S. Read at each evaluation, in the process that runs the harness."""
+    raw = os.environ.get("STARK_DEVICE_BUSY_RERUNS_S")
+    if raw is None:
+        return BACKOFF_S
+    try:
+        waits = tuple(float(part) for part in raw.split(",") if part.strip())
+    except ValueError:
+        waits = (-1.0,)
+    if any(not 0 <= wait <= 3600 for wait in waits):
+        raise ValueError(f"STARK_DEVICE_BUSY_RERUNS_S={raw!r} must be seconds between 0 and 3600, comma-separated "
+                         f"(e.g. {','.join(f'{w:g}' for w in BACKOFF_S)}), or empty for no rerun")
+    return waits
 
 
 def is_device_busy(total: int, free: int, own_reserved: int, requested: int | None) -> bool:
@@ -113,11 +131,12 @@ def busy_error(run: _Run) -> dict[str, Any] | None:
     return error if error and error.get("kind") == BUSY_KIND else None
 
 
-def run_retrying(run: Callable[[bool], R], backoff: Sequence[float] = BACKOFF_S,
-                          sleep: Callable[[float], None] = time.sleep, deadline: float | None = None) -> R:
+def run_retrying(run: Callable[[bool], R], backoff: Sequence[float] | None = None,
+                 sleep: Callable[[float], None] = time.sleep, deadline: float | None = None) -> R:
     """Run a harness child (`run(alone)`), and rerun it with `alone=True` (the device lock held exclusively) after
-    each wait of `backoff` while it reports device_busy; stops early when the next wait would pass `deadline`
-    (time.monotonic()). Any other outcome, a genuine OOM included, is returned at once."""
+    each wait of `backoff` (default `reruns_s()`) while it reports device_busy; stops early when the next wait would
+    pass `deadline` (time.monotonic()). Any other outcome, a genuine OOM included, is returned at once."""
+    backoff = reruns_s() if backoff is None else backoff
     result, tries = run(False), 1
     for wait in backoff:
         if busy_error(result) is None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.errors import ProblemError
+from kernels.device_busy import BUSY_KIND
+from kernels.errors import DeviceBusyError, ProblemError
 from kernels.evaluate import evaluate
 from kernels.result import EvalResult
 from kernels.settings import EvalSettings
@@ -28,8 +29,15 @@ def evaluate_job(problem_source: str, candidate_source: str, settings: dict[str,
     try:
         return evaluate(problem_source, candidate_source, parsed, progress=publish_phase).to_dict()
     except ProblemError as exc:
-        return EvalResult(verdict="runtime_error", reasons=[f"problem: {exc.message}"], settings=parsed.to_dict(),
-                          logs={"build": "", "run": exc.log}).to_dict()
+        return problem_result(exc, parsed)
+
+
+def problem_result(exc: ProblemError, settings: EvalSettings) -> dict[str, Any]:
+    """The result of an evaluation whose problem (reference) failed: runtime_error, the reason "problem: ...";
+    flagged device_busy when other processes filled the GPU (DeviceBusyError), which is not the problem's fault."""
+    flags = [BUSY_KIND] if isinstance(exc, DeviceBusyError) else []
+    return EvalResult(verdict="runtime_error", reasons=[f"problem: {exc.message}"], flags=flags,
+                      settings=settings.to_dict(), logs={"build": "", "run": exc.log}).to_dict()
 
 
 def retime_job(problem_source: str, candidate_source: str | None, settings: dict[str, Any] | None = None,

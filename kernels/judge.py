@@ -92,6 +92,8 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     failure = process_failure(run, settings)
     if failure:
         result.verdict, result.reasons = failure
+        if device_busy.busy_error(run):  # not the candidate's fault: the search evaluates it again
+            result.flags.append(device_busy.BUSY_KIND)
         if checks:
             result.verdict = "rejected"
             result.reasons = ["forged_result: the candidate wrote to the harness's result channel", *result.reasons]

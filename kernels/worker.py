@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
                      traceback=traceback.format_exc())
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a reported error
         kind = getattr(exc, "harness_kind", "runtime_error")
-        busy = device_busy.busy_report(exc) if task.get("device", "cpu").startswith("cuda") else None
+        busy = device_busy.busy_report(exc)  # None without a CUDA OOM, or where torch.cuda cannot say
         channel.send("error", kind=device_busy.BUSY_KIND if busy else kind, own_kind=kind, busy=busy,
                      message=f"{type(exc).__name__}: {exc}"[:2000], traceback=traceback.format_exc()[-8000:])
     sys.stdout.flush()

@@ -23,8 +23,9 @@ from typing import Any, TextIO
 
 from search.bench_retime import retime_note, retime_text, retime_winner, retimed_figures
 from search.engine.agents import AT_ROOFLINE
+from search.engine.busy import DEVICE_BUSY
 from search.engine.tree import Tree
-from search.inline import UsageError, search_problem
+from search.inline import DeviceBusyUsage, UsageError, search_problem
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
 BASELINES = ("eager", "compile", "compile_max_autotune")
@@ -93,6 +94,7 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
         "input_tokens": usage["input_tokens"], "output_tokens": usage["output_tokens"],
         "cost_usd": usage["cost_usd"], "wall_s": round(wall_s, 2),
         "flags": [] if winner is None or not success else list((winner.result or {}).get("flags") or []),
+        "device_busy": sum(1 for n in tree if n.verdict == DEVICE_BUSY),  # nodes other processes kept off the GPU
     }
 
 
@@ -106,15 +108,16 @@ def _ratio(baseline_ms: float | None, best: Any) -> float | None:
     return baseline_ms / best.runtime_ms
 
 
-def failed_record(path: Path, reason: str, wall_s: float) -> dict[str, Any]:
-    """A problem that could not be searched at all (invalid file, broken reference): counted as unsolved."""
+def failed_record(path: Path, reason: str, wall_s: float, device_busy: bool = False) -> dict[str, Any]:
+    """A problem that could not be searched at all (invalid file, broken reference, a GPU other processes kept
+    full): counted as unsolved."""
     return {
         "file": str(path), "name": path.stem, "suite": path.parent.name, "success": False, "best": None,
         "attempts": 0, "status": "failed", "stop_reason": reason, "runtime_ms": None, "reference_ms": None,
         "eager_ms": None, "compile_ms": None, "speedup_vs_eager": None, "speedup_vs_compile": None,
         "speedup_vs_compile_max_autotune": None, "winner": None, "at_roofline": False, "retimed": False,
         "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": round(wall_s, 2),
-        "flags": [],
+        "flags": [], "device_busy": int(device_busy),
     }
 
 
@@ -200,6 +203,11 @@ def markdown(results: dict[str, Any]) -> str:
              "reference); papers derived from KernelBench report one or the other. Flags of the best: the harness's "
              "integrity flags on the fastest correct attempt (`no_custom_kernel` for torch.compile/CUDA-graph "
              "candidates; `isolation_reduced` where bubblewrap is not available).\n")
+    busy = [r["name"] for r in results["problems"] if r.get("device_busy")]
+    if busy:
+        notes += (f"\nThe GPU was busy with other processes (`device_busy`: the reference or attempts could not run "
+                  f"through every wait) in {len(busy)} problem(s): {', '.join(busy)}. Their figures understate the "
+                  "team; rerun them with fewer evaluations per GPU (STARK_DEVICE_BUSY_* sets the waits).\n")
     return head + "\n".join(lines + per) + notes
 
 
@@ -239,7 +247,7 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
             tree, summary = search_problem(str(path), args, out, tree_file=tree_file)
         except UsageError as exc:  # a bad problem fails itself, not the whole suite
             print(f"skipped: {exc}", file=out, flush=True)
-            records.append(failed_record(path, str(exc), time.monotonic() - started))
+            records.append(failed_record(path, str(exc), time.monotonic() - started, isinstance(exc, DeviceBusyUsage)))
             write()
             continue
         print(summary.text(), file=out, flush=True)

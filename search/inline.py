@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from search.engine.busy import WAITING, BusyPolicy, gave_up, held_words
 from search.engine.engine import Engine, selection_settings
 from search.engine.events import Event
 from search.engine.loop import RunSummary, run
@@ -32,6 +34,10 @@ FLAGS = {"time_limit_s": "--time-limit", "cost_limit_usd": "--cost-limit", "eval
 
 class UsageError(Exception):
     """Something the user can fix on the command line or in the problem file; printed, exit code 2."""
+
+
+class DeviceBusyUsage(UsageError):
+    """The problem could not even be checked: other processes kept the GPU full through every wait."""
 
 
 def default_device() -> str:
@@ -72,14 +78,25 @@ def run_settings(args: argparse.Namespace, name: str = "") -> RunSettings:
 
 
 def kernels_evaluate(problem_source: str, candidate_source: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The real evaluator: kernels.evaluate in fresh subprocesses."""
-    from kernels import evaluate
+    """The real evaluator: kernels.evaluate in fresh subprocesses. A reference that other processes kept off the GPU
+    gives the flagged result the gpu queue gives (kernels.jobs.problem_result), so the engine waits and retries
+    (search.engine.busy); any other ProblemError is raised."""
+    from kernels import EvalSettings, evaluate
+    from kernels.errors import DeviceBusyError
+    from kernels.jobs import problem_result
 
-    return evaluate(problem_source, candidate_source, settings).to_dict()
+    parsed = EvalSettings.from_dict(settings)
+    try:
+        return evaluate(problem_source, candidate_source, parsed).to_dict()
+    except DeviceBusyError as exc:
+        return problem_result(exc, parsed)
 
 
 def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
+    """The problem's source and summary (inspected on `device`); a bad problem is a UsageError, a GPU that other
+    processes fill raises kernels' DeviceBusyError (problem_waiting waits for it)."""
     from kernels import ProblemError, inspect_problem
+    from kernels.errors import DeviceBusyError
 
     file = Path(path)
     if not file.is_file():
@@ -87,10 +104,36 @@ def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
     source = file.read_text()
     try:
         summary = inspect_problem(source, device=device).to_dict()
+    except DeviceBusyError:
+        raise
     except ProblemError as exc:
         raise UsageError(f"{path}: {exc}") from None
     summary["name"] = file.stem
     return source, summary
+
+
+def problem_waiting(path: str, device: str, out: TextIO | None,
+                    sleep: Callable[[float], None] = time.sleep) -> tuple[str, dict[str, Any]]:
+    """read_problem, waiting while other processes fill the GPU like the reference's evaluation does
+    (search.engine.busy, STARK_DEVICE_BUSY_*; each wait printed to `out`); then a UsageError with the device-busy
+    message."""
+    from kernels.errors import DeviceBusyError
+
+    busy, waited = 0, 0.0
+    while True:
+        try:
+            return read_problem(path, device)
+        except DeviceBusyError as exc:
+            policy = BusyPolicy.from_env()
+            busy, wait = busy + 1, policy.next_wait(busy + 1, waited)
+            if wait <= 0:
+                raise DeviceBusyUsage(f"{path}: {gave_up(True, busy, waited, policy, exc.message)}") from None
+            if out is not None:
+                print(f"{WAITING}: {held_words(exc.message)}; the problem is checked again in {wait:.0f} s (waited "
+                      f"{waited:.0f} s of at most {policy.wait_s:.0f} s: STARK_DEVICE_BUSY_WAIT_S)", file=out,
+                      flush=True)
+            sleep(wait)
+            waited += wait
 
 
 def printer(out: TextIO, budget: int) -> Callable[[Event], None]:
@@ -116,6 +159,8 @@ def printer(out: TextIO, budget: int) -> Callable[[Event], None]:
             print(f"  attempt {d['attempt']}: {d['role']} from node {d['parent']}", file=out, flush=True)
         elif event.type == "run.status" and d.get("status") != "running":
             print(f"run {d['status']}: {d.get('reason', '')}", file=out, flush=True)
+        elif event.type == "run.status" and d.get("reason"):  # e.g. waiting for a GPU other processes fill
+            print(d["reason"], file=out, flush=True)
 
     return emit
 
@@ -125,7 +170,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
     """Search one problem inline with the team, budget and limits of args."""
     settings = run_settings(args)
     args.device, args.target = settings.device, settings.target  # the bench's results name them
-    source, summary = read_problem(path, settings.device)
+    source, summary = problem_waiting(path, settings.device, None if args.quiet else out)
     resumed = Tree.load(tree_file) if getattr(args, "resume", False) and tree_file and Path(tree_file).exists() else None
     config = settings.team_config()
     if resumed is not None:  # the roles whose models refused their temperature do not ask again

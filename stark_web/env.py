@@ -287,6 +287,18 @@ def rules_analysis_limits() -> tuple[float, float]:
         raise ImproperlyConfigured(str(exc)) from None
 
 
+def device_busy_settings() -> None:
+    """Check at start-up how long a search waits for a GPU that other processes fill (STARK_DEVICE_BUSY_WAIT_S,
+    _FIRST_WAIT_S, _EVALUATIONS: search.engine.busy reads them in the search worker). The harness's own
+    STARK_DEVICE_BUSY_RERUNS_S is checked where it is read (kernels.device_busy, with torch, in the gpu worker)."""
+    from search.engine.busy import BusyPolicy
+
+    try:
+        BusyPolicy.from_env()
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
 def header_name(name: str) -> str:
     """An HTTP header's name (e.g. X-Forwarded-For), or "" when unset."""
     raw = os.environ.get(name, "").strip()

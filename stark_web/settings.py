@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from stark_web.env import (
     database_config,
+    device_busy_settings,
     envbool,
     envchoice,
     envfloat,
@@ -169,6 +170,7 @@ STARK_LLM_BASE_URLS = llm_base_urls("STARK_LLM_BASE_URLS")
 STARK_PRICES_JSON = llm_prices("STARK_PRICES_JSON")
 # The offline rules team's analysis child (read by search/teams/rules/remote.py in the search worker).
 STARK_RULES_ANALYSIS_TIMEOUT_S, STARK_RULES_ANALYSIS_MEMORY_MB = rules_analysis_limits()
+device_busy_settings()  # the waits for a busy GPU (STARK_DEVICE_BUSY_*), read again by search.engine.busy
 STARK_LOGIN_MAX_FAILURES = envint("STARK_LOGIN_MAX_FAILURES", 5, minimum=1)
 STARK_LOGIN_WINDOW_S = envint("STARK_LOGIN_WINDOW_S", 300, minimum=1)
 # Behind a proxy: the header whose last address is the client's (e.g. X-Forwarded-For), for the login throttle.

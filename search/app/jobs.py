@@ -22,6 +22,10 @@ def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
     return steps.record_evaluation(run_id, node_pk, tries)
 
 
+def evaluate_again(run_id: int, node_pk: int, tries: int) -> str:
+    return steps.evaluate_again(run_id, node_pk, tries)
+
+
 def reap_job() -> list[str]:
     """One reaper pass, then the next one is scheduled while runs are active."""
     job = get_current_job()

@@ -131,6 +131,7 @@ class Run(models.Model):
             "output_tokens": self.output_tokens,
             "error": self.error,
             "stop_reason": self.stop_reason,
+            "reason": str(self.meta.get("status_line") or ""),  # e.g. waiting for the GPU (search.engine.busy)
             "forked_from": (None if self.forked_from_run_id is None
                             else {"run": self.forked_from_run_id, "node": self.forked_from_node}),
             "seq": self.last_seq,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from search.engine.agents import AT_ROOFLINE, Team
+from search.engine.busy import DEVICE_BUSY, BusyPolicy, BusyWaits
 from search.engine.events import Emit, Event, ignore
 from search.engine.expand import EXHAUSTED, Expansion
 from search.engine.limits import DEFAULT_BUDGET, Limits
@@ -51,13 +52,15 @@ def no_inline_evaluation(problem: str, candidate: str, settings: dict[str, Any])
     raise RuntimeError("this engine evaluates nothing inline (the service evaluates on the gpu queue)")
 
 
-class Engine(Expansion):
+class Engine(Expansion, BusyWaits):
     """One run's search logic over a Tree, with injected agents (a team, or a factory that builds it when first
-    needed), evaluator and event sink."""
+    needed), evaluator and event sink; `busy` says how long to wait for a GPU that other processes fill (default:
+    BusyPolicy.from_env(), read when a busy result comes)."""
 
     def __init__(self, tree: Tree, team: Team | Callable[[], Team], evaluate: Evaluator = no_inline_evaluation,
-                 emit: Emit = ignore) -> None:
+                 emit: Emit = ignore, busy: BusyPolicy | None = None) -> None:
         self.tree = tree
+        self._busy = busy
         self._team = team if isinstance(team, Team) else None
         self._make_team = None if isinstance(team, Team) else team
         self.evaluate = evaluate
@@ -76,6 +79,10 @@ class Engine(Expansion):
     @property
     def team_built(self) -> bool:
         return self._team is not None
+
+    @property
+    def busy_policy(self) -> BusyPolicy:
+        return self._busy if self._busy is not None else BusyPolicy.from_env()
 
     # -- settings read from the tree and the team ------------------------------------------------
     @property
@@ -96,16 +103,20 @@ class Engine(Expansion):
             self.emit("node.status", node.id, status=status)
 
     # -- the root ---------------------------------------------------------------------------------
-    def evaluate_root(self) -> Node:
-        """Evaluate the reference once (its runtime is the bar every attempt is measured against)."""
+    def evaluate_root(self, sleep: Callable[[float], None] = time.sleep) -> Node:
+        """Evaluate the reference (its runtime is the bar every attempt is measured against); while the GPU is busy
+        with other processes, wait and evaluate it again (Engine.evaluated), saying so in a run.status event."""
         root = self.tree.root
-        if not root.finished:
+        while not root.finished:
             self.set_status(root, "building")
             try:
                 result = self.evaluate(self.tree.problem_source, root.source, self.eval_settings)
             except Exception as exc:  # e.g. kernels.ProblemError: the problem itself cannot run
                 return self.fail(root.id, "eval_error", f"{type(exc).__name__}: {exc}")
-            self.record(root.id, result)
+            wait = self.evaluated(root.id, result)
+            if wait is not None:
+                self.emit("run.status", None, status="running", reason=wait.message, best=None)
+                sleep(wait.seconds)
         return root
 
     # -- select -----------------------------------------------------------------------------------
@@ -168,6 +179,8 @@ class Engine(Expansion):
             root = self.tree.root
             if not root.finished:
                 return None
+            if root.verdict == DEVICE_BUSY:  # other processes held the GPU: not the problem's fault
+                return Finish("failed", root.reasons[0])
             if not root.correct:
                 reasons = "; ".join(root.reasons) or "no reason given"
                 return Finish("failed", f"the reference itself did not pass ({root.verdict}): {reasons}")

@@ -4,6 +4,7 @@ with up to k attempts in flight on a thread pool (evaluations are subprocesses, 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,16 +48,19 @@ class RunSummary:
         return head + "\n" + ", ".join(parts) + f".\nTokens: {tokens}, cost ${cost:.4f}."
 
 
-def attempt(engine: Engine, parent_id: int, child_id: int) -> Node:
-    """One attempt end to end: agents, then evaluation, then recording. Evaluator crashes are recorded."""
+def attempt(engine: Engine, parent_id: int, child_id: int, sleep: Callable[[float], None] = time.sleep) -> Node:
+    """One attempt end to end: agents, then evaluation, then recording. Evaluator crashes are recorded; an
+    evaluation the GPU's other processes spoilt is repeated after a wait (Engine.evaluated), not recorded."""
     child = engine.expand(parent_id, child_id)
-    if child.status != "building":
-        return child
-    try:
-        result = engine.evaluate(engine.tree.problem_source, child.source, engine.eval_settings)
-    except Exception as exc:  # the harness itself broke: keep the attempt, say why
-        return engine.fail(child.id, "eval_error", f"the evaluator failed: {type(exc).__name__}: {exc}")
-    return engine.record(child.id, result)
+    while child.status == "building":
+        try:
+            result = engine.evaluate(engine.tree.problem_source, child.source, engine.eval_settings)
+        except Exception as exc:  # the harness itself broke: keep the attempt, say why
+            return engine.fail(child.id, "eval_error", f"the evaluator failed: {type(exc).__name__}: {exc}")
+        wait = engine.evaluated(child.id, result)
+        if wait is not None:
+            sleep(wait.seconds)
+    return child
 
 
 def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit_s: float | None = None,

@@ -14,7 +14,8 @@ STATUSES = (
 )
 FINISHED = ("done", "failed")
 # Verdicts the engine itself gives when no candidate could be evaluated (the others come from kernels).
-ENGINE_VERDICTS = ("malformed", "agent_error", "interrupted", "eval_error", "declined")
+# device_busy: other processes held the GPU through every evaluation (search.engine.busy), not the candidate's fault.
+ENGINE_VERDICTS = ("malformed", "agent_error", "interrupted", "eval_error", "declined", "device_busy")
 DECLINED = "declined"  # a free attempt: its team had nothing left to try from its node (agents.BranchDeclined)
 
 

@@ -147,3 +147,32 @@ def test_busy_candidate_verdict_and_reference_error_say_the_gpu_was_busy() -> No
     assert verdict == "runtime_error" and "busy with other processes" in reasons[0] and "4 tries" in reasons[0]
     error = problem_failure(busy_worker_run(), settings, "computing its reference outputs")
     assert isinstance(error, DeviceBusyError) and "not the fault of the problem" in error.message
+
+
+def test_the_harness_reruns_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STARK_DEVICE_BUSY_RERUNS_S", raising=False)
+    assert device_busy.reruns_s() == device_busy.BACKOFF_S
+    monkeypatch.setenv("STARK_DEVICE_BUSY_RERUNS_S", "0.5, 2")
+    assert device_busy.reruns_s() == (0.5, 2.0)
+    monkeypatch.setenv("STARK_DEVICE_BUSY_RERUNS_S", "")
+    calls, run = fake_children(BUSY_KIND, None)
+    result = device_busy.run_retrying(run)  # no rerun: the busy answer is the result
+    assert calls == [False] and device_busy.busy_error(result)["tries"] == 1  # type: ignore[index]
+    for bad in ("soon", "-1", "5,99999"):
+        monkeypatch.setenv("STARK_DEVICE_BUSY_RERUNS_S", bad)
+        with pytest.raises(ValueError, match="STARK_DEVICE_BUSY_RERUNS_S=.* must be seconds between 0 and 3600"):
+            device_busy.reruns_s()
+
+
+def test_a_busy_result_is_flagged_for_the_search() -> None:
+    """The flag tells the search (search.engine.busy) to wait and evaluate again instead of judging the node."""
+    from kernels import EvalSettings, judge
+    from kernels.errors import DeviceBusyError, ProblemError
+    from kernels.jobs import problem_result
+
+    settings = EvalSettings()
+    result = judge.judge(settings, busy_worker_run(), None, None)  # type: ignore[arg-type]  # failures read neither
+    assert result.verdict == "runtime_error" and result.flags == [BUSY_KIND]
+    busy = problem_result(DeviceBusyError("CUDA out of memory because the GPU was busy"), settings)
+    assert busy["flags"] == [BUSY_KIND] and busy["reasons"][0].startswith("problem: CUDA out of memory")
+    assert problem_result(ProblemError("get_inputs() raised"), settings)["flags"] == []

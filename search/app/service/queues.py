@@ -1,7 +1,7 @@
 """Enqueueing the service's jobs: deterministic job ids, always after the transaction commits.
 
 Job ids name the instance, the node and the try (`<instance>-expand-<node pk>-<try>`, `…-eval-…`,
-`…-record-…`), so the reaper can find a node's job, a job enqueued twice is recognisably the same job (its
+`…-record-…`, `…-busy-…`: the wait before evaluating again on a busy GPU), so the reaper can find a node's job, a job enqueued twice is recognisably the same job (its
 claim fails the second time), and two installations sharing one Redis never overwrite each other's jobs.
 Queues are named per instance too (settings.STARK_QUEUE_NAMES); "search" and "gpu" here are their roles.
 """
@@ -9,6 +9,7 @@ Queues are named per instance too (settings.STARK_QUEUE_NAMES); "search" and "gp
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 import django_rq
@@ -61,6 +62,10 @@ def record_job_id(node_pk: int, tries: int) -> str:
     return make_job_id("record", node_pk, tries)
 
 
+def busy_job_id(node_pk: int, tries: int) -> str:
+    return make_job_id("busy", node_pk, tries)
+
+
 def start_job_id(run_id: int) -> str:
     return make_job_id("start", run_id)
 
@@ -103,6 +108,13 @@ def enqueue_evaluation(run_id: int, node_pk: int, tries: int, problem: str, cand
         description=f"evaluate run {run_id} node pk {node_pk} (try {tries})",
     )
     enqueue_record(run_id, node_pk, tries, depends_on=gpu_job)
+
+
+def enqueue_evaluate_again(run_id: int, node_pk: int, tries: int, delay_s: float) -> None:
+    """After a wait for a GPU that other processes filled (search.engine.busy), the step that queues the node's
+    evaluation again (try `tries`), on the rq scheduler of the search worker."""
+    queue(SEARCH_QUEUE).enqueue_in(timedelta(seconds=delay_s), "search.app.jobs.evaluate_again", run_id, node_pk,
+                                   tries, job_id=busy_job_id(node_pk, tries), result_ttl=RESULT_TTL_S)
 
 
 def enqueue_record(run_id: int, node_pk: int, tries: int, depends_on: Job | None = None) -> None:

@@ -2,7 +2,8 @@
 
 start (claim the run, evaluate the root) → schedule (Engine.schedule: limits, select, start up to k attempts) →
 expand (agents, outside the lock, under a claim) → evaluation on the gpu queue → record (under the lock) →
-schedule ... until Engine.finish_reason says the run ends. Every step re-reads the tree from the database and
+schedule ... until Engine.finish_reason says the run ends. An evaluation the GPU's other processes spoilt is not
+recorded: after a wait (search.engine.busy) evaluate_again queues it once more. Every step re-reads the tree from the database and
 checks that its work is still due, so a job that runs twice, late, or after the reaper handed its node to another
 job changes nothing. Node fields change only through the engine; these steps keep the service's own columns
 (phase, tries, claim, job id) and the queues.
@@ -22,6 +23,7 @@ from search.app.service.fairness import parallel_now
 from search.app.service.reaper_chain import ensure_reaper
 from search.app.service.runs import MAX_TRIES, eval_settings, load_tree, locked_run, make_engine
 from search.engine.agents import AgentError
+from search.engine.busy import BusyWait
 from search.engine.engine import Engine
 from search.engine.node import FINISHED
 from search.engine.tree import Tree
@@ -174,11 +176,17 @@ def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
             return f"node pk {node_pk} try {tries}: already recorded or superseded"
         engine = engine_of(run)
         if kind == "result":
-            engine.record(row.node_id, value)
+            wait = engine.evaluated(row.node_id, value)  # recorded, or the GPU was busy with other processes
             if engine.tree.meta != run.meta:  # the root's evaluation adds the device facts the prompts show
                 run.meta = dict(engine.tree.meta)
                 run.save(update_fields=["meta"])
-        elif tries < MAX_TRIES:
+            if wait is not None:
+                wait_for_gpu(run, engine, row.node_id, node_pk, tries, wait)
+                return f"node pk {node_pk}: the GPU was busy; evaluated again in {wait.seconds:g} s"
+            if row.node_id == engine.tree.root.id and engine.tree.root.correct and engine.busy_state(row.node_id)[
+                    "evaluations"]:
+                announce(run, "")  # the wait for the GPU is over
+        elif tries - engine.busy_state(row.node_id)["evaluations"] < MAX_TRIES:  # busy evaluations were not lost
             verdict, reason = value
             engine.retry(row.node_id, f"evaluation try {tries} lost: {reason}", "evaluate")
             submit_evaluation(run, engine, row.node_id, tries + 1)
@@ -189,6 +197,28 @@ def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:
         Node.objects.filter(pk=node_pk).update(phase="", claim="")
         schedule(run, engine)
     return f"node pk {node_pk} recorded"
+
+
+def wait_for_gpu(run: Run, engine: Engine, node_id: int, node_pk: int, tries: int, wait: BusyWait) -> None:
+    """Other processes filled the GPU: evaluate the node again (try tries + 1) once the wait is over, from the rq
+    scheduler (the node stays in flight, phase evaluate, its job the scheduled one, so the reaper leaves it); the
+    reference's wait is the run's status line."""
+    Node.objects.filter(pk=node_pk).update(tries=tries + 1, claim="", job_id=queues.busy_job_id(node_pk, tries + 1))
+    queues.after_commit(queues.enqueue_evaluate_again, run.pk, node_pk, tries + 1, wait.seconds)
+    if node_id == engine.tree.root.id:
+        announce(run, wait.message)
+
+
+def evaluate_again(run_id: int, node_pk: int, tries: int) -> str:
+    """The wait for a busy GPU is over: queue the node's evaluation (try `tries`) unless it is no longer due (the run
+    ended, the node finished or was handed on)."""
+    with locked_run(run_id) as run:
+        row = (Node.objects.filter(pk=node_pk, phase="evaluate", tries=tries, job_id=queues.busy_job_id(node_pk, tries))
+               .exclude(status__in=FINISHED).first())
+        if row is None or run.status not in (Run.Status.RUNNING, Run.Status.PAUSED):
+            return f"node pk {node_pk} try {tries}: no longer waiting for the GPU"
+        submit_evaluation(run, engine_of(run), row.node_id, tries)
+    return f"node pk {node_pk}: evaluated again (try {tries})"
 
 
 def retry_lost_expand(run_id: int, node_pk: int, tries: int, reason: str) -> str:
