@@ -3,12 +3,16 @@
 # `python -m search bench --team rules --max-autotune-baseline --retime`, in one device call. Modelled on
 # benchmarks/h200.sh: the selected problems are dealt round-robin into STREAMS benches that run side by side (the
 # harness's per-device lock makes their timed work take turns), each problem with a wall-time limit for its search,
-# each stream with DEADLINE seconds in all so the call ends inside its lease. After each search the bench re-times
-# the winner and both torch.compile modes side by side with the reference (search/bench_retime.py). The table is
-# rebuilt from the tree files (benchmarks/kb_table.py), so a stream cut short still counts what it finished.
+# each stream with DEADLINE seconds in all so the call ends inside its lease. Then, in RETIME_S seconds kept for it
+# (default 0: none), the winners and both torch.compile modes are re-timed side by side with the reference
+# (benchmarks/kb_retime.sh, `python -m search retime`, in RETIME_STREAMS streams, default 4): the searches stop
+# RETIME_S before DEADLINE, so no stream is cut off before its re-times (the 2026-12-01 runs re-timed 1 of 10 when
+# each bench re-timed after its own search). Without RETIME_S the bench re-times after each search (--retime in the
+# default bench flags). The table is rebuilt from the tree files (benchmarks/kb_table.py), so a stream cut short
+# still counts what it finished.
 #
 # Usage on the GPU host, from the repository root:
-#   bash benchmarks/kb_rules.sh [budget=8] [seconds-per-problem=320] [parallel=2] [streams=8] [deadline=555] [SELECTOR...]
+#   [RETIME_S=240] bash benchmarks/kb_rules.sh [budget=8] [seconds-per-problem=320] [parallel=2] [streams=8] [deadline=555] [SELECTOR...]
 # SELECTOR (default: kb_l1 kb_l2): kb_l1, kb_l2, kb_l2/gemm_relu_divide, a path to a problem file or directory, and/or
 # shard:I/N (keep every N-th of the selected problems from the I-th on, I = 1..N: two device calls are
 # `... shard:1/2` and `... shard:2/2`). DEVICE=cpu runs the same on the CPU (a smoke test of this script);
@@ -25,7 +29,11 @@ deadline=${5:-555}
 shift $(($# < 5 ? $# : 5))
 selectors=("${@:-kb_l1 kb_l2}")
 device=${DEVICE:-cuda}
-read -r -a flags <<< "${BENCH_FLAGS:---max-autotune-baseline --retime}"
+retime_s=${RETIME_S:-0}
+if [ "$retime_s" -gt 0 ]; then default_flags="--max-autotune-baseline"; else default_flags="--max-autotune-baseline --retime"; fi
+read -r -a flags <<< "${BENCH_FLAGS:-$default_flags}"
+search_deadline=$((deadline - retime_s))
+[ "$search_deadline" -gt 0 ] || { echo "RETIME_S ($retime_s) must be less than the deadline ($deadline)" >&2; exit 2; }
 out=${OUT:-docs/benchmarks/kb_rules/latest}
 root=benchmarks/problems
 trees=$(mktemp -d)
@@ -35,7 +43,8 @@ mkdir -p "$out"
   python3 -c "import torch; print('torch', torch.__version__)"
   python3 -c "import triton; print('triton', triton.__version__)" 2> /dev/null
   date -u +%FT%TZ
-  echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight, $streams streams, ${deadline} s each, device $device"
+  echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight, $streams streams, ${deadline} s each" \
+       "(${retime_s} s of it kept for the re-times), device $device"
   echo "selected: ${selectors[*]}; bench flags: ${flags[*]}"; } | tee "$out/device.txt"
 files=()
 shard=""
@@ -60,12 +69,16 @@ for ((s = 0; s < streams; s++)); do
   share=()
   for ((k = s; k < ${#files[@]}; k += streams)); do share+=("${files[k]}"); done
   [ ${#share[@]} -eq 0 ] && continue
-  timeout "$deadline" python3 -m search bench "${share[@]}" --team rules --budget "$budget" --device "$device" \
+  timeout "$search_deadline" python3 -m search bench "${share[@]}" --team rules --budget "$budget" --device "$device" \
     --parallel "$parallel" --time-limit "$per_problem" "${flags[@]}" \
     --out "$logs/bench-stream$s.json" --trees "$trees" > "$logs/bench-stream$s.log" 2>&1 &
 done
 wait
 date -u +%FT%TZ | tee -a "$out/device.txt"
+if [ "$retime_s" -gt 0 ] && compgen -G "$trees/*.json" > /dev/null; then
+  OUT="$logs/retime" DEVICE="$device" bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-4}" "$retime_s" "$trees"
+  grep -E "^== |re-timed side by side" "$logs/retime/device.txt" >> "$out/device.txt"
+fi
 if compgen -G "$trees/*.json" > /dev/null; then
   python3 benchmarks/kb_table.py --out "$out/kb_rules" "$trees"/*.json
 else

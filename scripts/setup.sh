@@ -38,7 +38,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
       .venv/bin/pip install -q torch==2.13.0
     fi
   fi
-  echo "==> installing the project and its dev tools"
-  .venv/bin/pip install -q -e ".[dev]"
+  echo "==> installing the project, its dev tools and triton"
+  .venv/bin/pip install -q -e ".[dev,triton]"  # triton: its interpreter runs the Triton kernels on the CPU in the tests
   touch "$stamp"
 fi

@@ -11,8 +11,10 @@ Pure core: kernels is imported only when a re-time runs."""
 
 from __future__ import annotations
 
+import argparse
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from search.engine.tree import Tree
 
@@ -134,3 +136,42 @@ def retime_text(retime: dict[str, Any]) -> str:
     note = retime_note(retime)
     return (f"re-timed side by side ({retime['rounds']} rounds, {retime['wall_s']} s): " + "; ".join(parts)
             + f"; {verdict}" + (f" ({note})" if note else ""))
+
+
+def needs_retime(tree: Tree) -> bool:
+    """A tree whose winner has no usable side-by-side figures yet: no re-time, or one whose best attempt or a
+    compile mode failed or stayed unstable (a busy host, a stream cut short)."""
+    retime = tree.meta.get("retime")
+    if not retime:
+        return True
+    keys = (["best"] if retime.get("node") is not None else []) + list(COMPILE_MODES)
+    return not all(usable(retime.get(k)) for k in keys)
+
+
+def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
+    """`python -m search retime TREE.json ...`: re-time the saved searches' winners and both compile modes side by
+    side with the reference (as `bench --retime` does after each search), writing the figures into each tree file.
+    A tree already re-timed usably is left alone unless --force. Exit status 1 when a tree could not be read or
+    its reference never passed (nothing to re-time against), 0 otherwise."""
+    failed = 0
+    for k, name in enumerate(args.trees, start=1):
+        prefix = f"== [{k}/{len(args.trees)}] {Path(name).name}"
+        try:
+            tree = Tree.load(name)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"{prefix}: cannot read the tree file ({type(exc).__name__}: {exc})", file=out, flush=True)
+            failed += 1
+            continue
+        if not tree.root.correct:
+            print(f"{prefix}: its reference never passed; nothing to re-time against", file=out, flush=True)
+            failed += 1
+            continue
+        if not args.force and not needs_retime(tree):
+            print(f"{prefix}: already re-timed side by side (--force re-times it again)", file=out, flush=True)
+            continue
+        device = args.device or str(tree.settings.get("device") or "cpu")
+        print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=out, flush=True)
+        figures = retime_winner(tree, device, rounds=args.rounds)
+        tree.save(name)
+        print(retime_text(figures), file=out, flush=True)
+    return 1 if failed else 0

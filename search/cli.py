@@ -1,4 +1,5 @@
-"""`python -m search run|bench`: the STARK loop inline (no Redis, no database) on one problem or a suite."""
+"""`python -m search run|bench|retime|show`: the STARK loop inline (no Redis, no database) on one problem or a suite,
+the side-by-side re-time of saved searches, and a tree's outline."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from typing import TextIO
 
 from search.bench import cmd_bench
+from search.bench_retime import ROUNDS, cmd_retime
 from search.engine.limits import DEFAULT_BUDGET
 from search.engine.policies import POLICY_NAMES
 from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
@@ -91,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "max-autotune-no-cudagraphs) side by side with the reference; their figures replace the "
                             "search's in the results (search/bench_retime.py)")
     add_run_options(bench)
+    retime = sub.add_parser("retime", help="re-time saved searches' winners and both torch.compile modes side by side "
+                                           "with the reference, writing the figures into the tree files")
+    retime.add_argument("trees", nargs="+", help="tree JSON files written by run --out or bench --trees")
+    retime.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the device the tree was searched on)")
+    retime.add_argument("--rounds", type=int, default=ROUNDS,
+                        help=f"alternating rounds of reference and candidate per re-time (default {ROUNDS})")
+    retime.add_argument("--force", action="store_true", help="re-time trees that already have usable figures too")
     show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
                                        "(and 'no temp' where a call went without its role's temperature)")
     show.add_argument("tree", help="a tree JSON written by run --out or bench --trees")
@@ -155,6 +164,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             return 0
         if args.command == "run":
             return cmd_run(args, out)
+        if args.command == "retime":
+            if args.rounds < 2:
+                raise UsageError(f"--rounds must be at least 2 (got {args.rounds}): one round gives no spread")
+            return cmd_retime(args, out)
         return cmd_bench(args, out)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 19: re-time finished searches side by side (`python -m search retime`: each winner and both torch.compile
+# modes against the reference, alternating in one harness child each), then rebuild the table
+# (benchmarks/kb_table.py). The second phase of benchmarks/kb_rules.sh, and on its own for trees a search wrote
+# earlier (a bench cut short before its re-times, the trees.tar.gz committed under docs/benchmarks/kb_rules/).
+# The trees are dealt round-robin into STREAMS re-time processes that run side by side (each re-time child holds the
+# harness's device lock while it times, so their compiles overlap and their timings take turns); a tree already
+# re-timed usably is skipped, so a second call finishes what a first one cut short.
+#
+# Usage on the GPU host, from the repository root:
+#   bash benchmarks/kb_retime.sh [streams=4] [deadline=540] TREES...
+# TREES: tree JSON files, directories of them, or .tar.gz archives of them. DEVICE=cpu re-times on the CPU (a smoke
+# test of this script); ROUNDS sets the alternating rounds (default 4).
+# Writes to $OUT (or docs/benchmarks/kb_rules/retimed): device.txt, kb_rules.md/.json, trees.tar.gz (the re-timed
+# trees), logs.tar.gz. Tree files and directories are re-timed in place (the figures go into each tree's meta).
+set -uo pipefail
+export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
+streams=${1:-4}
+deadline=${2:-540}
+shift $(($# < 2 ? $# : 2))
+[ $# -gt 0 ] || { echo "usage: bash benchmarks/kb_retime.sh [streams] [deadline] TREES..." >&2; exit 2; }
+out=${OUT:-docs/benchmarks/kb_rules/retimed}
+rounds=${ROUNDS:-4}
+unpacked=$(mktemp -d)
+logs=$(mktemp -d)
+mkdir -p "$out"
+files=()
+for src in "$@"; do  # files and directories are re-timed in place; archives are unpacked first
+  if [ -d "$src" ]; then files+=("$src"/*.json)
+  elif [[ "$src" == *.tar.gz ]]; then d=$(mktemp -d -p "$unpacked"); tar -xzf "$src" -C "$d"; files+=("$d"/*.json)
+  elif [ -f "$src" ]; then files+=("$src")
+  else echo "no such tree file, directory or archive: $src" >&2; exit 2; fi
+done
+kept=()
+for f in "${files[@]}"; do [ -f "$f" ] && kept+=("$f"); done
+files=("${kept[@]}")
+[ ${#files[@]} -gt 0 ] || { echo "no tree files in $*" >&2; exit 2; }
+device_flag=()
+[ -n "${DEVICE:-}" ] && device_flag=(--device "$DEVICE")
+{ command -v nvidia-smi > /dev/null && nvidia-smi -L
+  python3 -c "import torch; print('torch', torch.__version__)"
+  date -u +%FT%TZ
+  echo "re-time: ${#files[@]} trees, $streams streams, ${deadline} s, $rounds rounds, device ${DEVICE:-of each tree}"; } \
+  | tee "$out/device.txt"
+for ((s = 0; s < streams; s++)); do
+  share=()
+  for ((k = s; k < ${#files[@]}; k += streams)); do share+=("${files[k]}"); done
+  [ ${#share[@]} -eq 0 ] && continue
+  timeout "$deadline" python3 -m search retime "${share[@]}" --rounds "$rounds" "${device_flag[@]}" \
+    > "$logs/retime-stream$s.log" 2>&1 &
+done
+wait
+date -u +%FT%TZ | tee -a "$out/device.txt"
+cat "$logs"/retime-stream*.log | grep -E "^== |re-timed side by side" | tee -a "$out/device.txt"
+python3 benchmarks/kb_table.py --out "$out/kb_rules" "${files[@]}"
+stage=$(mktemp -d)
+cp "${files[@]}" "$stage"/
+tar -czf "$out/trees.tar.gz" -C "$stage" .
+tar -czf "$out/logs.tar.gz" -C "$logs" .
