@@ -162,3 +162,51 @@ def test_a_relu_below_90_percent_goes_on_with_torch_compile_first() -> None:
     attempts = [n for n in tree if n.parent is not None]
     assert [recipe_of(n.source) for n in attempts] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
     assert all(n.parent == 0 for n in attempts) and len(calls) == 3
+
+
+def test_a_move_tried_under_the_other_compile_mode_goes_after_every_new_one() -> None:
+    """With a budget of a few attempts, channels-last under compile(default) and again under max-autotune (within
+    noise of each other on every conv problem of the 2026-12-01 H200 run) wastes one: the max-autotune branch tries
+    something new first, and the echo only when nothing else is left. The compile modes themselves still lead."""
+    facts = facts_of(analyse(P.CONV_CHAIN))
+    from_ma = candidate_moves(MAX_AUTOTUNE, facts, "cuda")
+    first = from_ma[0]
+    assert first.name == "channels-last" and first.recipe.compile_mode == MAX_AUTOTUNE.compile_mode
+    elsewhere = {COMPILE_DEFAULT, MAX_AUTOTUNE, first.recipe.with_(compile_mode="default")}
+    picked = choose(from_ma, {MAX_AUTOTUNE}, random.Random(0), first=True, elsewhere=elsewhere)
+    assert picked is not None and picked.name != "channels-last", picked
+    assert picked is from_ma[1]  # the next most promising one
+    # the echo stays possible, last
+    rest = {m.recipe for m in from_ma} - {first.recipe}
+    assert choose(from_ma, {MAX_AUTOTUNE, *rest}, random.Random(0), first=True, elsewhere=elsewhere) is first
+    # a recipe without compile elsewhere is no echo of a compiled one (eager and compiled time differently)
+    plain = {COMPILE_DEFAULT, MAX_AUTOTUNE, first.recipe.with_(compile_mode=None)}
+    assert choose(from_ma, {MAX_AUTOTUNE}, random.Random(0), first=True, elsewhere=plain) is first
+    # from the reference the two compile modes lead whatever else was tried
+    gpu = candidate_moves(Recipe(), facts, "cuda")
+    assert choose(gpu, {COMPILE_DEFAULT}, random.Random(0), elsewhere={COMPILE_DEFAULT}).recipe == MAX_AUTOTUNE
+
+
+@pytest.mark.slow  # the tracing child
+def test_parallel_attempts_from_both_compile_modes_play_different_moves() -> None:
+    """Through the real plan role (the tracing child included): two attempts planned while both are in flight, one
+    from each compile-mode node, choose different moves, not one move under both modes."""
+    from search.engine.context import build_window
+
+    tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
+    passed(tree, 0, 2.0)
+    team = build_team({"seed": 0, "device": "cuda"})
+    device = {"device": "cuda"}
+    for recipe, ms in ((COMPILE_DEFAULT, 1.0), (MAX_AUTOTUNE, 1.01)):
+        child = tree.add_child(0, "plan+code", status="planning")
+        plan = team.plan.plan(build_window(tree, "plan", 0, attempt=child.attempt, device=device))
+        child.source = team.code.code(build_window(tree, "code", 0, attempt=child.attempt, device=device), plan).source
+        assert recipe_of(child.source) == recipe
+        child.status, child.verdict, child.runtime_ms = "done", "pass", ms
+    planned = []
+    for parent in (1, 2):
+        child = tree.add_child(parent, "plan+code", status="planning")  # both in flight: neither is evaluated
+        plan = team.plan.plan(build_window(tree, "plan", parent, attempt=child.attempt, device=device))
+        planned.append(Recipe.from_text(plan.instructions[0].rsplit("[rules: ", 1)[1].rstrip("]")))
+    assert planned[0].compile_mode == "default" and planned[1].compile_mode == "max-autotune-no-cudagraphs"
+    assert planned[0].with_(compile_mode=None) != planned[1].with_(compile_mode=None), planned

@@ -241,6 +241,21 @@ def test_the_move_names_the_rewrite_and_comes_before_compile() -> None:
     assert gpu[:2] == ["compile-max-autotune-no-cudagraphs", "compile-default"]  # window sums, then compile the rest
 
 
+def test_on_a_gpu_it_comes_before_the_layout_moves_of_the_conv_it_removes() -> None:
+    """The H200 run of 2026-12-01 spent its four attempts at KernelBench 2/44's size on the compile modes and
+    channels-last under each: a rewrite that removes the convolution goes before moves that only speed it up."""
+    a = analyse(source_of("conv2d-kb-mean"))
+    facts = facts_of(a, *variants(a))
+    assert facts.conv_dominated
+    root = [m.name for m in candidate_moves(Recipe(), facts, "cuda")]
+    assert root[:3] == ["compile-default", "compile-max-autotune-no-cudagraphs", NAME], root
+    assert root.index(NAME) < root.index("compile-channels-last") < root.index("cudnn-autotune")
+    for mode in ("default", "max-autotune-no-cudagraphs"):
+        compiled = candidate_moves(Recipe(compile_mode=mode), facts, "cuda")
+        assert compiled[0].name == NAME and compiled[0].recipe == Recipe(rewrites=(NAME,), compile_mode=mode)
+        assert [m.name for m in compiled][1:3] == ["channels-last", "cudnn-autotune"]
+
+
 REFUSED = {
     "no-spatial-dim": ("Conv2d(3, 4, 3)", [2, 3, 8, 8], "y.mean(dim=(0, 1))"),
     "same-padding-even-kernel-kept": ("Conv2d(3, 4, (3, 2), padding='same')", [2, 3, 8, 8], "y.mean(dim=2)"),

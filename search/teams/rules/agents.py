@@ -70,14 +70,18 @@ class RulesContext:
     calls: int = 0  # tracing children started (for tests and benchmarks)
 
     def claim(self, window: ContextWindow, tried: set[Recipe], pick: Any) -> Any:
-        """Choose a move with `pick(tried)` and remember its recipe for this target, so attempts planned while a
-        sibling is still in flight (parallel attempts; windows hold finished nodes only) choose different moves."""
-        key = (hashlib.sha1(window.problem_source.encode()).hexdigest(), window.target.id)
+        """Choose a move with `pick(tried, elsewhere)` and remember its recipe for this target, so attempts planned
+        while a sibling is still in flight (parallel attempts; windows hold finished nodes only) choose different
+        moves; `elsewhere` is every recipe planned for the problem in this process and shown in the window (what
+        other branches tried or have in flight)."""
+        digest = hashlib.sha1(window.problem_source.encode()).hexdigest()
         with self._lock:
-            planned = self._planned.setdefault(key, set())
-            move = pick(tried | planned)
+            planned = self._planned.setdefault((digest, window.target.id), set())
+            anywhere = self._planned.setdefault((digest, -1), set())
+            move = pick(tried | planned, tried | anywhere)
             if move is not None:
                 planned.add(move.recipe)
+                anywhere.add(move.recipe)
             return move
 
     def device(self, window: ContextWindow) -> str:
@@ -206,7 +210,8 @@ class RulesPlan:
             moves = [m for m in moves if failed_here(m, current, failures) is None]
         tried = _known_recipes(window)  # the target, its children and the leaders: never redo one
         rng = random.Random(f"{self.ctx.seed}:{window.target.id}:{window.attempt}")
-        move = self.ctx.claim(window, tried, lambda known: choose(moves, known, rng, first=not window.related("child")))
+        move = self.ctx.claim(window, tried, lambda known, elsewhere: choose(
+            moves, known, rng, first=not window.related("child"), elsewhere=elsewhere))
         if move is None:
             return self._nothing_left(window, analysis, current, len(moves), tried, started, skipped)
         new = self.ctx.render(window, move.recipe)

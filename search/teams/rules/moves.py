@@ -25,6 +25,9 @@ class Move:
 # On a GPU the first attempts from the reference are torch.compile in both modes, in this order, before any move of
 # our own: a finished run is then never slower than torch.compile(default) unless compile itself fails.
 GPU_FIRST = ("compile-default", "compile-max-autotune-no-cudagraphs")
+# Rewrites that replace a convolution by far less work (window sums and a GEMV): ahead of the layout and cuDNN moves
+# on a conv-dominated forward, which only make that convolution faster.
+REMOVES_THE_CONV = ("conv-to-window-sums",)
 
 
 def preferred_backend(device: str, target: str | None) -> str:
@@ -128,6 +131,8 @@ def candidate_moves(recipe: Recipe, analysis: Facts, device: str, target: str | 
         # after the compile moves of a rewritten forward (fold -> compile -> configure the convs)
         layout = [Move(*m) for m in layout_moves(recipe, analysis, compile_too=analysis.conv_dominated)]
         at = layout_at if analysis.conv_dominated else len(moves)
+        while at < len(moves) and moves[at].name in REMOVES_THE_CONV:
+            at += 1  # a rewrite that removes the convolution itself beats any layout or algorithm of it
         moves[at:at] = layout
         moves[0:0] = [Move(*m) for m in graph_moves(recipe, analysis, backend if target != "torch" else None)]
         if recipe.fused and recipe.backend in ("triton", "cuda"):
@@ -166,11 +171,30 @@ def rewrite_moves(recipe: Recipe, analysis: Facts) -> list[Move]:
     return out
 
 
-def choose(moves: list[Move], tried: set[Recipe], rng: random.Random, first: bool = False) -> Move | None:
+def without_compile(recipe: Recipe) -> Recipe:
+    return recipe.with_(compile_mode=None)
+
+
+def echoes(move: Move, elsewhere: set[Recipe]) -> bool:
+    """Whether move only repeats, under another torch.compile mode, a recipe already tried or planned elsewhere in
+    the tree (channels-last under compile(default) and under max-autotune time within noise of each other)."""
+    mode = move.recipe.compile_mode
+    if move.leading or mode is None:  # the compile modes themselves lead from the reference (GPU_FIRST)
+        return False
+    mine = without_compile(move.recipe)
+    return any(r.compile_mode not in (None, mode) and without_compile(r) == mine for r in elsewhere)
+
+
+def choose(moves: list[Move], tried: set[Recipe], rng: random.Random, first: bool = False,
+           elsewhere: set[Recipe] | None = None) -> Move | None:
     """The most promising move for a node's first child, and an untried leading move before anything else; for
     later children a seeded choice among the untried moves, weighted towards the most promising (4:2:1:1...), so
-    siblings explore."""
+    siblings explore. A move that echoes a recipe of another branch under another compile mode (`elsewhere`: what
+    the tree tried or planned) goes after every other untried move: with a budget of a few attempts, the second
+    compile mode's branch tries something new first."""
     fresh = [m for m in moves if m.recipe not in tried]
+    if elsewhere:
+        fresh = [m for m in fresh if not echoes(m, elsewhere)] + [m for m in fresh if echoes(m, elsewhere)]
     if not fresh:
         return None
     if first or fresh[0].leading:
