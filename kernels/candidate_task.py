@@ -244,6 +244,7 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
            "recheck": recheck}, buffer)
     data = buffer.getvalue()
     write_file(task["outputs_path"], data)
+    facts["compile_cache"] = compile_cache_counts()
     # the hash lets the parent see the file rewritten later (the candidate's code runs again while profiled)
     send(channel, "result", times_ms=times, facts=facts, outputs_sha256=_sha256(data).hexdigest())
     if task.get("profile"):  # after the verdict's facts are sent: a profiler failure or hang cannot change them
@@ -295,3 +296,14 @@ def op_probe(model: torch.nn.Module, problem: Any, seed: int, device: torch.devi
         return {"ops": None, "op_dtypes": None, "custom_calls": sorted(tracer.calls),
                 "op_probe_error": f"{type(exc).__name__}: {exc}"[:300]}
     return {"ops": sorted(recorder.ops), "op_dtypes": sorted(recorder.dtypes), "custom_calls": sorted(tracer.calls)}
+
+
+def compile_cache_counts() -> dict[str, int]:
+    """Inductor's FX graph cache hits and misses in this child (kernels.compile_seed: a torch.compile of the
+    reference loads the reference worker's graph); empty when nothing was compiled. Informational only."""
+    if "torch._dynamo" not in sys.modules:
+        return {}
+    from torch._dynamo.utils import counters
+
+    inductor = counters.get("inductor", {})
+    return {"hits": int(inductor.get("fxgraph_cache_hit", 0)), "misses": int(inductor.get("fxgraph_cache_miss", 0))}

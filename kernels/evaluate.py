@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, device_busy, judge, ncu
+from kernels import cache, compile_seed, device_busy, judge, ncu
 from kernels import profile as profiling
 from kernels.isolation import new_work_dir
 from kernels.loading import check_problem_source
@@ -66,6 +66,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.wall_s = round(time.monotonic() - start, 3)
         return result
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
+    seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox)
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
@@ -97,7 +98,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
                        "run": "\n".join(t for t in (run.logs["run"], run.logs["worker"]) if t.strip())}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
-                              "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm}
+                              "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm,
+                              "compile_seed_files": seeded, **compile_cache_of(run)}
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)  # the child's scratch: /tmp, build caches, outputs
     if run.sandbox == "none" and result.verdict not in ("build_error",):
@@ -188,3 +190,12 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
         else:
             result.integrity.append({"name": "beyond_roofline", "status": "pass",
                                      "detail": f"{figures['pct_of_peak']:.1f}% of the {figures['bound']} roofline"})
+
+
+def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
+    """{"compile_cache": {"hits", "misses"}} from the child's facts when it compiled anything (informational: how
+    much of its torch.compile came from kernels.compile_seed)."""
+    counts = (((run.last("result") or {}).get("facts") or {}).get("compile_cache")) or {}
+    if not isinstance(counts, dict) or not counts:
+        return {}
+    return {"compile_cache": {k: int(v) for k, v in counts.items() if k in ("hits", "misses") and isinstance(v, int)}}

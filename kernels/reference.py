@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, device_busy, roofline
+from kernels import cache, compile_seed, device_busy, roofline
 from kernels.errors import DeviceBusyError, ProblemError
 from kernels.isolation import new_work_dir
 from kernels.judge import Reference
@@ -23,6 +23,7 @@ from kernels.sandbox import WorkerRun, read_regular_file, run_worker
 from kernels.settings import EvalSettings
 
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
+COMPILED = {"compile", "compile-max-autotune"}
 
 
 def worker_env() -> dict[str, str]:
@@ -233,6 +234,8 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
                 raise problem_failure(run, settings, "computing its reference outputs")
             if want["outputs"] and run.last("outputs_saved"):
                 outputs_sha = adopt_outputs(work_dir / "outputs.pt", outputs_path)
+            if set(want["baselines"]) & COMPILED:  # later children of this problem start with its compiled code
+                compile_seed.keep(work_dir, root, problem_source, settings.device)
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
         for message in run.messages:

@@ -26,7 +26,7 @@ import statistics
 import time
 from typing import Any
 
-from kernels import cache
+from kernels import cache, compile_seed
 from kernels.evaluate import run_candidate_child
 from kernels.isolation import new_work_dir
 from kernels.phases import PhaseClock, Progress
@@ -55,6 +55,7 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     clock = PhaseClock(progress)
     root = cache.cache_root(settings.cache_dir)
     work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
+    compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox)
     task = {"kind": "retime", "problem_source": problem_source,
             "candidate_source": candidate_source or reference_candidate(problem_source),
             "device": settings.device, "seed": settings.seed, "memory_limit_mb": settings.memory_limit_mb,

@@ -174,7 +174,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         cmd = isolation.bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None) + cmd
     log_path = work_dir / "worker.log"
     run = WorkerRun(sandbox="bwrap" if chosen.bwrap else "none", isolation=chosen.describe())
-    written_before = sum(isolation.disk_usage_mb(p) for p in writable)
+    # what is there before the child starts (its task, a planted compile seed: kernels.compile_seed) is not its writing
+    written_before = isolation.disk_usage_mb(work_dir) + sum(isolation.disk_usage_mb(p) for p in writable)
     start = run.started = time.monotonic()
     try:
         with open(log_path, "wb") as log:

@@ -1,0 +1,132 @@
+"""The compiled code of a problem's torch.compile baselines, handed to the later children of the same problem.
+
+The reference worker compiles the reference with torch.compile (default and max-autotune) for its baselines. The
+first attempts of a search are those same two compiles wrapped as candidates, and a side-by-side re-time compiles
+them again: each in a fresh child with empty caches, 30-60 s apiece on the H200. Inductor's FX graph cache keys a
+compiled graph by the graph itself, so a child whose cache starts with the reference worker's entries loads them
+instead of compiling (on the CPU: 4.6 s instead of 17 s for a small conv forward, benchmarks/compile_seed.py).
+
+Trust: only the reference worker's caches are kept (it ran the problem's own code, the root of trust of everything
+judged against it), never a candidate's; each child gets a copy, so nothing a candidate writes reaches another
+child. Only regular files and directories are copied (no links: a link planted by the problem must not make the
+parent copy a file from elsewhere), within MAX_BYTES and MAX_FILES. Keyed by problem, device and torch version:
+problems never share compiled code."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import uuid
+from pathlib import Path
+
+from kernels import cache
+from kernels.isolation import plan
+
+KEPT = ("inductor", "triton")  # the children's TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (isolation.CACHE_DIRS)
+MAX_BYTES = 512 * 2**20
+MAX_FILES = 20_000
+
+
+def seed_dir(root: Path, problem_source: str, device: str) -> Path:
+    return root / "compile-seeds" / cache.sha(cache.source_hash(problem_source), device, cache.torch_version())
+
+
+def _regular_files(top: Path) -> list[tuple[Path, int]] | None:
+    """(relative path, size) of every regular file under top, without following links; None over the caps."""
+    found: list[tuple[Path, int]] = []
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        base = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if stat.S_ISDIR(os.lstat(base / d).st_mode)]
+        for name in filenames:
+            info = os.lstat(base / name)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            total += info.st_size
+            found.append(((base / name).relative_to(top), info.st_size))
+            if total > MAX_BYTES or len(found) > MAX_FILES:
+                return None
+    return found
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    """One regular file, opened without following a link, written under a temporary name then renamed."""
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as reader:
+        if not stat.S_ISREG(os.fstat(reader.fileno()).st_mode):
+            return
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}")
+        with open(tmp, "wb") as writer:
+            shutil.copyfileobj(reader, writer, 2**20)
+    tmp.replace(dst)
+
+
+def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
+    """After a reference worker compiled baselines: add its compile caches to the problem's seed (files it lacks;
+    cache entries are named by their content's hash). Returns the files added; 0 when over the caps. A failure to
+    copy (a full disk) leaves the seed as it was and fails nothing: children then compile as without it."""
+    try:
+        return _keep(work_dir, seed_dir(root, problem_source, device))
+    except OSError:
+        return 0
+
+
+def _real_dir(path: Path, below: Path) -> bool:
+    """path is a directory, and so is every component from `below` down to it, none of them a link."""
+    for part in (path, *path.parents):
+        if not part.exists() or not stat.S_ISDIR(os.lstat(part).st_mode):
+            return False
+        if part == below:
+            return True
+    return False
+
+
+def _keep(work_dir: Path, target: Path) -> int:
+    added = 0
+    for name in KEPT:
+        top = work_dir / "cache" / name
+        files = _regular_files(top) if _real_dir(top, work_dir) else []  # a linked cache dir is not followed
+        if files is None:
+            return added
+        for rel, _ in files:
+            dst = target / name / rel
+            if not dst.exists():
+                _copy_file(top / rel, dst)
+                added += 1
+    return added
+
+
+def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str) -> int:
+    """plant() for a work dir made by kernels.isolation.new_work_dir with the settings' sandbox mode."""
+    chosen = plan(sandbox, device.startswith("cuda"))
+    return plant(work_dir, root, problem_source, device, chosen.uid, chosen.gid)
+
+
+def plant(work_dir: Path, root: Path, problem_source: str, device: str, uid: int | None = None,
+          gid: int | None = None) -> int:
+    """Before a child of this problem starts: copy the seed into its work dir's compile caches (owned by the
+    child's uid when it runs as another user). Returns the files copied (0 without a seed, or when copying failed:
+    the child then compiles as without one)."""
+    try:
+        return _plant(work_dir, seed_dir(root, problem_source, device), uid, gid)
+    except OSError:
+        return 0
+
+
+def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> int:
+    copied = 0
+    for name in KEPT:
+        top = source / name
+        files = _regular_files(top) if top.is_dir() else []
+        for rel, _ in files or []:
+            dst = work_dir / "cache" / name / rel
+            _copy_file(top / rel, dst)
+            copied += 1
+            if uid is not None:
+                for path in (dst, *dst.parents):
+                    if path == work_dir / "cache" / name:
+                        break
+                    os.chown(path, uid, gid if gid is not None else -1)
+    return copied

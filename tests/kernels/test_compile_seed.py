@@ -1,0 +1,99 @@
+"""The compiled code of a problem's torch.compile baselines is handed to its later children (kernels.compile_seed):
+the reference worker's Inductor/Triton caches are kept per problem, device and torch version, and each candidate or
+re-time child starts with a copy, so a torch.compile wrapper of the reference loads the compiled graph instead of
+compiling it again. Links and oversized caches are never kept; a child's writes never reach the seed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernels import EvalSettings, compile_seed, evaluate
+from search.bench_retime import compiled_reference
+from tests.kernels.conftest import fixture_source
+
+PROBLEM = "problem_scale_add"
+
+
+def fake_cache(work_dir: Path) -> None:
+    (work_dir / "cache" / "inductor" / "fxgraph" / "ab").mkdir(parents=True)
+    (work_dir / "cache" / "inductor" / "fxgraph" / "ab" / "entry").write_bytes(b"compiled graph")
+    (work_dir / "cache" / "triton" / "k1").mkdir(parents=True)
+    (work_dir / "cache" / "triton" / "k1" / "kernel.cubin").write_bytes(b"\x7fELF")
+
+
+def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> None:
+    root, ref = tmp_path / "root", tmp_path / "ref"
+    fake_cache(ref)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the server's password")
+    (ref / "cache" / "inductor" / "stolen").symlink_to(secret)  # planted by the problem: never followed
+    (ref / "cache" / "inductor" / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    assert compile_seed.keep(ref, root, "src", "cpu") == 2
+    assert compile_seed.keep(ref, root, "src", "cpu") == 0  # nothing new: entries are named by their content
+    seed = compile_seed.seed_dir(root, "src", "cpu")
+    assert sorted(str(p.relative_to(seed)) for p in seed.rglob("*") if p.is_file()) == [
+        "inductor/fxgraph/ab/entry", "triton/k1/kernel.cubin"]
+    assert not any(p.is_symlink() for p in seed.rglob("*"))
+
+    child = tmp_path / "child"
+    assert compile_seed.plant(child, root, "src", "cpu") == 2
+    planted = child / "cache" / "inductor" / "fxgraph" / "ab" / "entry"
+    assert planted.read_bytes() == b"compiled graph"
+    planted.write_bytes(b"poisoned by a candidate")  # its own copy: the seed and the next child are unaffected
+    assert (seed / "inductor" / "fxgraph" / "ab" / "entry").read_bytes() == b"compiled graph"
+    assert compile_seed.plant(tmp_path / "next", root, "src", "cpu") == 2
+    assert (tmp_path / "next" / "cache" / "inductor" / "fxgraph" / "ab" / "entry").read_bytes() == b"compiled graph"
+    # problems, devices and torch versions never share: another problem has no seed
+    assert compile_seed.plant(tmp_path / "other", root, "other src", "cpu") == 0
+    assert compile_seed.plant(tmp_path / "gpu", root, "src", "cuda") == 0
+
+
+def test_a_cache_dir_replaced_by_a_link_is_not_followed(tmp_path: Path) -> None:
+    ref, outside = tmp_path / "ref", tmp_path / "outside"
+    (outside / "inductor").mkdir(parents=True)
+    (outside / "inductor" / "secret").write_text("not the child's")
+    (ref / "cache").mkdir(parents=True)
+    (ref / "cache" / "inductor").symlink_to(outside / "inductor", target_is_directory=True)
+    assert compile_seed.keep(ref, tmp_path / "root", "src", "cpu") == 0
+    (ref / "cache" / "inductor").unlink()
+    (ref / "cache").rmdir()
+    (ref / "cache").symlink_to(outside, target_is_directory=True)  # the cache dir itself
+    assert compile_seed.keep(ref, tmp_path / "root", "src", "cpu") == 0
+
+
+def test_a_cache_over_the_caps_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = tmp_path / "ref"
+    fake_cache(ref)
+    monkeypatch.setattr(compile_seed, "MAX_BYTES", 8)
+    assert compile_seed.keep(ref, tmp_path / "root", "src", "cpu") == 0
+    assert not compile_seed.seed_dir(tmp_path / "root", "src", "cpu").exists()
+
+
+@pytest.mark.slow  # a reference worker compiles the baseline; then harness children evaluate the compile wrapper
+def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path: Path) -> None:
+    problem = fixture_source(PROBLEM)
+    settings = EvalSettings(cache_dir=str(tmp_path / "cache"), correctness_trials=2, timing_runs=5, warmup_runs=1,
+                            baselines=("eager", "compile"), roofline=False, build_timeout_s=300, run_timeout_s=120,
+                            memory_limit_mb=4096)
+    candidate = compiled_reference(problem)  # what the rules team's compile-default move and the re-time evaluate
+    result = evaluate(problem, candidate, settings)  # the reference worker compiles the baseline first
+    assert result.verdict == "pass", (result.reasons, result.logs)
+    assert result.environment["compile_seed_files"] > 0
+    # the forward's graph is the baseline's, loaded (the misses left are the harness's op probe, traced by Dynamo
+    # while its mode is active: tiny graphs, cold or seeded alike)
+    assert result.environment["compile_cache"]["hits"] == 1, result.environment
+    seed = compile_seed.seed_dir(Path(settings.cache_dir), problem, "cpu")
+    assert any((seed / "inductor").rglob("*"))
+
+    # without the seed the same candidate compiles from scratch
+    shutil.rmtree(seed)
+    cold = evaluate(problem, candidate, settings.replace(baselines=(), reuse_results=False))
+    assert cold.verdict == "pass", (cold.reasons, cold.logs)
+    assert cold.environment["compile_seed_files"] == 0 and cold.environment["compile_cache"]["hits"] == 0
+    assert cold.environment["compile_cache"]["misses"] == result.environment["compile_cache"]["misses"] + 1
+    # a candidate that compiles nothing reports no compile cache
+    plain = evaluate(problem, fixture_source("honest_torch"), settings)
+    assert "compile_cache" not in plain.environment, plain.environment
