@@ -305,5 +305,5 @@ def compile_cache_counts() -> dict[str, int]:
         return {}
     from torch._dynamo.utils import counters
 
-    inductor = counters.get("inductor", {})
+    inductor: dict[str, int] = dict(counters.get("inductor") or {})
     return {"hits": int(inductor.get("fxgraph_cache_hit", 0)), "misses": int(inductor.get("fxgraph_cache_miss", 0))}
