@@ -41,7 +41,7 @@ def _regular_files(top: Path) -> list[tuple[Path, int]] | None:
         dirnames[:] = [d for d in dirnames if stat.S_ISDIR(os.lstat(base / d).st_mode)]
         for name in filenames:
             info = os.lstat(base / name)
-            if not stat.S_ISREG(info.st_mode):
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:  # a hard link may name a file from elsewhere
                 continue
             total += info.st_size
             found.append(((base / name).relative_to(top), info.st_size))

@@ -5,6 +5,7 @@ compiling it again. Links and oversized caches are never kept; a child's writes 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     secret.write_text("the server's password")
     (ref / "cache" / "inductor" / "stolen").symlink_to(secret)  # planted by the problem: never followed
     (ref / "cache" / "inductor" / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    os.link(secret, ref / "cache" / "inductor" / "hard")  # a hard link names the same file: not kept either
     assert compile_seed.keep(ref, root, "src", "cpu") == 2
     assert compile_seed.keep(ref, root, "src", "cpu") == 0  # nothing new: entries are named by their content
     seed = compile_seed.seed_dir(root, "src", "cpu")
