@@ -25,6 +25,7 @@ from kernels.sandbox import WorkerRun, run_worker
 from kernels.settings import EvalSettings
 
 REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and crashes may depend on load: re-run them
+SEED_SUSPECTS = ("build_error", "runtime_error")  # what a broken compile-cache entry could cause (kernels.compile_seed)
 
 
 def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSettings, root: Path,
@@ -65,8 +66,26 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.environment["reused_result"] = True
         result.wall_s = round(time.monotonic() - start, 3)
         return result
+    result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True)
+    if result.environment.get("compile_seed_files") and result.verdict in SEED_SUSPECTS:
+        # a build or run failure with another child's compiled code planted: judged again from empty caches, so a
+        # broken cache entry can never cost a candidate (the compile attempts above all) its verdict
+        first = result.verdict
+        result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, False)
+        result.environment["compile_seed_retry"] = (f"ended {first} with the compile seed planted; judged again "
+                                                    f"without it: {result.verdict}")
+    result.phases = clock.done()
+    result.wall_s = round(time.monotonic() - start, 3)
+    if result.verdict in REUSABLE:
+        cache.write_json(stored_path, result.to_dict())
+    return result
+
+
+def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSettings, reference: judge.Reference,
+                   environment: dict[str, Any], root: Path, clock: PhaseClock, seed: bool) -> EvalResult:
+    """One candidate child and the verdict on what it reports (with the compile seed planted when `seed`)."""
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
-    seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox)
+    seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox) if seed else 0
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
@@ -117,10 +136,6 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.profile = result.profile or profiling.failed("torch.profiler was off (profile=False)")
         result.profile["ncu"] = ncu.measure(task, settings, root, lambda t, d, wrap: run_candidate_child(
             t, d, settings, root, PhaseClock(), wrap))
-    result.phases = clock.done()
-    result.wall_s = round(time.monotonic() - start, 3)
-    if result.verdict in REUSABLE:
-        cache.write_json(stored_path, result.to_dict())
     return result
 
 

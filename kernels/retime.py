@@ -31,6 +31,7 @@ from kernels.evaluate import run_candidate_child
 from kernels.isolation import new_work_dir
 from kernels.phases import PhaseClock, Progress
 from kernels.problem import reference_candidate
+from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
 from kernels.stats import summarize, valid_times
 
@@ -54,18 +55,24 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     start = time.monotonic()
     clock = PhaseClock(progress)
     root = cache.cache_root(settings.cache_dir)
-    work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
-    compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox)
     task = {"kind": "retime", "problem_source": problem_source,
             "candidate_source": candidate_source or reference_candidate(problem_source),
             "device": settings.device, "seed": settings.seed, "memory_limit_mb": settings.memory_limit_mb,
             "atol": settings.atol, "rtol": settings.rtol, "rounds": rounds,
             "timing": {"runs": runs, "warmup": max(1, settings.warmup_runs // 2), "flush": settings.flush_cache}}
-    try:
-        clock.enter("start")
-        run = run_candidate_child(task, work_dir, settings, root, clock)
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+
+    def child(seed: bool) -> tuple[WorkerRun, int]:
+        work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
+        seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox) if seed else 0
+        try:
+            clock.enter("start")
+            return run_candidate_child(task, work_dir, settings, root, clock), seeded
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+    run, seeded = child(True)
+    if seeded and (run.last("result") is None or run.stopped()) and not run.timed_out_phase:
+        run, _ = child(False)  # a failure with the compile seed planted: once more from empty caches
     answer = run.last("result")
     if answer is None or run.stopped():
         error = run.last("error")

@@ -74,6 +74,19 @@ def test_a_cache_over_the_caps_is_not_kept(tmp_path: Path, monkeypatch: pytest.M
     assert not compile_seed.seed_dir(tmp_path / "root", "src", "cpu").exists()
 
 
+FAILS_WITH_A_SEED = """
+
+
+class ModelNew(Model):
+    def __init__(self, *args):
+        import os
+
+        if any(os.scandir(os.environ["TORCHINDUCTOR_CACHE_DIR"])):
+            raise RuntimeError("a compile cache entry I cannot load")
+        super().__init__(*args)
+"""
+
+
 @pytest.mark.slow  # a reference worker compiles the baseline; then harness children evaluate the compile wrapper
 def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path: Path) -> None:
     problem = fixture_source(PROBLEM)
@@ -89,6 +102,14 @@ def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path
     assert result.environment["compile_cache"]["hits"] == 1, result.environment
     seed = compile_seed.seed_dir(Path(settings.cache_dir), problem, "cpu")
     assert any((seed / "inductor").rglob("*"))
+
+    # a candidate that fails with the seed planted (as a broken cache entry would make it) is judged again without it
+    fussy = problem.rstrip() + FAILS_WITH_A_SEED
+    again = evaluate(problem, fussy, settings)
+    assert again.verdict == "pass", (again.reasons, again.logs)
+    assert again.environment["compile_seed_retry"] == ("ended runtime_error with the compile seed planted; judged "
+                                                       "again without it: pass")
+    assert again.environment["compile_seed_files"] == 0
 
     # without the seed the same candidate compiles from scratch
     shutil.rmtree(seed)
