@@ -5,7 +5,8 @@
 # earlier (a bench cut short before its re-times, the trees.tar.gz committed under docs/benchmarks/kb_rules/).
 # The trees are dealt round-robin into STREAMS re-time processes that run side by side (each re-time child holds the
 # harness's device lock while it times, so their compiles overlap and their timings take turns); a tree already
-# re-timed usably is skipped, so a second call finishes what a first one cut short.
+# re-timed usably is skipped and one re-timed in part gets only its missing entries, so a second call finishes what a
+# first one cut short.
 #
 # Usage on the GPU host, from the repository root:
 #   bash benchmarks/kb_retime.sh [streams=4] [deadline=540] TREES...

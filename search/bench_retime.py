@@ -78,19 +78,29 @@ def retime_note(retime: dict[str, Any] | None) -> str:
     return ("re-time " + ", ".join(unused) + ": the search's figures stand for those") if unused else ""
 
 
-def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None) -> dict[str, Any]:
+def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None,
+                  keep_usable: bool = False) -> dict[str, Any]:
     """Re-time the search's best attempt and both compile modes against the reference; the result is stored in
-    tree.meta["retime"] and returned. Nothing to re-time (no correct attempt) leaves the attempt entry out."""
+    tree.meta["retime"] and returned. Nothing to re-time (no correct attempt) leaves the attempt entry out.
+    keep_usable: entries of an earlier re-time that are usable (same node, device and rounds) are kept, and only
+    the others re-timed (each entry is a ratio to the reference measured in its own child, so they combine)."""
     started = time.monotonic()
     settings: dict[str, Any] = {"device": device, "baselines": [], "reuse_results": False, "roofline": False}
     if cache_dir:
         settings["cache_dir"] = cache_dir
     best = tree.best()
     out: dict[str, Any] = {"rounds": rounds, "device": device, "node": None if best is None else best.id}
+    earlier = tree.meta.get("retime") or {}
+    same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get("node")) == (
+        rounds, device, out["node"])
+
+    def entry(key: str, source: str) -> dict[str, Any]:
+        return earlier[key] if same and usable(earlier.get(key)) else _one(tree.problem_source, source, settings, rounds)
+
     if best is not None:
-        out["best"] = _one(tree.problem_source, best.source, settings, rounds)
+        out["best"] = entry("best", best.source)
     for key, mode in COMPILE_MODES.items():
-        out[key] = _one(tree.problem_source, compiled_reference(tree.problem_source, mode), settings, rounds)
+        out[key] = entry(key, compiled_reference(tree.problem_source, mode))
     out["wall_s"] = round(time.monotonic() - started, 1)
     tree.meta["retime"] = out
     return out
@@ -151,7 +161,8 @@ def needs_retime(tree: Tree) -> bool:
 def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
     """`python -m search retime TREE.json ...`: re-time the saved searches' winners and both compile modes side by
     side with the reference (as `bench --retime` does after each search), writing the figures into each tree file.
-    A tree already re-timed usably is left alone unless --force. Exit status 1 when a tree could not be read or
+    A tree already re-timed usably is left alone, and of one re-timed in part only the unusable entries are timed
+    again, unless --force. Exit status 1 when a tree could not be read or
     its reference never passed (nothing to re-time against), 0 otherwise."""
     failed = 0
     for k, name in enumerate(args.trees, start=1):
@@ -171,7 +182,7 @@ def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
             continue
         device = args.device or str(tree.settings.get("device") or "cpu")
         print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=out, flush=True)
-        figures = retime_winner(tree, device, rounds=args.rounds)
+        figures = retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force)
         tree.save(name)
         print(retime_text(figures), file=out, flush=True)
     return 1 if failed else 0

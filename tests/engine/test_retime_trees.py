@@ -1,7 +1,7 @@
 """`python -m search retime TREE.json ...` (issue 19: every figure of the benchmark table re-timed side by side): a
 saved search's winner and both torch.compile modes are re-timed against the reference in real harness children on
 the CPU, the figures land in the tree file and the bench's record uses them; a tree already re-timed usably is left
-alone (--force re-times it); unreadable trees and trees without a passing reference are named and fail the command."""
+alone and one re-timed in part is completed (--force re-times everything); unreadable trees and trees without a passing reference are named and fail the command."""
 
 from __future__ import annotations
 
@@ -66,6 +66,16 @@ def test_retime_writes_side_by_side_figures_into_the_tree(tmp_path: Path) -> Non
     assert main(["retime", str(tree_file), "--rounds", "2"], out=buf) == 0
     assert "already re-timed side by side (--force re-times it again)" in buf.getvalue()
     assert Tree.load(tree_file).meta["retime"]["wall_s"] == -1.0
+    # ... and of one re-timed in part, only the entry that failed is timed again
+    tree = Tree.load(tree_file)
+    kept = {k: tree.meta["retime"][k] for k in ("best", "compile")}
+    tree.meta["retime"]["compile_max_autotune"] = {"error": "re-timing failed: timed out"}
+    tree.save(tree_file)
+    buf = io.StringIO()
+    assert main(["retime", str(tree_file), "--rounds", "2"], out=buf) == 0
+    again = Tree.load(tree_file).meta["retime"]
+    assert {k: again[k] for k in ("best", "compile")} == kept
+    assert again["compile_max_autotune"].get("speedup", 0) > 0, again
 
 
 def test_unreadable_trees_and_failed_references_are_named(tmp_path: Path) -> None:
