@@ -4,7 +4,8 @@ The reference worker compiles the reference with torch.compile (default and max-
 first attempts of a search are those same two compiles wrapped as candidates, and a side-by-side re-time compiles
 them again: each in a fresh child with empty caches, 30-60 s apiece on the H200. Inductor's FX graph cache keys a
 compiled graph by the graph itself, so a child whose cache starts with the reference worker's entries loads them
-instead of compiling (on the CPU: 4.6 s instead of 17 s for a small conv forward, benchmarks/compile_seed.py).
+instead of compiling (on the CPU: 14-16 s less per whole evaluation of a compile wrapper, 1.40-1.55x,
+docs/benchmarks/compile_seed/cpu.md, by benchmarks/compile_seed.py).
 
 Trust: only the reference worker's caches are kept (it ran the problem's own code, the root of trust of everything
 judged against it), never a candidate's; each child gets a copy, so nothing a candidate writes reaches another
