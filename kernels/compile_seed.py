@@ -27,6 +27,8 @@ from kernels.isolation import plan
 KEPT = ("inductor", "triton")  # the children's TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (isolation.CACHE_DIRS)
 MAX_BYTES = 512 * 2**20
 MAX_FILES = 20_000
+ALL_SEEDS_BYTES = 4 * 2**30  # beyond this the least recently planted seeds are removed
+SIZE_FILE = "size.json"
 
 
 def seed_dir(root: Path, problem_source: str, device: str) -> Path:
@@ -68,10 +70,34 @@ def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
     """After a reference worker compiled baselines: add its compile caches to the problem's seed (files it lacks;
     cache entries are named by their content's hash). Returns the files added; 0 when over the caps. A failure to
     copy (a full disk) leaves the seed as it was and fails nothing: children then compile as without it."""
+    target = seed_dir(root, problem_source, device)
     try:
-        return _keep(work_dir, seed_dir(root, problem_source, device))
+        added = _keep(work_dir, target)
+        if added:
+            files = [f for name in KEPT if (target / name).is_dir() for f in _regular_files(target / name) or []]
+            cache.write_json(target / SIZE_FILE, {"bytes": sum(size for _, size in files)})
+            prune(target.parent)
+        return added
     except OSError:
         return 0
+
+
+def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES) -> list[str]:
+    """Remove the least recently planted seeds (a seed's directory time is touched when planted) until all of them
+    together hold at most `limit` bytes; returns the names removed."""
+    entries = []
+    for d in seeds.iterdir() if seeds.is_dir() else []:
+        if d.is_dir() and not d.is_symlink():
+            entries.append((d.stat().st_mtime, int((cache.read_json(d / SIZE_FILE) or {}).get("bytes") or 0), d))
+    total = sum(size for _, size, _ in entries)
+    removed = []
+    for _, size, d in sorted(entries):
+        if total <= limit:
+            break
+        shutil.rmtree(d, ignore_errors=True)
+        total -= size
+        removed.append(d.name)
+    return removed
 
 
 def _real_dir(path: Path, below: Path) -> bool:
@@ -110,8 +136,12 @@ def plant(work_dir: Path, root: Path, problem_source: str, device: str, uid: int
     """Before a child of this problem starts: copy the seed into its work dir's compile caches (owned by the
     child's uid when it runs as another user). Returns the files copied (0 without a seed, or when copying failed:
     the child then compiles as without one)."""
+    source = seed_dir(root, problem_source, device)
     try:
-        return _plant(work_dir, seed_dir(root, problem_source, device), uid, gid)
+        copied = _plant(work_dir, source, uid, gid)
+        if copied:
+            os.utime(source)  # recently used: kept longest by prune()
+        return copied
     except OSError:
         return 0
 

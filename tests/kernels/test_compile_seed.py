@@ -37,7 +37,7 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     assert compile_seed.keep(ref, root, "src", "cpu") == 0  # nothing new: entries are named by their content
     seed = compile_seed.seed_dir(root, "src", "cpu")
     assert sorted(str(p.relative_to(seed)) for p in seed.rglob("*") if p.is_file()) == [
-        "inductor/fxgraph/ab/entry", "triton/k1/kernel.cubin"]
+        "inductor/fxgraph/ab/entry", "size.json", "triton/k1/kernel.cubin"]  # size.json: for prune(), not planted
     assert not any(p.is_symlink() for p in seed.rglob("*"))
 
     child = tmp_path / "child"
@@ -51,6 +51,18 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     # problems, devices and torch versions never share: another problem has no seed
     assert compile_seed.plant(tmp_path / "other", root, "other src", "cpu") == 0
     assert compile_seed.plant(tmp_path / "gpu", root, "src", "cuda") == 0
+
+
+def test_the_least_recently_planted_seeds_go_first_beyond_the_limit(tmp_path: Path) -> None:
+    root, ref = tmp_path / "root", tmp_path / "ref"
+    fake_cache(ref)  # 18 bytes of cache per seed
+    for n, problem in enumerate(("a", "b", "c")):
+        assert compile_seed.keep(ref, root, problem, "cpu") == 2
+        os.utime(compile_seed.seed_dir(root, problem, "cpu"), (1000 + n, 1000 + n))
+    assert compile_seed.plant(tmp_path / "child", root, "a", "cpu") == 2  # "a" used last: now the newest
+    seeds = compile_seed.seed_dir(root, "a", "cpu").parent
+    assert compile_seed.prune(seeds, limit=40) == [compile_seed.seed_dir(root, "b", "cpu").name]
+    assert {d.name for d in seeds.iterdir()} == {compile_seed.seed_dir(root, p, "cpu").name for p in ("a", "c")}
 
 
 def test_a_cache_dir_replaced_by_a_link_is_not_followed(tmp_path: Path) -> None:
