@@ -26,6 +26,10 @@ from kernels.settings import EvalSettings
 
 REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and crashes may depend on load: re-run them
 SEED_SUSPECTS = ("build_error", "runtime_error")  # what a broken compile-cache entry could cause (kernels.compile_seed)
+# ... and only when torch.compile is in the failure: other failures (nvcc errors, a candidate's own exceptions) are not
+# judged twice
+SEED_MARKERS = ("torch._inductor", "torch/_inductor", "torch._dynamo", "torch/_dynamo", "InductorError",
+                "BackendCompilerFailed")
 
 
 def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSettings, root: Path,
@@ -67,7 +71,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.wall_s = round(time.monotonic() - start, 3)
         return result
     result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True)
-    if result.environment.get("compile_seed_files") and result.verdict in SEED_SUSPECTS:
+    if result.environment.get("compile_seed_files") and seed_suspected(result):
         # a build or run failure with another child's compiled code planted: judged again from empty caches, so a
         # broken cache entry can never cost a candidate (the compile attempts above all) its verdict
         first = result.verdict
@@ -214,3 +218,11 @@ def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     if not isinstance(counts, dict) or not counts:
         return {}
     return {"compile_cache": {k: int(v) for k, v in counts.items() if k in ("hits", "misses") and isinstance(v, int)}}
+
+
+def seed_suspected(result: EvalResult) -> bool:
+    """A build or run failure that went through torch.compile (its reasons or logs name Inductor or Dynamo)."""
+    if result.verdict not in SEED_SUSPECTS:
+        return False
+    text = "\n".join([*result.reasons, *(str(v) for v in (result.logs or {}).values())])
+    return any(marker in text for marker in SEED_MARKERS)

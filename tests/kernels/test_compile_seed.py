@@ -94,7 +94,7 @@ class ModelNew(Model):
         import os
 
         if any(os.scandir(os.environ["TORCHINDUCTOR_CACHE_DIR"])):
-            raise RuntimeError("a compile cache entry I cannot load")
+            raise RuntimeError("torch._inductor could not load a compile cache entry")
         super().__init__(*args)
 """
 
@@ -115,13 +115,18 @@ def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path
     seed = compile_seed.seed_dir(Path(settings.cache_dir), problem, "cpu")
     assert any((seed / "inductor").rglob("*"))
 
-    # a candidate that fails with the seed planted (as a broken cache entry would make it) is judged again without it
+    # a candidate that fails in torch.compile with the seed planted (as a broken cache entry would make it) is judged
+    # again without it
     fussy = problem.rstrip() + FAILS_WITH_A_SEED
     again = evaluate(problem, fussy, settings)
     assert again.verdict == "pass", (again.reasons, again.logs)
     assert again.environment["compile_seed_retry"] == ("ended runtime_error with the compile seed planted; judged "
                                                        "again without it: pass")
     assert again.environment["compile_seed_files"] == 0
+    # a failure that does not go through torch.compile is judged once
+    raises = evaluate(problem, fixture_source("raises"), settings)
+    assert raises.verdict == "runtime_error" and raises.environment["compile_seed_files"] > 0
+    assert "compile_seed_retry" not in raises.environment
 
     # without the seed the same candidate compiles from scratch
     shutil.rmtree(seed)
