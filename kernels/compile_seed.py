@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kernels import cache
 from kernels.isolation import plan
+from kernels.sandbox import read_regular_file
 
 KEPT = ("inductor", "triton")  # the children's TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (isolation.CACHE_DIRS)
 MAX_BYTES = 512 * 2**20
@@ -53,17 +54,17 @@ def _regular_files(top: Path) -> list[tuple[Path, int]] | None:
     return found
 
 
-def _copy_file(src: Path, dst: Path) -> None:
-    """One regular file, opened without following a link, written under a temporary name then renamed."""
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as reader:
-        if not stat.S_ISREG(os.fstat(reader.fileno()).st_mode):
-            return
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}")
-        with open(tmp, "wb") as writer:
-            shutil.copyfileobj(reader, writer, 2**20)
+def _copy_file(src: Path, dst: Path) -> int:
+    """One regular file (read as kernels.sandbox.read_regular_file reads what a child could have replaced: never
+    through a link, never a FIFO), written under a temporary name then renamed; its bytes, or -1 when not copied."""
+    data = read_regular_file(src)
+    if data is None:
+        return -1
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}")
+    tmp.write_bytes(data)
     tmp.replace(dst)
+    return len(data)
 
 
 def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
@@ -72,10 +73,10 @@ def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
     copy (a full disk) leaves the seed as it was and fails nothing: children then compile as without it."""
     target = seed_dir(root, problem_source, device)
     try:
-        added = _keep(work_dir, target)
+        added, size = _keep(work_dir, target)
         if added:
-            files = [f for name in KEPT if (target / name).is_dir() for f in _regular_files(target / name) or []]
-            cache.write_json(target / SIZE_FILE, {"bytes": sum(size for _, size in files)})
+            before = int((cache.read_json(target / SIZE_FILE) or {}).get("bytes") or 0)
+            cache.write_json(target / SIZE_FILE, {"bytes": before + size})
             prune(target.parent)
         return added
     except OSError:
@@ -110,19 +111,20 @@ def _real_dir(path: Path, below: Path) -> bool:
     return False
 
 
-def _keep(work_dir: Path, target: Path) -> int:
-    added = 0
+def _keep(work_dir: Path, target: Path) -> tuple[int, int]:
+    """(files added, their bytes)."""
+    added = size = 0
     for name in KEPT:
         top = work_dir / "cache" / name
         files = _regular_files(top) if _real_dir(top, work_dir) else []  # a linked cache dir is not followed
         if files is None:
-            return added
+            break
         for rel, _ in files:
             dst = target / name / rel
-            if not dst.exists():
-                _copy_file(top / rel, dst)
+            if not dst.exists() and (copied := _copy_file(top / rel, dst)) >= 0:
                 added += 1
-    return added
+                size += copied
+    return added, size
 
 
 def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str) -> int:
@@ -148,16 +150,20 @@ def plant(work_dir: Path, root: Path, problem_source: str, device: str, uid: int
 
 def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> int:
     copied = 0
+    owned: set[Path] = set()  # the child's cache dirs themselves are its own already (isolation.prepare_work_dir)
     for name in KEPT:
-        top = source / name
+        top, cache_dir = source / name, work_dir / "cache" / name
         files = _regular_files(top) if top.is_dir() else []
         for rel, _ in files or []:
-            dst = work_dir / "cache" / name / rel
-            _copy_file(top / rel, dst)
+            dst = cache_dir / rel
+            if _copy_file(top / rel, dst) < 0:
+                continue
             copied += 1
             if uid is not None:
-                for path in (dst, *dst.parents):
-                    if path == work_dir / "cache" / name:
+                os.chown(dst, uid, gid if gid is not None else -1)
+                for parent in dst.parents:
+                    if parent == cache_dir or parent in owned:
                         break
-                    os.chown(path, uid, gid if gid is not None else -1)
+                    os.chown(parent, uid, gid if gid is not None else -1)
+                    owned.add(parent)
     return copied
