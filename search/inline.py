@@ -195,6 +195,9 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
     if handle is not None:
         sinks.append(lambda e: handle.write(json.dumps(e.to_dict(), default=str) + "\n"))
 
+    if tree_file:  # after each verdict (the engine emits under its lock), so a search killed mid-run keeps its attempts
+        sinks.append(lambda e: tree.save(tree_file) if e.type == "node.result" else None)
+
     def emit(event: Event) -> None:
         for sink in sinks:
             sink(event)
