@@ -66,6 +66,10 @@ if [ -n "$shard" ]; then
   files=("${kept[@]}")
 fi
 echo "problems (${#files[@]}): ${files[*]}" | tee -a "$out/device.txt"
+# every 30 s: the GPU's memory and load and the busiest processes (why a search made no progress)
+(while sleep 30; do date -u +%T; nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2> /dev/null
+   ps -eo etimes,pcpu,rss,args --sort=-pcpu | head -14 | cut -c1-220; done) > "$logs/monitor.log" 2>&1 &
+monitor=$!
 for ((s = 0; s < streams; s++)); do
   share=()
   for ((k = s; k < ${#files[@]}; k += streams)); do share+=("${files[k]}"); done
@@ -74,7 +78,8 @@ for ((s = 0; s < streams; s++)); do
     --parallel "$parallel" --time-limit "$per_problem" "${flags[@]}" \
     --out "$logs/bench-stream$s.json" --trees "$trees" > "$logs/bench-stream$s.log" 2>&1 &
 done
-wait
+wait $(jobs -p | grep -vx "$monitor")
+kill "$monitor" 2> /dev/null
 date -u +%FT%TZ | tee -a "$out/device.txt"
 if [ "$retime_s" -gt 0 ] && compgen -G "$trees/*.json" > /dev/null; then
   OUT="$logs/retime" DEVICE="$device" bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-4}" "$retime_s" "$trees"
