@@ -70,6 +70,7 @@ echo "problems (${#files[@]}): ${files[*]}" | tee -a "$out/device.txt"
 (while sleep 30; do date -u +%T; nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2> /dev/null
    ps -eo etimes,pcpu,rss,args --sort=-pcpu | head -14 | cut -c1-220; done) > "$logs/monitor.log" 2>&1 &
 monitor=$!
+pids=()
 for ((s = 0; s < streams; s++)); do
   share=()
   for ((k = s; k < ${#files[@]}; k += streams)); do share+=("${files[k]}"); done
@@ -77,8 +78,9 @@ for ((s = 0; s < streams; s++)); do
   timeout "$search_deadline" python3 -m search bench "${share[@]}" --team rules --budget "$budget" --device "$device" \
     --parallel "$parallel" --time-limit "$per_problem" "${flags[@]}" \
     --out "$logs/bench-stream$s.json" --trees "$trees" > "$logs/bench-stream$s.log" 2>&1 &
+  pids+=($!)
 done
-wait $(jobs -p | grep -vx "$monitor")
+[ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 kill "$monitor" 2> /dev/null
 date -u +%FT%TZ | tee -a "$out/device.txt"
 if [ "$retime_s" -gt 0 ] && compgen -G "$trees/*.json" > /dev/null; then
