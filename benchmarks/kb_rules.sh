@@ -17,9 +17,11 @@
 # shard:I/N (keep every N-th of the selected problems from the I-th on, I = 1..N: two device calls are
 # `... shard:1/2` and `... shard:2/2`). DEVICE=cpu runs the same on the CPU (a smoke test of this script);
 # BENCH_FLAGS replaces the bench flags "--max-autotune-baseline --retime" (e.g. lighter ones for that smoke test).
-# Writes to $OUT (or docs/benchmarks/kb_rules/latest): device.txt, kb_rules.md/.json (kb_table.py), bench-stream*.json,
-# trees.tar.gz (the tree files: merge shards with `python benchmarks/kb_table.py --out X trees/*.json`), logs.tar.gz (with bench-stream*.json:
-# the device tool brings back at most 8 files).
+# TREES_IN=trees.tar.gz (or a directory of tree files) continues an earlier call's searches (`bench --resume`): a
+# budget that one 10-minute device call cannot reach is spread over several; the references are not judged again.
+# Writes to $OUT (or docs/benchmarks/kb_rules/latest): device.txt, kb_rules.md/.json (kb_table.py), trees.tar.gz
+# (the tree files: merge shards with `python benchmarks/kb_table.py --out X trees/*.json`) and logs.tar.gz (the
+# benches' JSON and logs, the re-times' logs, monitor.log: the device tool brings back at most 8 files).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
 budget=${1:-8}
@@ -39,6 +41,10 @@ out=${OUT:-docs/benchmarks/kb_rules/latest}
 root=benchmarks/problems
 trees=$(mktemp -d)
 logs=$(mktemp -d)
+if [ -n "${TREES_IN:-}" ]; then  # continue the searches of an earlier call (its trees.tar.gz or tree directory)
+  if [ -d "$TREES_IN" ]; then cp "$TREES_IN"/*.json "$trees"/; else tar -xzf "$TREES_IN" -C "$trees"; fi || exit 2
+  flags+=(--resume)
+fi
 mkdir -p "$out"
 { command -v nvidia-smi > /dev/null && nvidia-smi -L
   python3 -c "import torch; print('torch', torch.__version__)"

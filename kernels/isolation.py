@@ -28,6 +28,7 @@ import os
 import pwd
 import resource
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -258,14 +259,36 @@ def enter(disk_limit_mb: float | None, uid: int | None = None, gid: int | None =
         resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _libc_prctl() -> Callable[..., int] | None:
+    """libc's prctl, loaded in the parent (never dlopen in a forked child), or None off Linux."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def child_limits(disk_limit_mb: float | None, dropped_uid: bool) -> Callable[[], None]:
     """A preexec function: rlimits set in the child before it execs (inherited by bwrap and everything below);
-    Popen has already switched to the sandbox uid when `dropped_uid`."""
+    Popen has already switched to the sandbox uid when `dropped_uid` (so the parent-death signal set here is not
+    cleared by that switch). The child is SIGKILLed when the thread that started it dies: a harness process killed
+    outright (a stream deadline, an RQ job timeout, the OOM killer) leaves no child running without its deadlines
+    (bubblewrap children have --die-with-parent; zygote children are killed by the zygote, kernels.zygote)."""
+    parent = os.getpid()
+    prctl = _libc_prctl()
 
     def apply() -> None:
         enter(disk_limit_mb)
         if dropped_uid:
             resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before the signal was armed
+                os._exit(1)
 
     return apply
 

@@ -49,7 +49,7 @@ def group_rss_mb(group: int) -> float:
     return total_kb / 1024
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             stat_line = handle.read()
@@ -77,7 +77,7 @@ def descendants(root: int) -> dict[int, str]:
             except (OSError, ValueError):
                 continue
             for child in children:
-                started = _start_time(child)
+                started = start_time(child)
                 if child not in found and started is not None:
                     found[child] = started
                     stack.append(child)
@@ -99,7 +99,7 @@ def rss_mb(pid: int) -> float:
 def kill_tracked(tracked: dict[int, str]) -> None:
     """SIGKILL every tracked descendant that is still the same process (start time unchanged)."""
     for pid, started in tracked.items():
-        if _start_time(pid) == started:
+        if start_time(pid) == started:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 

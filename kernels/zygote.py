@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernels.process_tree import descendants, kill_tracked
+
 IDLE_S = 600.0
 START_WAIT_S = 60.0
 MAX_FDS = 16
@@ -247,6 +249,30 @@ def descends_from(pid: int, ancestor: int) -> bool:
     return False
 
 
+def _hung_up(conn: socket.socket, children: dict[int, socket.socket | None], gone: bool = False) -> None:
+    """The requester of a child sends nothing after its request: its connection turning readable means it closed
+    it, i.e. the evaluating process died (killed by a stream deadline, an RQ job timeout, the OOM killer) without
+    killing its child. Nobody would enforce that child's deadlines any more, so it is killed with everything it
+    started (its process group and its descendants, as kernels.sandbox.run_worker kills them)."""
+    try:
+        data = b"" if gone else conn.recv(4096, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return
+    except OSError:
+        data = b""
+    if data:  # nothing is expected; ignore it rather than kill a child whose parent lives
+        return
+    pid = next((p for p, c in children.items() if c is conn), None)
+    conn.close()
+    if pid is None:
+        return
+    children[pid] = None
+    tracked = descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # the child called setsid: its group is its own
+    kill_tracked(tracked)
+
+
 def serve(path: Path) -> None:
     for name in PRELOAD:
         __import__(name)
@@ -254,11 +280,15 @@ def serve(path: Path) -> None:
     listener.bind(str(path))
     os.chmod(path, 0o600)
     listener.listen(64)
-    children: dict[int, socket.socket] = {}
+    children: dict[int, socket.socket | None] = {}  # None: the requester hung up, the child was killed
     last_used = time.monotonic()
     while True:
-        ready, _, _ = select.select([listener], [], [], 0.05)
-        if ready:
+        watched = [conn for conn in children.values() if conn is not None]
+        ready, _, _ = select.select([listener, *watched], [], [], 0.05)
+        for conn in ready:
+            if conn is not listener:
+                _hung_up(conn, children)
+        if listener in ready:
             conn, _ = listener.accept()
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             peer_pid, peer_uid, _ = struct.unpack("3i", creds)
@@ -278,8 +308,11 @@ def serve(path: Path) -> None:
                 _child(request, received)
             for fd in received:
                 os.close(fd)
-            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
             children[pid] = conn
+            try:
+                conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            except OSError:  # the requester is already gone
+                _hung_up(conn, children, gone=True)
             last_used = time.monotonic()
         while children:
             try:
@@ -289,7 +322,7 @@ def serve(path: Path) -> None:
             if pid == 0:
                 break
             reporter = children.pop(pid, None)
-            if reporter is not None:
+            if reporter is not None:  # None: nobody is left to tell
                 code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
                 with contextlib.suppress(OSError):
                     reporter.sendall(json.dumps({"exit": code}).encode() + b"\n")

@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("paths", nargs="+", help="problem files and/or directories (searched recursively)")
     bench.add_argument("--out", required=True, help="results JSON; the Markdown table goes next to it (.md)")
     bench.add_argument("--trees", default=None, help="directory for each problem's tree JSON")
+    bench.add_argument("--resume", action="store_true",
+                       help="continue each problem's tree already in --trees up to the budget (a search spread over "
+                            "several calls, e.g. a device's per-call limit); its reference is not evaluated again")
     bench.add_argument("--retime", action="store_true",
                        help="after each search, re-time the best attempt and torch.compile (default and "
                             "max-autotune-no-cudagraphs) side by side with the reference; their figures replace the "

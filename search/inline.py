@@ -25,6 +25,7 @@ from search.engine.settings import (
 )
 from search.engine.tree import Tree
 from search.llm.temperature import SEED_OPTION, refusals
+from search.stop_signal import stops_on_sigterm
 from search.teams import TeamUnavailable, get_team
 
 # The flag that sets each field of RunSettings where it is not --<field with dashes>.
@@ -193,17 +194,27 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
         Path(events_file).parent.mkdir(parents=True, exist_ok=True)
     handle = open(events_file, "w") if events_file else None  # noqa: SIM115
     if handle is not None:
-        sinks.append(lambda e: handle.write(json.dumps(e.to_dict(), default=str) + "\n"))
+        def log(event: Event, to: TextIO = handle) -> None:
+            to.write(json.dumps(event.to_dict(), default=str) + "\n")
 
-    if tree_file:  # after each verdict (the engine emits under its lock), so a search killed mid-run keeps its attempts
-        sinks.append(lambda e: tree.save(tree_file) if e.type == "node.result" else None)
+        sinks.append(log)
+
+    if tree_file:
+        def save(event: Event, path: str = tree_file) -> None:
+            """After each verdict (run.progress follows it, under the engine's lock): a killed search keeps it."""
+            if event.type == "run.progress":
+                tree.save(path)
+
+        sinks.append(save)
 
     def emit(event: Event) -> None:
         for sink in sinks:
             sink(event)
 
+    engine = Engine(tree, team, kernels_evaluate, emit)
     try:
-        result = run(Engine(tree, team, kernels_evaluate, emit), parallel=settings.parallel)
+        with stops_on_sigterm(engine, tree_file):
+            result = run(engine, parallel=settings.parallel)
     finally:
         if handle is not None:
             handle.close()

@@ -113,3 +113,34 @@ def test_bench_runs_a_suite_and_writes_json_and_markdown(tmp_path, monkeypatch):
     assert data["problems"][0]["speedup_vs_eager"] == pytest.approx(8.0)  # 0.5^3: three ok:0.5 in a line
     assert out.with_suffix(".md").read_text().startswith("# STARK Studio benchmark")
     assert len(list((tmp_path / "trees").glob("*.json"))) == 2
+
+
+def test_bench_resume_continues_each_tree_without_judging_the_reference_again(tmp_path, monkeypatch):
+    """A search spread over several calls (kb_rules.sh's TREES_IN: a device call's 10-minute limit): `--resume`
+    continues the tree already in --trees up to the new budget; the reference and the earlier attempts are kept."""
+    import search.inline as cli
+    from tests.engine.helpers import PROBLEM, script_evaluate
+
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "p.py").write_text(PROBLEM)
+    judged: list[str] = []
+
+    def counting(problem_source: str, candidate_source: str, settings: dict) -> dict:
+        judged.append(candidate_source)
+        return script_evaluate(problem_source, candidate_source, settings)
+
+    monkeypatch.setattr(cli, "kernels_evaluate", counting)
+    monkeypatch.setattr(cli, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    trees = tmp_path / "trees"
+    args = ["bench", str(tmp_path / "suite"), "--team", "scripted", "--script", "ok:0.5", "--device", "cpu",
+            "--out", str(tmp_path / "r.json"), "--trees", str(trees)]
+    assert main([*args, "--budget", "2"], out=io.StringIO()) == 0
+    first = json.loads((trees / "suite__p.json").read_text())
+    assert len(judged) == 3  # the reference and two attempts
+    assert main([*args, "--budget", "4", "--resume"], out=io.StringIO()) == 0
+    second = json.loads((trees / "suite__p.json").read_text())
+    assert len(judged) == 5  # two more attempts, no second reference
+    assert len(second["nodes"]) == 5 and second["nodes"][:3] == first["nodes"][:3]
+    assert json.loads((tmp_path / "r.json").read_text())["problems"][0]["attempts"] == 4
+    assert main([*args, "--budget", "4"], out=io.StringIO()) == 0  # without --resume: a new search
+    assert len(json.loads((trees / "suite__p.json").read_text())["nodes"]) == 5 and len(judged) == 10

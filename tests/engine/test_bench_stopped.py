@@ -1,0 +1,93 @@
+"""A bench sent SIGTERM (kb_rules.sh's stream deadline is `timeout`) ends at once and keeps its work: the tree file
+holds every finished attempt (it is saved after each verdict), the attempts in flight are marked "interrupted", the
+stop reason names the signal, the exit status is 143 — and no harness child is left running on the device."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from search.engine.tree import Tree
+
+pytestmark = pytest.mark.slow  # a real bench: the rules team's attempts in real harness children
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
+
+
+def _cmdlines(needle: str) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process whose command line holds `needle`."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                line = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+            parent = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if needle in line:
+            found[int(entry)] = (parent, line)
+    return found
+
+
+def _children_left(cache: Path) -> list[str]:
+    """Harness children of this bench's cache still alive: spawned workers, or processes forked from its zygote (the
+    idle zygote itself may stay: it never runs a task)."""
+    procs = _cmdlines(str(cache))
+    return [line for pid, (parent, line) in procs.items() if "kernels.zygote" not in line or parent in procs]
+
+
+def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> None:
+    cache, trees = tmp_path / "cache", tmp_path / "trees"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "STARK_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "search", "bench", str(TINY), "--team", "rules", "--budget", "30", "--device", "cpu",
+         "--parallel", "2", "--timing-runs", "5", "--no-compile-baseline", "--trees", str(trees),
+         "--out", str(tmp_path / "bench.json")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    tree_file = trees / f"{TINY.parent.name}__{TINY.stem}.json"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and bench.poll() is None:  # until one attempt is judged and kept
+            with contextlib.suppress(OSError, ValueError):
+                if any(n.parent is not None and n.verdict for n in Tree.load(tree_file).nodes.values()):
+                    break
+            time.sleep(0.3)
+        assert bench.poll() is None, "the bench ended before it could be stopped"
+        time.sleep(1.0)  # let the next attempts start
+        sent = time.monotonic()
+        bench.send_signal(signal.SIGTERM)
+        output, _ = bench.communicate(timeout=60)
+        assert time.monotonic() - sent < 30, "the bench waited for its attempts instead of stopping"
+        assert bench.returncode == 128 + signal.SIGTERM, output.decode(errors="replace")[-2000:]
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    tree = Tree.load(tree_file)
+    assert tree.meta["status"] == "stopped" and "SIGTERM" in tree.meta["stop_reason"], tree.meta
+    assert tree.in_flight() == [], [(n.id, n.status) for n in tree.in_flight()]
+    attempts = [n for n in tree.nodes.values() if n.parent is not None]
+    assert any(n.correct for n in attempts) and tree.root.correct
+    for node in attempts:
+        assert node.verdict, (node.id, node.status)
+        if node.verdict == "interrupted":
+            assert "interrupted" in node.reasons[0]
+    assert json.loads(tree_file.read_text())["meta"]["stop_reason"] == tree.meta["stop_reason"]
+    gone = time.monotonic() + 20
+    while _children_left(cache) and time.monotonic() < gone:
+        time.sleep(0.2)
+    try:
+        assert _children_left(cache) == []
+    finally:
+        for pid in _cmdlines(str(cache)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,85 @@
+"""A harness process killed outright (SIGKILL: a stream deadline's `timeout -s KILL`, an RQ job timeout, the OOM
+killer) never leaves its evaluation's child running without anyone to enforce its deadlines: a child forked from
+the warm-start zygote is killed by the zygote when its requester hangs up (kernels.zygote), a spawned one by its
+parent-death signal (kernels.isolation.child_limits). What a spawned child started itself outlives it: the
+parent-death signal is not inherited, and nobody is left to kill its group (bubblewrap children die with their
+namespace; zygote children with their group)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kernels.process_tree import start_time
+from kernels.zygote import parent_of
+
+pytestmark = pytest.mark.slow  # starts processes (a harness parent, its children, a zygote)
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = b"71.3917"
+PARENT = textwrap.dedent("""
+    import sys
+    from kernels import EvalSettings, evaluate
+    from tests.kernels.conftest import fixture_source
+    settings = EvalSettings(cache_dir=sys.argv[1], correctness_trials=3, timing_runs=5, warmup_runs=1, baselines=(),
+                            roofline=False, build_timeout_s=600, run_timeout_s=600, memory_limit_mb=4096,
+                            sandbox="none", warm_start=sys.argv[2] == "warm")
+    evaluate(fixture_source("problem_scale_add"), fixture_source("hang_with_sleeper"), settings)
+""")
+
+
+def _marked(marker: bytes = MARKER) -> list[int]:
+    """Processes with `marker` in their command line."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker in handle.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    return started is not None and start_time(pid) == started
+
+
+def _wait(condition, seconds: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("start", ["warm", "spawned"])
+def test_a_killed_harness_process_takes_its_child_with_it(tmp_path: Path, start: str) -> None:
+    assert _marked() == [], "a sleeper of an earlier run is still alive"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), start], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert _wait(lambda: bool(_marked()), 120), "the candidate never started its sleeper"
+        time.sleep(1.0)  # the child is in its first call, with nobody but its parent to time it out
+        worker = parent_of(_marked()[0])  # the evaluation's child (the sleeper's parent)
+        assert worker is not None and worker != parent.pid
+        started = start_time(worker)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert _wait(lambda: not _alive(worker, started), 20), "the evaluation's child outlived its killed parent"
+        if start == "warm":  # and what it started: the zygote kills the child's group
+            assert _wait(lambda: not _marked(), 20), f"the child's own child outlived it: {_marked()}"
+    finally:
+        parent.kill()
+        for pid in _marked(MARKER) + _marked(str(tmp_path).encode()):  # sleepers, a surviving child, the zygote
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
