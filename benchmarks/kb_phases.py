@@ -1,0 +1,69 @@
+"""Where a benchmark's evaluation time went, from its tree files: per phase of the harness (start, build, waiting
+for the device, correctness, timing, re-check, ...), the median and total seconds over every judged node, split
+into references and attempts, plus each attempt's wall time. The 2026-12-02 H200 runs showed attempts finishing
+in waves (16 children, one device lock): this is the table that shows it. Prints Markdown and writes OUT.json:
+
+    python benchmarks/kb_phases.py --out docs/benchmarks/kb_rules/h200-2026-12-02/phases TREE.json [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from search.engine.tree import Tree  # noqa: E402
+
+
+def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:
+    """{"reference" | "attempt": {phase: [seconds of each node that went through it], "wall": [...]}}."""
+    found: dict[str, dict[str, list[float]]] = {"reference": defaultdict(list), "attempt": defaultdict(list)}
+    for tree in trees:
+        for node in tree.nodes.values():
+            result = node.result or {}
+            kind = "reference" if node.parent is None else "attempt"
+            for phase in result.get("phases") or []:
+                found[kind][str(phase.get("phase"))].append(float(phase.get("seconds") or 0.0))
+            if result.get("wall_s") is not None:
+                found[kind]["wall"].append(float(result["wall_s"]))
+    return found
+
+
+def table(found: dict[str, dict[str, list[float]]]) -> tuple[str, dict[str, Any]]:
+    lines = ["| nodes | phase | n | median s | total s | share of the wall time |", "|---|---|---|---|---|---|"]
+    data: dict[str, Any] = {}
+    for kind, phases in found.items():
+        wall = sum(phases.get("wall", [])) or None
+        data[kind] = {}
+        for phase, seconds in sorted(phases.items(), key=lambda kv: -sum(kv[1])):
+            total = sum(seconds)
+            share = None if wall is None or phase == "wall" else total / wall
+            data[kind][phase] = {"n": len(seconds), "median_s": statistics.median(seconds), "total_s": total,
+                                 "share": share}
+            lines.append(f"| {kind} | {phase} | {len(seconds)} | {statistics.median(seconds):.1f} | {total:.0f} | "
+                         + ("—" if share is None else f"{100 * share:.0f}%") + " |")
+    return "\n".join(lines) + "\n", data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trees", nargs="+", help="tree JSON files (bench --trees)")
+    parser.add_argument("--out", default=None, help="write OUT.md and OUT.json")
+    args = parser.parse_args(argv)
+    text, data = table(phase_seconds([Tree.load(name) for name in args.trees]))
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).with_suffix(".md").write_text(text)
+        Path(args.out).with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
