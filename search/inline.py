@@ -213,7 +213,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
 
     engine = Engine(tree, team, kernels_evaluate, emit)
     try:
-        with stops_on_sigterm(engine, tree_file):
+        with stops_on_sigterm(engine, tree_file, out, (handle,)):
             result = run(engine, parallel=settings.parallel)
     finally:
         if handle is not None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import TextIO
 
 from search.engine.engine import Engine
 
@@ -20,9 +22,11 @@ STOPPED = "stopped"
 
 
 @contextlib.contextmanager
-def stops_on_sigterm(engine: Engine, tree_file: str | None) -> Iterator[None]:
+def stops_on_sigterm(engine: Engine, tree_file: str | None, out: TextIO,
+                     files: tuple[TextIO | None, ...] = ()) -> Iterator[None]:
     """While the block runs (in the main thread: elsewhere a signal handler cannot be set, and nothing changes),
-    SIGTERM records the stop in the tree, saves it to `tree_file` and exits the process with 128 + 15."""
+    SIGTERM records the stop in the tree, saves it to `tree_file`, says so on `out`, flushes `files` (the events
+    file) and exits the process with 128 + 15."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -36,6 +40,11 @@ def stops_on_sigterm(engine: Engine, tree_file: str | None) -> Iterator[None]:
                                         + (f", {len(lost)} in flight marked interrupted" if lost else ""))
             if tree_file:
                 tree.save(tree_file)
+        print(f"run {STOPPED}: {tree.meta['stop_reason']}" + (f"; the tree is in {tree_file}" if tree_file else ""),
+              file=out, flush=True)
+        for handle in (*files, sys.stdout, sys.stderr):
+            if handle is not None:
+                handle.flush()
         os._exit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, on_term)

@@ -69,6 +69,7 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
         output, _ = bench.communicate(timeout=60)
         assert time.monotonic() - sent < 30, "the bench waited for its attempts instead of stopping"
         assert bench.returncode == 128 + signal.SIGTERM, output.decode(errors="replace")[-2000:]
+        assert "run stopped: stopped by SIGTERM after" in output.decode(errors="replace"), output[-2000:]
     finally:
         if bench.poll() is None:
             bench.kill()
