@@ -32,6 +32,7 @@ def stops_on_sigterm(engine: Engine, tree_file: str | None, out: TextIO,
         return
 
     def on_term(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # `timeout` signals the command and its group: one stop, not two nested
         tree = engine.tree
         with engine.lock:  # reentrant: the main thread may hold it; an attempt's thread holds it only briefly
             lost = engine.recover()

@@ -66,6 +66,8 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
         time.sleep(1.0)  # let the next attempts start
         sent = time.monotonic()
         bench.send_signal(signal.SIGTERM)
+        time.sleep(0.01)  # a second one while the first is handled, as `timeout` sends: to the command, then its group
+        bench.send_signal(signal.SIGTERM)
         output, _ = bench.communicate(timeout=60)
         assert time.monotonic() - sent < 30, "the bench waited for its attempts instead of stopping"
         assert bench.returncode == 128 + signal.SIGTERM, output.decode(errors="replace")[-2000:]
@@ -82,6 +84,8 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
         assert node.verdict, (node.id, node.status)
         if node.verdict == "interrupted":
             assert "interrupted" in node.reasons[0]
+    interrupted = sum(n.verdict == "interrupted" for n in attempts)  # one stop, counted once
+    assert (f", {interrupted} in flight marked interrupted" in tree.meta["stop_reason"]) == (interrupted > 0), tree.meta
     assert json.loads(tree_file.read_text())["meta"]["stop_reason"] == tree.meta["stop_reason"]
     gone = time.monotonic() + 20
     while _children_left(cache) and time.monotonic() < gone:
