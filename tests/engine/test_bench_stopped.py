@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kernels.zygote import parent_of
 from search.engine.tree import Tree
+from tests.teams.processes import command_lines
 
 pytestmark = pytest.mark.slow  # a real bench: the rules team's attempts in real harness children
 
@@ -23,28 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
 
 
-def _cmdlines(needle: str) -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) of every process whose command line holds `needle`."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                line = handle.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as handle:
-                stat = handle.read()
-            parent = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if needle in line:
-            found[int(entry)] = (parent, line)
-    return found
-
-
 def _children_left(cache: Path) -> list[str]:
     """Harness children of this bench's cache still alive: spawned workers, or processes forked from its zygote (the
     idle zygote itself may stay: it never runs a task)."""
-    procs = _cmdlines(str(cache))
-    return [line for pid, (parent, line) in procs.items() if "kernels.zygote" not in line or parent in procs]
+    procs = command_lines(str(cache))
+    return [line for pid, line in procs.items() if "kernels.zygote" not in line or parent_of(pid) in procs]
 
 
 def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> None:
@@ -93,6 +78,6 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
     try:
         assert _children_left(cache) == []
     finally:
-        for pid in _cmdlines(str(cache)):
+        for pid in command_lines(str(cache)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -20,11 +20,12 @@ import pytest
 
 from kernels.process_tree import start_time
 from kernels.zygote import parent_of
+from tests.teams.processes import command_lines, running_with
 
 pytestmark = pytest.mark.slow  # starts processes (a harness parent, its children, a zygote)
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = b"71.3917"
+MARKER = "71.3917"
 PARENT = textwrap.dedent("""
     import sys
     from kernels import EvalSettings, evaluate
@@ -34,19 +35,6 @@ PARENT = textwrap.dedent("""
                             sandbox="none", warm_start=sys.argv[2] == "warm")
     evaluate(fixture_source("problem_scale_add"), fixture_source("hang_with_sleeper"), settings)
 """)
-
-
-def _marked(marker: bytes = MARKER) -> list[int]:
-    """Processes with `marker` in their command line."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if marker in handle.read():
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def _alive(pid: int, started: str | None) -> bool:
@@ -64,22 +52,22 @@ def _wait(condition, seconds: float) -> bool:  # noqa: ANN001
 
 @pytest.mark.parametrize("start", ["warm", "spawned"])
 def test_a_killed_harness_process_takes_its_child_with_it(tmp_path: Path, start: str) -> None:
-    assert _marked() == [], "a sleeper of an earlier run is still alive"
+    assert not command_lines(MARKER), "a sleeper of an earlier run is still alive"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), start], cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        assert _wait(lambda: bool(_marked()), 120), "the candidate never started its sleeper"
+        assert _wait(lambda: bool(command_lines(MARKER)), 120), "the candidate never started its sleeper"
         time.sleep(1.0)  # the child is in its first call, with nobody but its parent to time it out
-        worker = parent_of(_marked()[0])  # the evaluation's child (the sleeper's parent)
+        worker = parent_of(next(iter(command_lines(MARKER))))  # the evaluation's child (the sleeper's parent)
         assert worker is not None and worker != parent.pid
         started = start_time(worker)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         assert _wait(lambda: not _alive(worker, started), 20), "the evaluation's child outlived its killed parent"
         if start == "warm":  # and what it started: the zygote kills the child's group
-            assert _wait(lambda: not _marked(), 20), f"the child's own child outlived it: {_marked()}"
+            assert running_with(MARKER, 20) == [], "the child's own child outlived it"
     finally:
         parent.kill()
-        for pid in _marked(MARKER) + _marked(str(tmp_path).encode()):  # sleepers, a surviving child, the zygote
+        for pid in [*command_lines(MARKER), *command_lines(str(tmp_path))]:  # sleepers, a surviving child, the zygote
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

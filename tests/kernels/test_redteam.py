@@ -20,6 +20,7 @@ from kernels import (
 from kernels.roofline import assess, ceilings_stale
 from kernels.sandbox import clean_env
 from tests.kernels.conftest import fixture_source
+from tests.teams.processes import command_lines
 
 
 @pytest.mark.slow
@@ -143,15 +144,7 @@ def test_the_worker_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch
 
 
 def _sleepers() -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if b"93.4521" in handle.read():
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
+    return list(command_lines("93.4521"))
 
 
 @pytest.mark.slow

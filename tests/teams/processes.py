@@ -1,4 +1,4 @@
-"""Processes of the host, for tests that check that what an untrusted problem started is gone."""
+"""Processes of the host, for tests that check that what an untrusted problem or candidate started is gone."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ def running_with(text: str, within_s: float = 10.0) -> list[int]:
     """Pids of processes whose command line contains text and that are still alive after within_s (a killed
     process takes a moment to go on a loaded host)."""
     deadline = time.monotonic() + within_s
-    while (found := _running_with(text)) and time.monotonic() < deadline:
+    while (found := list(command_lines(text))) and time.monotonic() < deadline:
         time.sleep(0.2)
     return found
 
 
-def _running_with(text: str) -> list[int]:
-    found = []
+def command_lines(text: str) -> dict[int, str]:
+    """pid -> command line (arguments joined by spaces) of every live process whose command line contains text."""
+    found = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -25,5 +26,5 @@ def _running_with(text: str) -> list[int]:
             except OSError:
                 continue
             if text in cmdline:
-                found.append(int(entry))
+                found[int(entry)] = cmdline
     return found
