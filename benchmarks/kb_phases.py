@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from search.engine.tree import Tree  # noqa: E402
 
+ASIDE = "of which compiling off the device lock"  # kernels.device_lock: within "build", not added to the shares
+
 
 def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:
     """{"reference" | "attempt": {phase: [seconds of each node that went through it], "wall": [...]}}."""
@@ -32,6 +34,9 @@ def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:
                 found[kind][str(phase.get("phase"))].append(float(phase.get("seconds") or 0.0))
             if result.get("wall_s") is not None:
                 found[kind]["wall"].append(float(result["wall_s"]))
+            aside = (result.get("environment") or {}).get("compile_aside") or {}
+            if aside.get("compiles"):  # part of "build": compiles that let go of the device lock
+                found[kind][ASIDE].append(float(aside.get("aside_s") or 0.0))
     return found
 
 
@@ -43,7 +48,7 @@ def table(found: dict[str, dict[str, list[float]]]) -> tuple[str, dict[str, Any]
         data[kind] = {}
         for phase, seconds in sorted(phases.items(), key=lambda kv: -sum(kv[1])):
             total = sum(seconds)
-            share = None if wall is None or phase == "wall" else total / wall
+            share = None if wall is None or phase == "wall" else total / wall  # ASIDE overlaps "build"
             data[kind][phase] = {"n": len(seconds), "median_s": statistics.median(seconds), "total_s": total,
                                  "share": share}
             lines.append(f"| {kind} | {phase} | {len(seconds)} | {statistics.median(seconds):.1f} | {total:.0f} | "

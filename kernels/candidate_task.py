@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from kernels import digest, loading, probes, timing
+from kernels import device_lock, digest, loading, probes, timing
 from kernels import profile as profiling
 from kernels.channel import Channel, redirect_output
 from kernels.reference_task import HarnessFailure, load_problem
@@ -140,21 +140,22 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     problem = load_problem(task, work_dir)
     send = type(channel).send  # captured before any candidate code runs; used for the result message
     # likewise: candidate code may rebind module names
-    on_device, timed, shared, exclusive = judge_on_device, time_on_device, timing.shared, timing.exclusive
-    if task["timing"].get("alone"):  # a rerun after device_busy (kernels.device_busy): hold the device alone
-        shared = exclusive
-    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
+    on_device, timed = judge_on_device, time_on_device
+    # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
+    hold = device_lock.DeviceHold.for_task(task, channel.on_wait)
+    device_lock.watch_compiles(hold)
     guard = probes.HarnessSnapshot()
     channel.phase("build")
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
-    with shared(*lock):  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
+    with hold.shared():  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
         model, facts, trials = on_device(task, problem, cls, device, channel, guard)
     channel.phase("queue")
-    with exclusive(*lock):  # nobody else uses the device while this times
+    with hold.exclusive():  # nobody else uses the device while this times
         channel.phase("timing")
+        facts["compile_aside"] = hold.facts()
         timed(task, problem, model, facts, trials, device, guard, channel, send)
 
 

@@ -18,6 +18,17 @@ class Channel:
     def __init__(self, fd: int, nonce: str) -> None:
         self.fd = fd
         self.nonce = nonce
+        self.current: str | None = None  # the last phase sent
+        self._resume: str | None = None
+
+    def on_wait(self, waiting: bool) -> None:
+        """For kernels.device_lock.DeviceHold: a wait to take the device back is the phase "queue" (with its own
+        deadline), then the phase it interrupted goes on."""
+        if waiting:
+            self._resume = self.current
+            self.phase("queue")
+        elif self._resume is not None:
+            self.phase(self._resume)
 
     def send(self, message_type: str, /, **data: Any) -> None:
         line = json.dumps({"nonce": self.nonce, "type": message_type, **data}, default=str) + "\n"
@@ -27,6 +38,7 @@ class Channel:
             payload = payload[written:]
 
     def phase(self, name: str) -> None:
+        self.current = name
         self.send("phase", phase=name)
 
 

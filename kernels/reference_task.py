@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kernels import digest, loading, probes, roofline, timing
+from kernels import device_lock, digest, loading, probes, roofline, timing
 from kernels.channel import Channel
 
 
@@ -129,25 +129,26 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     want = task["want"]
     module = load_problem(task, work_dir)
-    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
-    # a rerun after device_busy (kernels.device_busy) holds the device alone in its untimed sections too
-    shared = timing.exclusive if task["timing"].get("alone") else timing.shared
+    # a rerun after device_busy (kernels.device_busy) holds the device alone in its untimed sections too; the
+    # compile baselines' compiles step aside from the device lock (kernels.device_lock)
+    hold = device_lock.DeviceHold.for_task(task, channel.on_wait)
+    device_lock.watch_compiles(hold)
     channel.phase("queue")
-    with shared(*lock):
+    with hold.shared():
         channel.phase("run")
         reference_on_device(module, task, device, want, channel)
     if want.get("ceilings"):
         channel.phase("queue")
-        with timing.exclusive(*lock):
+        with hold.exclusive():
             channel.phase("ceilings")
             channel.send("ceilings", ceilings=roofline.measure_ceilings(device))
     for kind in want.get("baselines", []):
         channel.phase("queue")
-        with shared(*lock):
+        with hold.shared():
             channel.phase("baseline")
             prepared = prepare_baseline(module, task, device, kind)
         channel.phase("queue")
-        with timing.exclusive(*lock):
+        with hold.exclusive():
             channel.phase("baseline")
             channel.send("baseline", kind=kind, **time_baseline(prepared, task, device))
 

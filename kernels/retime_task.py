@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kernels import loading, probes, timing
+from kernels import device_lock, loading, probes, timing
 from kernels.candidate_task import build
 from kernels.channel import Channel, redirect_output
 from kernels.reference_task import load_problem, problem_forward, problem_inputs, problem_model
@@ -17,21 +17,22 @@ from kernels.reference_task import load_problem, problem_forward, problem_inputs
 def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     """Child side (kernels.worker, task kind "retime")."""
     send = type(channel).send  # captured before the candidate's code runs
-    time_callable, shared, exclusive = timing.time_callable, timing.shared, timing.exclusive
-    if task["timing"].get("alone"):  # a rerun after device_busy (kernels.device_busy): hold the device alone
-        shared = exclusive
+    time_callable = timing.time_callable
+    # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
+    hold = device_lock.DeviceHold.for_task(task, channel.on_wait)
+    device_lock.watch_compiles(hold)
+    shared, exclusive = hold.shared, hold.exclusive
     device = torch.device(task["device"])
-    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]
     problem = load_problem(task, work_dir)
     channel.phase("queue")
-    with shared(*lock):
+    with shared():
         channel.phase("run")
         reference = problem_model(problem, task, device)
         inputs = problem_inputs(problem, task["seed"], device)
         expected = problem_forward(reference, inputs)
     channel.phase("queue")
-    with exclusive(*lock), torch.no_grad():
+    with exclusive(), torch.no_grad():
         channel.phase("timing")
         before = time_callable(lambda: reference(*inputs), device, runs, warmup, flush)[1]
     channel.phase("build")
@@ -39,7 +40,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
     channel.phase("queue")
-    with shared(*lock), torch.no_grad():
+    with shared(), torch.no_grad():
         channel.phase("first_call")
         candidate = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)
         got = loading.flatten_outputs(candidate(*inputs))
@@ -53,7 +54,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     for i in range(task["rounds"]):
         order = ("reference", "candidate") if i % 2 == 0 else ("candidate", "reference")
         channel.phase("queue")
-        with exclusive(*lock), torch.no_grad():
+        with exclusive(), torch.no_grad():
             channel.phase("timing")
             for name in order:
                 model = models[name]

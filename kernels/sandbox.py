@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels import isolation, zygote
+from kernels.device_lock import compile_aside_wanted
 from kernels.process_tree import descendants, group_rss_mb, kill_group, kill_tracked, pgid, rss_mb
 from kernels.zygote import ZygoteUnavailable
 
@@ -148,8 +149,9 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
 
     `device_lock`: a lock file shared by every evaluation on one device; the worker gets read-only descriptors of
     it and of its gate (task["timing"]["lock_fd"], ["gate_fd"]) and holds an flock on it while it uses the device,
-    exclusive while timing (kernels.timing.exclusive / shared); its waits for the lock are the phase "queue", with
-    QUEUE_WAIT_S unless `timeouts` names another.
+    exclusive while timing (kernels.device_lock.DeviceHold); its waits for the lock are the phase "queue", with
+    QUEUE_WAIT_S unless `timeouts` names another. Its torch.compile compiles step out of the shared hold where
+    `compile_aside_wanted` (task["timing"]["compile_aside"]: CUDA devices, or $STARK_COMPILE_ASIDE).
 
     `zygote_root`: fork the child from a warm zygote under this cache root (kernels.zygote) instead of spawning a
     new interpreter, where the child runs without bubblewrap anyway.
@@ -165,7 +167,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         device_lock.parent.mkdir(parents=True, exist_ok=True)
         lock_fds = tuple(os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
                          for path in (device_lock, device_lock.with_name(device_lock.name + ".gate")))
-        task = {**task, "timing": {**task["timing"], "lock_fd": lock_fds[0], "gate_fd": lock_fds[1]}}
+        task = {**task, "timing": {**task["timing"], "lock_fd": lock_fds[0], "gate_fd": lock_fds[1],
+                                   "compile_aside": compile_aside_wanted(str(task.get("device", "cpu")))}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()

@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from kernels.device_lock import locked
 from kernels.stats import summarize
 
 _perf_counter = time.perf_counter
@@ -52,35 +53,17 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
     return buffer.zero_  # type: ignore[return-value]  # its result is ignored
 
 
-@contextlib.contextmanager
-def _locked(lock_fd: int | None, gate_fd: int | None, mode: int) -> Iterator[None]:
-    if lock_fd is None:
-        yield
-        return
-    if gate_fd is not None:  # writer preference: a waiting exclusive holder keeps new shared holders at the gate
-        fcntl.flock(gate_fd, fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH)
-    try:
-        fcntl.flock(lock_fd, mode)
-    finally:
-        if gate_fd is not None:
-            fcntl.flock(gate_fd, fcntl.LOCK_UN)
-    try:
-        yield
-    finally:
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
-
-
 def exclusive(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.AbstractContextManager[None]:
     """Hold the device alone, for timed work (timing loops, ceilings): `lock_fd` is a read-only descriptor of the
     device lock file and `gate_fd` of its gate, opened by the harness for this worker (kernels.sandbox.run_worker);
     None runs without waiting for anyone. While this waits, new shared holders wait too, so timers are not starved."""
-    return _locked(lock_fd, gate_fd, fcntl.LOCK_EX)
+    return locked(lock_fd, gate_fd, fcntl.LOCK_EX)
 
 
 def shared(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.AbstractContextManager[None]:
     """Use the device beside other untimed work (builds' first calls, JIT compiles, correctness trials, probes):
     any number of shared holders overlap, but never with an exclusive (timed) holder."""
-    return _locked(lock_fd, gate_fd, fcntl.LOCK_SH)
+    return locked(lock_fd, gate_fd, fcntl.LOCK_SH)
 
 
 def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup: int,

@@ -1,0 +1,278 @@
+"""The device lock as one harness child holds it, and torch.compile's compiles stepping aside from it.
+
+Every evaluation on a device shares one lock file (kernels.sandbox opens it and its gate for each child): timed work
+holds it exclusively, other device work (first calls, correctness trials, probes) shares it, and a waiting timer
+keeps new shared holders at the gate (writer preference, so timers are not starved). A torch.compile compile is
+host work (Dynamo traces with fake tensors, Inductor generates and builds code) that can take a minute; under the
+shared side it made every timer on the device wait for the slowest compile in flight, and everyone else queue behind
+that timer (the H200 runs of 2026-12-02: attempts finished in waves, 37% of an attempt's time was waiting for the
+device while the GPU sat at 0-15% utilisation).
+
+With `aside` on, a `DeviceHold` holding the shared side lets go of it when a compile starts (Dynamo's compile-start
+callback) and takes it back when that compile ends, so timers go ahead while it compiles. A compile that measures on
+the device (max-autotune's and pad_mm's benchmarks, through Inductor's benchmarker) takes the device back at its
+first benchmark and keeps it to the end of that compile. An exclusive holder never steps aside: a recompile while
+timing stays timed alone. `aside` is the parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the
+CPU, where a compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
+
+The lock is cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate
+can unlock its own descriptor, which is why the figures that count are re-timed side by side (kernels.retime).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+_monotonic = time.monotonic
+MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
+BENCHMARKS = ("benchmark", "benchmark_gpu", "benchmark_gpu_with_cuda_graph", "benchmark_cpu")
+
+
+def compile_aside_wanted(device: str) -> bool:
+    """Parent side: whether a child's compiles step aside from the device lock ($STARK_COMPILE_ASIDE "1" or "0";
+    unset or "auto": on for CUDA devices only)."""
+    raw = os.environ.get("STARK_COMPILE_ASIDE", "auto").strip().lower()
+    if raw in ("1", "on", "true", "yes"):
+        return True
+    if raw in ("0", "off", "false", "no"):
+        return False
+    if raw != "auto":
+        raise ValueError(f"STARK_COMPILE_ASIDE={raw!r} must be 1, 0 or auto (the default: on for CUDA devices)")
+    return device.startswith("cuda")
+
+
+def take(lock_fd: int, gate_fd: int | None, mode: int, blocking: bool = True) -> bool:
+    """Take the lock in `mode` through the gate (writer preference); False when `blocking` is off and it is busy."""
+    flags = 0 if blocking else fcntl.LOCK_NB
+    if gate_fd is not None:
+        try:
+            fcntl.flock(gate_fd, (fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH) | flags)
+        except BlockingIOError:
+            return False
+    try:
+        fcntl.flock(lock_fd, mode | flags)
+    except BlockingIOError:
+        return False
+    finally:
+        if gate_fd is not None:
+            fcntl.flock(gate_fd, fcntl.LOCK_UN)
+    return True
+
+
+@contextlib.contextmanager
+def locked(lock_fd: int | None, gate_fd: int | None, mode: int) -> Iterator[None]:
+    """Hold the lock in `mode` for the block (no lock descriptor: nothing to wait for)."""
+    if lock_fd is None:
+        yield
+        return
+    take(lock_fd, gate_fd, mode)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+
+class DeviceHold:
+    """One child's hold on the device lock: `shared()` and `exclusive()` blocks, and (with `aside`) the compile
+    callbacks that step out of a shared hold while torch.compile compiles. `alone` (a rerun after device_busy,
+    kernels.device_busy) makes every shared block exclusive. `on_wait(True/False)` is told around a wait to take
+    the device back, for the child's "queue" phase. Counts what it did in `facts()`."""
+
+    def __init__(self, lock_fd: int | None, gate_fd: int | None, *, alone: bool = False, aside: bool = False,
+                 on_wait: Callable[[bool], None] | None = None) -> None:
+        self.lock_fd, self.gate_fd = lock_fd, gate_fd
+        self.alone, self.aside = alone, aside
+        self.on_wait = on_wait
+        self.held: str | None = None
+        self.stepped_aside = False
+        self.compiles = self.took_back = self.waits = 0
+        self.aside_s = 0.0
+        self.errors: list[str] = []
+        self._since = 0.0
+        self._mutex = threading.RLock()
+
+    @classmethod
+    def for_task(cls, task: dict[str, Any], on_wait: Callable[[bool], None] | None = None) -> DeviceHold:
+        timing = task.get("timing") or {}
+        return cls(timing.get("lock_fd"), timing.get("gate_fd"), alone=bool(timing.get("alone")),
+                   aside=bool(timing.get("compile_aside")), on_wait=on_wait)
+
+    def shared(self) -> contextlib.AbstractContextManager[None]:
+        """Untimed device work beside other untimed work (exclusive when `alone`)."""
+        return self._hold("exclusive" if self.alone else "shared")
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """Timed work: nobody else uses the device."""
+        return self._hold("exclusive")
+
+    @contextlib.contextmanager
+    def _hold(self, mode: str) -> Iterator[None]:
+        if self.lock_fd is not None:
+            take(self.lock_fd, self.gate_fd, MODES[mode])
+        self.held = mode
+        try:
+            yield
+        finally:
+            with self._mutex:
+                if self.stepped_aside:  # a compile still in flight (another thread): the lock is already free
+                    self.aside_s += _monotonic() - self._since
+                elif self.lock_fd is not None:
+                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                self.held, self.stepped_aside = None, False
+
+    # -- compile callbacks (compile_watch installs them; each may run in any thread that compiles) -------------
+    def compile_started(self) -> None:
+        with self._mutex:
+            if not self.aside or self.lock_fd is None or self.held != "shared" or self.stepped_aside:
+                return
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+            self.stepped_aside, self.compiles, self._since = True, self.compiles + 1, _monotonic()
+
+    def compile_ended(self) -> None:
+        with self._mutex:
+            if self.stepped_aside:
+                self._step_back()
+
+    def benchmarking(self) -> None:
+        """Before Inductor measures on the device: a compile that stepped aside takes the device back."""
+        with self._mutex:
+            if self.stepped_aside:
+                self.took_back += 1
+                self._step_back()
+
+    def _step_back(self) -> None:
+        assert self.lock_fd is not None
+        self.aside_s += _monotonic() - self._since
+        self.stepped_aside = False
+        if take(self.lock_fd, self.gate_fd, fcntl.LOCK_SH, blocking=False):
+            return
+        self.waits += 1
+        if self.on_wait is not None:
+            self.on_wait(True)
+        take(self.lock_fd, self.gate_fd, fcntl.LOCK_SH)
+        if self.on_wait is not None:
+            self.on_wait(False)
+
+    def facts(self) -> dict[str, Any]:
+        """What stepping aside did in this child (informational; empty when it never stepped aside)."""
+        if not self.compiles and not self.errors:
+            return {}
+        return {"compiles": self.compiles, "aside_s": round(self.aside_s, 3), "took_back": self.took_back,
+                "waits": self.waits, "errors": self.errors[:3]}
+
+
+# -- the hooks into torch: one DeviceHold per child process ----------------------------------------------------
+_state: dict[str, Any] = {"hold": None, "installed": False, "benchmarker": False}
+
+
+def watch_compiles(hold: DeviceHold) -> None:
+    """Make `hold` the one torch.compile's compiles step aside from: now when torch._dynamo is imported, else as
+    soon as something imports it (an import hook, so Dynamo's 2-3 s import is never paid by candidates that do not
+    compile)."""
+    _state["hold"] = hold
+    if not hold.aside:
+        return
+    if "torch._dynamo" in sys.modules:
+        _install()
+    elif not any(isinstance(finder, _AfterDynamoImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterDynamoImport())
+
+
+def _install() -> None:
+    if _state["installed"]:
+        return
+    _state["installed"] = True
+    from torch._dynamo.callback import callback_handler
+
+    callback_handler.register_start_callback(_on_compile_start)
+    callback_handler.register_end_callback(_on_compile_end)
+
+
+def _guarded(what: str, action: Callable[[DeviceHold], None]) -> None:
+    hold = _state["hold"]
+    if hold is None:
+        return
+    try:
+        action(hold)
+    except Exception as exc:  # noqa: BLE001 - the lock must never break a compile; the hold records why
+        hold.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:200])
+
+
+def _on_compile_start(*_args: Any) -> None:
+    _wrap_benchmarker()
+    _guarded("compile start", DeviceHold.compile_started)
+
+
+def _on_compile_end(*_args: Any) -> None:
+    _guarded("compile end", DeviceHold.compile_ended)
+
+
+def _wrap_benchmarker() -> None:
+    """Inductor's benchmarker (every autotuning measurement goes through it) takes the device back first."""
+    if _state["benchmarker"]:
+        return
+    _state["benchmarker"] = True
+    try:
+        from torch._inductor.runtime import benchmarking
+    except Exception:  # noqa: BLE001 - no Inductor: nothing benchmarks
+        return
+    bench = getattr(benchmarking, "benchmarker", None)
+    for name in BENCHMARKS:
+        original = getattr(bench, name, None)
+        if callable(original):
+            setattr(bench, name, _taking_back(original))
+    try:
+        from torch._inductor import utils
+    except Exception:  # noqa: BLE001
+        return
+    if callable(getattr(utils, "do_bench_using_profiling", None)):
+        utils.do_bench_using_profiling = _taking_back(utils.do_bench_using_profiling)
+
+
+def _taking_back(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def measured(*args: Any, **kwargs: Any) -> Any:
+        _guarded("benchmark", DeviceHold.benchmarking)
+        return fn(*args, **kwargs)
+    return measured
+
+
+class _AfterDynamoImport(importlib.abc.MetaPathFinder):
+    """A one-shot import hook: when torch._dynamo is imported, install the compile callbacks right after."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch._dynamo":
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenInstall(spec.loader)
+        return spec
+
+
+class _ThenInstall(importlib.abc.Loader):
+    """Loads the module with its own loader (every other attribute delegated), then installs the callbacks."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _guarded("install", lambda _hold: _install())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)

@@ -1,0 +1,235 @@
+"""torch.compile's compiles step out of the shared device lock (kernels.device_lock): a timer waiting for the device
+goes ahead while another child compiles on the host, a compile that benchmarks on the device takes it back first,
+an exclusive (timed) holder never lets go, and with the setting off nothing changes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernels import EvalSettings, evaluate
+from kernels.device_lock import DeviceHold, compile_aside_wanted
+from tests.kernels.conftest import fixture_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def open_lock(tmp_path: Path) -> tuple[int, int]:
+    return (os.open(tmp_path / "device.lock", os.O_RDONLY | os.O_CREAT, 0o644),
+            os.open(tmp_path / "device.lock.gate", os.O_RDONLY | os.O_CREAT, 0o644))
+
+
+def free_for(mode: int, tmp_path: Path) -> bool:
+    """Whether another holder could take the device lock in `mode` right now (and let it go again)."""
+    fd = os.open(tmp_path / "device.lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_a_shared_holder_steps_aside_while_it_compiles_and_takes_the_device_back_after(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    with hold.shared():
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+        hold.compile_started()
+        assert free_for(fcntl.LOCK_EX, tmp_path), "a timer could not go ahead while this compiled"
+        hold.compile_ended()
+        assert not free_for(fcntl.LOCK_EX, tmp_path), "the device was not taken back after the compile"
+    assert free_for(fcntl.LOCK_EX, tmp_path)
+    facts = hold.facts()
+    assert facts["compiles"] == 1 and facts["took_back"] == 0 and facts["waits"] == 0 and facts["aside_s"] >= 0
+
+
+def test_a_compile_that_benchmarks_takes_the_device_back_for_the_rest_of_it(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    with hold.shared():
+        hold.compile_started()
+        assert free_for(fcntl.LOCK_EX, tmp_path)
+        hold.benchmarking()  # max-autotune measures its choices on the device
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+        hold.benchmarking()  # a second measurement: already held
+        hold.compile_ended()
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+    assert hold.facts()["took_back"] == 1
+
+
+def test_an_exclusive_holder_and_a_hold_with_the_setting_off_never_step_aside(tmp_path: Path) -> None:
+    timed = DeviceHold(*open_lock(tmp_path), aside=True)
+    with timed.exclusive():
+        timed.compile_started()  # a recompile while timing: still timed alone
+        assert not free_for(fcntl.LOCK_SH, tmp_path)
+        timed.compile_ended()
+    off = DeviceHold(*open_lock(tmp_path), aside=False)
+    with off.shared():
+        off.compile_started()
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+        off.compile_ended()
+    alone = DeviceHold(*open_lock(tmp_path), aside=True, alone=True)  # a rerun after device_busy
+    with alone.shared():
+        alone.compile_started()
+        assert not free_for(fcntl.LOCK_SH, tmp_path)
+        alone.compile_ended()
+    assert timed.facts() == off.facts() == alone.facts() == {}
+
+
+def test_taking_the_device_back_waits_for_a_timer_that_went_ahead(tmp_path: Path) -> None:
+    waits: list[tuple[bool, float]] = []
+    hold = DeviceHold(*open_lock(tmp_path), aside=True, on_wait=lambda waiting: waits.append((waiting, time.monotonic())))
+    timer_fd = open_lock(tmp_path)
+    released: list[float] = []
+    with hold.shared():
+        hold.compile_started()
+        fcntl.flock(timer_fd[0], fcntl.LOCK_EX)  # a timer takes the device while this compiles
+
+        def release_later() -> None:
+            time.sleep(0.5)
+            released.append(time.monotonic())
+            fcntl.flock(timer_fd[0], fcntl.LOCK_UN)
+
+        thread = threading.Thread(target=release_later)
+        thread.start()
+        hold.compile_ended()  # blocks until the timer is done
+        back = time.monotonic()
+        thread.join()
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+    for fd in timer_fd:
+        os.close(fd)
+    assert [w for w, _ in waits] == [True, False] and back >= released[0]
+    assert hold.facts()["waits"] == 1
+
+
+def test_the_setting_is_on_for_cuda_only_unless_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STARK_COMPILE_ASIDE", raising=False)
+    assert compile_aside_wanted("cuda") and compile_aside_wanted("cuda:1") and not compile_aside_wanted("cpu")
+    monkeypatch.setenv("STARK_COMPILE_ASIDE", "1")
+    assert compile_aside_wanted("cpu")
+    monkeypatch.setenv("STARK_COMPILE_ASIDE", "0")
+    assert not compile_aside_wanted("cuda")
+    monkeypatch.setenv("STARK_COMPILE_ASIDE", "sometimes")
+    with pytest.raises(ValueError, match="STARK_COMPILE_ASIDE='sometimes' must be 1, 0 or auto"):
+        compile_aside_wanted("cuda")
+
+
+HOOKED = textwrap.dedent("""
+    import fcntl, inspect, json, os, sys
+    import torch
+    from kernels.device_lock import DeviceHold, watch_compiles
+    lock = sys.argv[1]
+    fds = [os.open(path, os.O_RDONLY | os.O_CREAT, 0o644) for path in (lock, lock + ".gate")]
+    hold = DeviceHold(*fds, aside=True)
+    watch_compiles(hold)  # before torch._dynamo is imported: the import hook installs the callbacks
+    assert "torch._dynamo" not in sys.modules
+
+    def free():
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    seen = []
+    def backend(gm, example_inputs):  # runs inside Dynamo's compile, between its start and end callbacks
+        seen.append(free())
+        from torch._inductor.runtime.benchmarking import benchmarker
+        benchmarker.benchmark_cpu(lambda: None, warmup=1, rep=1)  # an autotuning measurement
+        seen.append(free())
+        return gm.forward
+
+    with hold.shared():
+        fn = torch.compile(lambda x: torch.relu(x) * 2, backend=backend)
+        out = fn(torch.randn(8))
+        seen.append(free())
+    assert torch.equal(out, torch.relu(out / 2) * 2)
+    assert inspect.getsource(torch._dynamo.convert_frame).startswith(("#", '"', "import", "from"))
+    print(json.dumps({"seen": seen, "facts": hold.facts()}))
+""")
+
+
+@pytest.mark.slow
+def test_dynamo_imported_later_steps_aside_and_inductors_benchmarker_takes_the_device_back(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", HOOKED, str(tmp_path / "device.lock")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    # free during the compile, held again after its benchmark, held after the compile
+    assert found["seen"] == [True, False, False], proc.stdout
+    assert found["facts"]["compiles"] == 1 and found["facts"]["took_back"] == 1, proc.stdout
+
+
+@pytest.mark.slow
+def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettings, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real harness on the CPU with the setting forced on: while the torch.compile candidate's child compiles,
+    a timer takes the device lock exclusively; the child waits for it only to take the device back ("waiting for
+    the device" again), then passes, its result saying what stepped aside."""
+    monkeypatch.setenv("STARK_COMPILE_ASIDE", "1")
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+    from kernels import cache
+
+    lock = cache.device_lock(cache.cache_root(settings.cache_dir), settings.device)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    phases: list[str] = []
+    grabbed = threading.Event()
+    child_waited = threading.Event()
+    state: dict[str, object] = {}
+
+    def progress(name: str, _detail: dict[str, object]) -> None:
+        phases.append(name)
+        if grabbed.is_set() and name == "waiting for the device":
+            child_waited.set()
+        elif name == "build" and "waiting for the device" in phases and "timer" not in state:
+            state["timer"] = threading.Thread(target=timer, args=(len(phases),))
+            state["timer"].start()  # type: ignore[attr-defined]
+
+    def timer(at_phase: int) -> None:
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # the child compiles under its first forward(): try to go ahead
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    time.sleep(0.02)
+                    continue
+                state["grabbed_in"] = phases[at_phase:]
+                grabbed.set()
+                child_waited.wait(120)  # hold the device until the child, done compiling, waits to take it back
+                break
+        finally:
+            os.close(fd)
+
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_compile"), settings,
+                      progress=progress)
+    state["timer"].join(10)  # type: ignore[attr-defined]
+    assert result.verdict == "pass", result.reasons
+    assert grabbed.is_set(), f"the timer never got the device while the candidate compiled: {phases}"
+    assert "correctness" not in state["grabbed_in"], f"the timer went only after the compile: {phases}"  # type: ignore[operator]
+    assert child_waited.is_set(), phases
+    aside = result.environment["compile_aside"]
+    assert aside["compiles"] >= 1 and aside["aside_s"] > 0 and aside["waits"] >= 1, aside
+
+
+@pytest.mark.slow
+def test_with_the_setting_off_a_compile_keeps_its_shared_hold(fast_settings: EvalSettings, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STARK_COMPILE_ASIDE", "0")
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_compile"), settings)
+    assert result.verdict == "pass", result.reasons
+    assert "compile_aside" not in result.environment
