@@ -9,11 +9,14 @@ that timer (the H200 runs of 2026-12-02: attempts finished in waves, 37% of an a
 device while the GPU sat at 0-15% utilisation).
 
 With `aside` on, a `DeviceHold` holding the shared side lets go of it when a compile starts (Dynamo's compile-start
-callback) and takes it back when that compile ends, so timers go ahead while it compiles. A compile that measures on
-the device (max-autotune's and pad_mm's benchmarks, through Inductor's benchmarker) takes the device back at its
-first benchmark and keeps it to the end of that compile. An exclusive holder never steps aside: a recompile while
-timing stays timed alone. `aside` is the parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the
-CPU, where a compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
+callback) and takes it back when that compile ends, so timers go ahead while it compiles. Autotuning measures alone:
+each autotuned op's benchmark of all its choices (max-autotune's GEMM/conv templates, Inductor's select_algorithm)
+takes the device exclusively, as a timer does, so the choice torch.compile makes is not made on a busy GPU (which
+would flatter anything compared with max-autotune), then the compile goes on aside. Any other measurement during a
+compile (pad_mm's, through Inductor's benchmarker) takes the shared side back and keeps it to the end of that
+compile. An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the
+parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the CPU, where a compile is itself work on
+the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
 
 The lock is cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate
 can unlock its own descriptor, which is why the figures that count are re-timed side by side (kernels.retime).
@@ -36,6 +39,8 @@ from typing import Any
 _monotonic = time.monotonic
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 BENCHMARKS = ("benchmark", "benchmark_gpu", "benchmark_gpu_with_cuda_graph", "benchmark_cpu")
+# select_algorithm.AlgorithmSelectorCache's entry points that benchmark every choice of one op
+AUTOTUNE_METHODS = ("benchmark_in_current_process", "benchmark_in_sub_process", "benchmark_choices")
 
 
 def compile_aside_wanted(device: str) -> bool:
@@ -95,8 +100,9 @@ class DeviceHold:
         self.on_wait = on_wait
         self.held: str | None = None
         self.stepped_aside = False
-        self.compiles = self.took_back = self.waits = 0
-        self.aside_s = 0.0
+        self.compiles = self.took_back = self.waits = self.autotunes_alone = 0
+        self.aside_s = self.alone_s = 0.0
+        self.autotuning = 0  # depth of autotuning_alone blocks (nested entry points count once)
         self.errors: list[str] = []
         self._since = 0.0
         self._mutex = threading.RLock()
@@ -130,7 +136,7 @@ class DeviceHold:
                     fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
                 self.held, self.stepped_aside = None, False
 
-    # -- compile callbacks (compile_watch installs them; each may run in any thread that compiles) -------------
+    # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
         with self._mutex:
             if not self.aside or self.lock_fd is None or self.held != "shared" or self.stepped_aside:
@@ -146,46 +152,86 @@ class DeviceHold:
     def benchmarking(self) -> None:
         """Before Inductor measures on the device: a compile that stepped aside takes the device back."""
         with self._mutex:
-            if self.stepped_aside:
+            if self.stepped_aside and not self.autotuning:
                 self.took_back += 1
                 self._step_back()
 
+    @contextlib.contextmanager
+    def autotuning_alone(self) -> Iterator[None]:
+        """Around one autotuned op's benchmark of its choices: the device exclusively (waiting like a timer), then
+        held as before (aside, shared, or not at all for a compile outside any hold)."""
+        with self._mutex:
+            if self.autotuning:  # an inner entry point of the same benchmark
+                self.autotuning += 1
+                held_before = "nested"
+            elif not self.aside or self.lock_fd is None or self.held == "exclusive":
+                held_before = "as is"
+            else:
+                held_before = "shared" if self.held == "shared" and not self.stepped_aside else "nothing"
+                if held_before == "shared":
+                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)  # never wait at the gate while holding the lock
+                self._take_waiting(fcntl.LOCK_EX)
+                self.autotuning, self.autotunes_alone = 1, self.autotunes_alone + 1
+            since = _monotonic()
+        try:
+            yield
+        finally:
+            with self._mutex:
+                if held_before == "nested":
+                    self.autotuning -= 1
+                elif held_before != "as is":
+                    assert self.lock_fd is not None
+                    self.autotuning, self.alone_s = 0, self.alone_s + _monotonic() - since
+                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                    if held_before == "shared":
+                        self._take_waiting(fcntl.LOCK_SH)
+
     def _step_back(self) -> None:
-        assert self.lock_fd is not None
         self.aside_s += _monotonic() - self._since
         self.stepped_aside = False
-        if take(self.lock_fd, self.gate_fd, fcntl.LOCK_SH, blocking=False):
+        self._take_waiting(fcntl.LOCK_SH)
+
+    def _take_waiting(self, mode: int) -> None:
+        """Take the lock in `mode`; a wait is told to `on_wait` (the child's "queue" phase) and counted."""
+        assert self.lock_fd is not None
+        if take(self.lock_fd, self.gate_fd, mode, blocking=False):
             return
         self.waits += 1
         if self.on_wait is not None:
             self.on_wait(True)
-        take(self.lock_fd, self.gate_fd, fcntl.LOCK_SH)
+        take(self.lock_fd, self.gate_fd, mode)
         if self.on_wait is not None:
             self.on_wait(False)
 
     def facts(self) -> dict[str, Any]:
         """What stepping aside did in this child (informational; empty when it never stepped aside)."""
-        if not self.compiles and not self.errors:
+        if not self.compiles and not self.autotunes_alone and not self.errors:
             return {}
         return {"compiles": self.compiles, "aside_s": round(self.aside_s, 3), "took_back": self.took_back,
-                "waits": self.waits, "errors": self.errors[:3]}
+                "autotunes_alone": self.autotunes_alone, "alone_s": round(self.alone_s, 3), "waits": self.waits,
+                "errors": self.errors[:3]}
 
 
 # -- the hooks into torch: one DeviceHold per child process ----------------------------------------------------
-_state: dict[str, Any] = {"hold": None, "installed": False, "benchmarker": False}
+_state: dict[str, Any] = {"hold": None, "installed": False, "benchmarker": False, "autotuning": False}
 
 
 def watch_compiles(hold: DeviceHold) -> None:
-    """Make `hold` the one torch.compile's compiles step aside from: now when torch._dynamo is imported, else as
-    soon as something imports it (an import hook, so Dynamo's 2-3 s import is never paid by candidates that do not
-    compile)."""
+    """Make `hold` the one torch.compile's compiles step aside from, hooking torch now where its modules are imported,
+    else as soon as something imports them (import hooks, so Dynamo's 2-3 s import is never paid by candidates that
+    do not compile)."""
     _state["hold"] = hold
     if not hold.aside:
         return
-    if "torch._dynamo" in sys.modules:
-        _install()
-    elif not any(isinstance(finder, _AfterDynamoImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterDynamoImport())
+    for name, then in HOOKS.items():
+        if name in sys.modules:
+            _hook_now(name, then)
+        elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport(name, then))
+
+
+def _hook_now(name: str, then: Callable[[], None]) -> None:
+    _guarded(f"hooking {name}", lambda _hold: then())
 
 
 def _install() -> None:
@@ -209,7 +255,6 @@ def _guarded(what: str, action: Callable[[DeviceHold], None]) -> None:
 
 
 def _on_compile_start(*_args: Any) -> None:
-    _wrap_benchmarker()
     _guarded("compile start", DeviceHold.compile_started)
 
 
@@ -218,23 +263,38 @@ def _on_compile_end(*_args: Any) -> None:
 
 
 def _wrap_benchmarker() -> None:
-    """Inductor's benchmarker (every autotuning measurement goes through it) takes the device back first."""
+    """Inductor's benchmarker (every measurement of its own goes through it) takes the shared side back first."""
     if _state["benchmarker"]:
         return
     _state["benchmarker"] = True
-    try:
-        from torch._inductor.runtime import benchmarking
-    except Exception:  # noqa: BLE001 - no Inductor: nothing benchmarks
-        return
+    from torch._inductor.runtime import benchmarking
+
     bench = getattr(benchmarking, "benchmarker", None)
     for name in BENCHMARKS:
         original = getattr(bench, name, None)
         if callable(original):
             setattr(bench, name, _taking_back(original))
-    try:
-        from torch._inductor import utils
-    except Exception:  # noqa: BLE001
+
+
+def _wrap_autotuning() -> None:
+    """select_algorithm's benchmarks of every choice of one op (in this process or its autotune subprocesses) run
+    with the device alone."""
+    if _state["autotuning"]:
         return
+    _state["autotuning"] = True
+    from torch._inductor import autotune_process, select_algorithm
+
+    selector = getattr(select_algorithm, "AlgorithmSelectorCache", None)
+    for name in AUTOTUNE_METHODS:
+        raw = vars(selector).get(name) if selector is not None else None
+        if isinstance(raw, classmethod):
+            setattr(selector, name, classmethod(_alone(raw.__func__)))
+        elif isinstance(raw, staticmethod):
+            setattr(selector, name, staticmethod(_alone(raw.__func__)))
+    if callable(getattr(autotune_process, "benchmark_in_sub_process", None)):
+        autotune_process.benchmark_in_sub_process = _alone(autotune_process.benchmark_in_sub_process)
+    from torch._inductor import utils
+
     if callable(getattr(utils, "do_bench_using_profiling", None)):
         utils.do_bench_using_profiling = _taking_back(utils.do_bench_using_profiling)
 
@@ -247,32 +307,66 @@ def _taking_back(fn: Callable[..., Any]) -> Callable[..., Any]:
     return measured
 
 
-class _AfterDynamoImport(importlib.abc.MetaPathFinder):
-    """A one-shot import hook: when torch._dynamo is imported, install the compile callbacks right after."""
+def _alone(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def autotuned(*args: Any, **kwargs: Any) -> Any:
+        hold = _state["hold"]
+        block: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if hold is not None:
+            try:
+                block = hold.autotuning_alone()
+                block.__enter__()
+            except Exception as exc:  # noqa: BLE001 - the lock must never break a compile
+                hold.errors.append(f"autotuning: {type(exc).__name__}: {exc}"[:200])
+                block = contextlib.nullcontext()
+                block.__enter__()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            try:
+                block.__exit__(None, None, None)
+            except Exception as exc:  # noqa: BLE001
+                if hold is not None:
+                    hold.errors.append(f"after autotuning: {type(exc).__name__}: {exc}"[:200])
+    return autotuned
+
+
+HOOKS: dict[str, Callable[[], None]] = {"torch._dynamo": _install,
+                                        "torch._inductor.runtime.benchmarking": _wrap_benchmarker,
+                                        "torch._inductor.select_algorithm": _wrap_autotuning}
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """A one-shot import hook: when module `name` has been imported, call `then` (errors recorded, never raised)."""
+
+    name: str
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name, self.then = name, then
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "torch._dynamo":
+        if fullname != self.name:
             return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenInstall(spec.loader)
+            spec.loader = _ThenCall(spec.loader, self)
         return spec
 
 
-class _ThenInstall(importlib.abc.Loader):
-    """Loads the module with its own loader (every other attribute delegated), then installs the callbacks."""
+class _ThenCall(importlib.abc.Loader):
+    """Loads the module with its own loader (every other attribute delegated), then calls `then`."""
 
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
+    def __init__(self, loader: Any, finder: _AfterImport) -> None:
+        self._loader, self._finder = loader, finder
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
         self._loader.exec_module(module)
-        _guarded("install", lambda _hold: _install())
+        with contextlib.suppress(ValueError):  # imported: the hook has done its work (a find_spec alone is not)
+            sys.meta_path.remove(self._finder)
+        _hook_now(self._finder.name, self._finder.then)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)

@@ -66,6 +66,28 @@ def test_a_compile_that_benchmarks_takes_the_device_back_for_the_rest_of_it(tmp_
     assert hold.facts()["took_back"] == 1
 
 
+def test_autotuning_measures_with_the_device_alone_then_goes_on_as_it_was_held(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    with hold.shared():
+        hold.compile_started()
+        with hold.autotuning_alone():  # max-autotune's benchmark of every choice of one GEMM
+            assert not free_for(fcntl.LOCK_SH, tmp_path), "autotuning measured beside other device work"
+            hold.benchmarking()  # the benchmarker's own calls inside it change nothing
+            with hold.autotuning_alone():  # an inner entry point of the same benchmark
+                pass
+            assert not free_for(fcntl.LOCK_SH, tmp_path)
+        assert free_for(fcntl.LOCK_EX, tmp_path), "the compile did not go on aside after autotuning"
+        hold.compile_ended()
+        with hold.autotuning_alone():  # from a shared hold (a compile that took the device back)
+            assert not free_for(fcntl.LOCK_SH, tmp_path)
+        assert free_for(fcntl.LOCK_SH, tmp_path) and not free_for(fcntl.LOCK_EX, tmp_path), "not shared again"
+    with hold.autotuning_alone():  # a compile outside any hold (at import): alone, then nothing held
+        assert not free_for(fcntl.LOCK_SH, tmp_path)
+    assert free_for(fcntl.LOCK_EX, tmp_path)
+    facts = hold.facts()
+    assert facts["autotunes_alone"] == 3 and facts["compiles"] == 1 and facts["took_back"] == 0, facts
+
+
 def test_an_exclusive_holder_and_a_hold_with_the_setting_off_never_step_aside(tmp_path: Path) -> None:
     timed = DeviceHold(*open_lock(tmp_path), aside=True)
     with timed.exclusive():
@@ -144,10 +166,20 @@ HOOKED = textwrap.dedent("""
             os.close(fd)
 
     seen = []
+    from kernels import device_lock
+    from torch._inductor import select_algorithm
+    Cache = select_algorithm.AlgorithmSelectorCache
+    assert vars(Cache)["benchmark_choices"].__func__.__wrapped__  # hooked as it was imported
+    # observe one autotuned op's benchmark of all its choices from inside: a probe in its place, hooked the same way
+    Cache.benchmark_choices = classmethod(lambda cls, choices, args: seen.append(["autotuning", free()]) or {})
+    device_lock._state["autotuning"] = False
+    device_lock._wrap_autotuning()
+
     def backend(gm, example_inputs):  # runs inside Dynamo's compile, between its start and end callbacks
         seen.append(free())
+        Cache.benchmark_choices([], None)
         from torch._inductor.runtime.benchmarking import benchmarker
-        benchmarker.benchmark_cpu(lambda: None, warmup=1, rep=1)  # an autotuning measurement
+        benchmarker.benchmark_cpu(lambda: None, warmup=1, rep=1)  # another measurement (pad_mm's kind)
         seen.append(free())
         return gm.forward
 
@@ -162,14 +194,15 @@ HOOKED = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_dynamo_imported_later_steps_aside_and_inductors_benchmarker_takes_the_device_back(tmp_path: Path) -> None:
+def test_dynamo_imported_later_steps_aside_autotuning_runs_alone_and_a_measurement_takes_the_device_back(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", HOOKED, str(tmp_path / "device.lock")], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    # free during the compile, held again after its benchmark, held after the compile
-    assert found["seen"] == [True, False, False], proc.stdout
-    assert found["facts"]["compiles"] == 1 and found["facts"]["took_back"] == 1, proc.stdout
+    # free during the compile, alone while autotuning, held again after a measurement, held after the compile
+    assert found["seen"] == [True, ["autotuning", False], False, False], proc.stdout
+    facts = found["facts"]
+    assert facts["compiles"] == 1 and facts["took_back"] == 1 and facts["autotunes_alone"] == 1, proc.stdout
 
 
 @pytest.mark.slow
