@@ -14,7 +14,8 @@ each autotuned op's benchmark of all its choices (max-autotune's GEMM/conv templ
 takes the device exclusively, as a timer does, so the choice torch.compile makes is not made on a busy GPU (which
 would flatter anything compared with max-autotune), then the compile goes on aside. Any other measurement during a
 compile (pad_mm's, through Inductor's benchmarker) takes the shared side back and keeps it to the end of that
-compile. An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the
+compile. A compiled Triton kernel's choice among its configs at its first run (CachingAutotuner, torch.compile's
+default mode) is measured alone as well. An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the
 parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the CPU, where a compile is itself work on
 the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
 
@@ -139,7 +140,8 @@ class DeviceHold:
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
         with self._mutex:
-            if not self.aside or self.lock_fd is None or self.held != "shared" or self.stepped_aside:
+            if (not self.aside or self.lock_fd is None or self.held != "shared" or self.stepped_aside
+                    or self.autotuning):  # some torch versions signal Triton's autotuning as a compile
                 return
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
             self.stepped_aside, self.compiles, self._since = True, self.compiles + 1, _monotonic()
@@ -213,7 +215,8 @@ class DeviceHold:
 
 
 # -- the hooks into torch: one DeviceHold per child process ----------------------------------------------------
-_state: dict[str, Any] = {"hold": None, "installed": False, "benchmarker": False, "autotuning": False}
+_state: dict[str, Any] = {"hold": None, "installed": False, "benchmarker": False, "autotuning": False,
+                          "config_autotuning": False}
 
 
 def watch_compiles(hold: DeviceHold) -> None:
@@ -331,9 +334,25 @@ def _alone(fn: Callable[..., Any]) -> Callable[..., Any]:
     return autotuned
 
 
+def _wrap_config_autotuning() -> None:
+    """A compiled Triton kernel's choice among its configs, measured at its first run (CachingAutotuner): alone too,
+    or the compile(default) baseline (whose choices the compile seed hands on to every later child) is tuned on a
+    busy GPU."""
+    if _state["config_autotuning"]:
+        return
+    _state["config_autotuning"] = True
+    from torch._inductor.runtime import triton_heuristics
+
+    tuner = getattr(triton_heuristics, "CachingAutotuner", None)
+    raw = vars(tuner).get("benchmark_all_configs") if tuner is not None else None
+    if callable(raw) and not isinstance(raw, (classmethod, staticmethod)):
+        tuner.benchmark_all_configs = _alone(raw)  # type: ignore[union-attr]
+
+
 HOOKS: dict[str, Callable[[], None]] = {"torch._dynamo": _install,
                                         "torch._inductor.runtime.benchmarking": _wrap_benchmarker,
-                                        "torch._inductor.select_algorithm": _wrap_autotuning}
+                                        "torch._inductor.select_algorithm": _wrap_autotuning,
+                                        "torch._inductor.runtime.triton_heuristics": _wrap_config_autotuning}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -81,11 +81,15 @@ def test_autotuning_measures_with_the_device_alone_then_goes_on_as_it_was_held(t
         with hold.autotuning_alone():  # from a shared hold (a compile that took the device back)
             assert not free_for(fcntl.LOCK_SH, tmp_path)
         assert free_for(fcntl.LOCK_SH, tmp_path) and not free_for(fcntl.LOCK_EX, tmp_path), "not shared again"
+        with hold.autotuning_alone():  # a Triton kernel's configs at its first run, which some torch versions
+            hold.compile_started()     # also announce as a compile: still alone
+            assert not free_for(fcntl.LOCK_SH, tmp_path), "the autotuning let go of the device"
+            hold.compile_ended()
     with hold.autotuning_alone():  # a compile outside any hold (at import): alone, then nothing held
         assert not free_for(fcntl.LOCK_SH, tmp_path)
     assert free_for(fcntl.LOCK_EX, tmp_path)
     facts = hold.facts()
-    assert facts["autotunes_alone"] == 3 and facts["compiles"] == 1 and facts["took_back"] == 0, facts
+    assert facts["autotunes_alone"] == 4 and facts["compiles"] == 1 and facts["took_back"] == 0, facts
 
 
 def test_an_exclusive_holder_and_a_hold_with_the_setting_off_never_step_aside(tmp_path: Path) -> None:
@@ -170,6 +174,8 @@ HOOKED = textwrap.dedent("""
     from torch._inductor import select_algorithm
     Cache = select_algorithm.AlgorithmSelectorCache
     assert vars(Cache)["benchmark_choices"].__func__.__wrapped__  # hooked as it was imported
+    from torch._inductor.runtime import triton_heuristics
+    assert vars(triton_heuristics.CachingAutotuner)["benchmark_all_configs"].__wrapped__
     # observe one autotuned op's benchmark of all its choices from inside: a probe in its place, hooked the same way
     Cache.benchmark_choices = classmethod(lambda cls, choices, args: seen.append(["autotuning", free()]) or {})
     device_lock._state["autotuning"] = False
