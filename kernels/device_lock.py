@@ -9,7 +9,8 @@ that timer (the H200 runs of 2026-12-02: attempts finished in waves, 37% of an a
 device while the GPU sat at 0-15% utilisation).
 
 With `aside` on, a `DeviceHold` holding the shared side lets go of it when a compile starts (Dynamo's compile-start
-callback) and takes it back when that compile ends, so timers go ahead while it compiles. Autotuning measures alone:
+callback, for a frame or a deferred backward; never for the CUDA graph recordings the same callbacks announce) and
+takes it back when that compile ends, so timers go ahead while it compiles. Autotuning measures alone:
 each autotuned op's benchmark of all its choices (max-autotune's GEMM/conv templates, Inductor's select_algorithm)
 takes the device exclusively, as a timer does, so the choice torch.compile makes is not made on a busy GPU (which
 would flatter anything compared with max-autotune), then the compile goes on aside. Any other measurement during a
@@ -257,7 +258,13 @@ def _guarded(what: str, action: Callable[[DeviceHold], None]) -> None:
         hold.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:200])
 
 
-def _on_compile_start(*_args: Any) -> None:
+HOST_TRIGGERS = ("DYNAMO", "LAZY_BACKWARD")  # Dynamo's callback triggers that are host work (not cudagraph recording)
+
+
+def _on_compile_start(*args: Any) -> None:
+    trigger = getattr(getattr(args[0], "callback_trigger", None), "name", None) if args else None
+    if trigger is not None and trigger not in HOST_TRIGGERS:  # a CUDA graph recording, Triton's autotuning: device
+        return  # work, never done aside (the end callback then finds nothing stepped aside)
     _guarded("compile start", DeviceHold.compile_started)
 
 

@@ -13,10 +13,11 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from kernels import EvalSettings, evaluate
+from kernels import EvalSettings, device_lock, evaluate
 from kernels.device_lock import DeviceHold, compile_aside_wanted
 from tests.kernels.conftest import fixture_source
 
@@ -90,6 +91,29 @@ def test_autotuning_measures_with_the_device_alone_then_goes_on_as_it_was_held(t
     assert free_for(fcntl.LOCK_EX, tmp_path)
     facts = hold.facts()
     assert facts["autotunes_alone"] == 4 and facts["compiles"] == 1 and facts["took_back"] == 0, facts
+
+
+def test_only_host_side_compiles_step_aside_never_a_cuda_graph_recording(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamo's callbacks also announce CUDA graph recordings (device work, at run time): those keep the hold."""
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    monkeypatch.setitem(device_lock._state, "hold", hold)
+
+    def args(trigger: str) -> SimpleNamespace:  # torch._dynamo.callback.CallbackArgs
+        return SimpleNamespace(callback_trigger=SimpleNamespace(name=trigger), compile_id="0/0")
+
+    with hold.shared():
+        device_lock._on_compile_start(args("CUDAGRAPH_RECORDING"))
+        assert not free_for(fcntl.LOCK_EX, tmp_path), "a CUDA graph recording let go of the device"
+        device_lock._on_compile_end(args("CUDAGRAPH_RECORDING"))
+        device_lock._on_compile_start(args("DYNAMO"))
+        assert free_for(fcntl.LOCK_EX, tmp_path)
+        device_lock._on_compile_end(args("DYNAMO"))
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+        device_lock._on_compile_start()  # a torch whose callbacks take no arguments: a compile
+        assert free_for(fcntl.LOCK_EX, tmp_path)
+        device_lock._on_compile_end()
+    assert hold.facts()["compiles"] == 2
 
 
 def test_an_exclusive_holder_and_a_hold_with_the_setting_off_never_step_aside(tmp_path: Path) -> None:
