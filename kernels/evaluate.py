@@ -211,11 +211,13 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
                                      "detail": f"{figures['pct_of_peak']:.1f}% of the {figures['bound']} roofline"})
 
 
+ASIDE_FACTS = ("compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "errors")
+
+
 def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     """{"compile_cache": {"hits", "misses"}} from the child's facts when it compiled anything (informational: how
     much of its torch.compile came from kernels.compile_seed), and {"compile_aside": {...}} when its compiles
-    stepped out of the device lock (kernels.device_lock: how many, for how long, how often a benchmark took the
-    device back, how often it then waited)."""
+    stepped out of the device lock or its autotuning ran alone (kernels.device_lock.DeviceHold.facts)."""
     facts = (run.last("result") or {}).get("facts") or {}
     found: dict[str, Any] = {}
     counts = facts.get("compile_cache") or {}
@@ -223,8 +225,7 @@ def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
         found["compile_cache"] = {k: int(v) for k, v in counts.items() if k in ("hits", "misses") and isinstance(v, int)}
     aside = facts.get("compile_aside") or {}
     if isinstance(aside, dict) and aside:
-        found["compile_aside"] = {k: aside[k] for k in ("compiles", "aside_s", "took_back", "waits", "errors")
-                                  if isinstance(aside.get(k), (int, float, list))}
+        found["compile_aside"] = {k: aside[k] for k in ASIDE_FACTS if isinstance(aside.get(k), (int, float, list))}
     return found
 
 

@@ -286,6 +286,7 @@ def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettin
     assert child_waited.is_set(), phases
     aside = result.environment["compile_aside"]
     assert aside["compiles"] >= 1 and aside["aside_s"] > 0 and aside["waits"] >= 1, aside
+    assert set(aside) == {"compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "errors"}
 
 
 @pytest.mark.slow
