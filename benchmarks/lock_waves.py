@@ -87,8 +87,8 @@ def summary(batches: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     if on and off:
         data["throughput_ratio"] = round(on["per_minute"] / off["per_minute"], 3) if off["per_minute"] else None
         lines.append(f"\nThroughput with compiles aside: **{data['throughput_ratio']}x** (median batch, same jobs).")
-    lines += ["", "| problem | candidate | median ms (on) | IQR ms (on) | median ms (off) | IQR ms (off) | on / off |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| problem | candidate | median ms (on) | IQR ms (on) | median ms (off) | IQR ms (off) | on / off | "
+              "on: s aside / autotunes alone / waits |", "|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["problem"], r["candidate"]) for b in batches for r in b["rows"]})
     for key in keys:
         cells: dict[str, Any] = {}
@@ -99,6 +99,11 @@ def summary(batches: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                 "median_ms": statistics.median(r["runtime_ms"] for r in got) if got else None,
                 "iqr_ms": statistics.median(r["iqr_ms"] or 0.0 for r in got) if got else None,
                 "passed": len(got)}
+        facts = [r["compile_aside"] or {} for b in batches if b["aside"] for r in b["rows"]
+                 if (r["problem"], r["candidate"]) == key]
+        cells["on"]["compile_aside"] = facts  # shows whether the hooks worked on this torch (autotunes_alone > 0)
+        hooks = " ; ".join(f"{f.get('aside_s', 0):.1f} / {f.get('autotunes_alone', 0)} / {f.get('waits', 0)}"
+                           for f in facts) or "—"
         a, b = cells["on"]["median_ms"], cells["off"]["median_ms"]
         cells["ratio"] = round(a / b, 3) if a and b else None
         data["candidates"][f"{key[0]} / {key[1]}"] = cells
@@ -107,7 +112,7 @@ def summary(batches: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             return "—" if value is None else f"{value:.4g}"
 
         lines.append(f"| {key[0]} | {key[1]} | {fmt(a)} | {fmt(cells['on']['iqr_ms'])} | {fmt(b)} | "
-                     f"{fmt(cells['off']['iqr_ms'])} | {fmt(cells['ratio'])} |")
+                     f"{fmt(cells['off']['iqr_ms'])} | {fmt(cells['ratio'])} | {hooks} |")
     return "\n".join(lines) + "\n", data
 
 
