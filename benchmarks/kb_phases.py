@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from search.engine.tree import Tree  # noqa: E402
 
-ASIDE = "of which compiling off the device lock"  # kernels.device_lock: within "build", not added to the shares
+ASIDE = "of which compiling off the device lock"  # kernels.device_lock: a part of "build" (its share overlaps)
 
 
 def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:
@@ -48,7 +48,7 @@ def table(found: dict[str, dict[str, list[float]]]) -> tuple[str, dict[str, Any]
         data[kind] = {}
         for phase, seconds in sorted(phases.items(), key=lambda kv: -sum(kv[1])):
             total = sum(seconds)
-            share = None if wall is None or phase == "wall" else total / wall  # ASIDE overlaps "build"
+            share = None if wall is None or phase == "wall" else total / wall
             data[kind][phase] = {"n": len(seconds), "median_s": statistics.median(seconds), "total_s": total,
                                  "share": share}
             lines.append(f"| {kind} | {phase} | {len(seconds)} | {statistics.median(seconds):.1f} | {total:.0f} | "

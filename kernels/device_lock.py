@@ -16,9 +16,9 @@ takes the device exclusively, as a timer does, so the choice torch.compile makes
 would flatter anything compared with max-autotune), then the compile goes on aside. Any other measurement during a
 compile (pad_mm's, through Inductor's benchmarker) takes the shared side back and keeps it to the end of that
 compile. A compiled Triton kernel's choice among its configs at its first run (CachingAutotuner, torch.compile's
-default mode) is measured alone as well. An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the
-parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the CPU, where a compile is itself work on
-the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
+default mode) is measured alone as well. An exclusive holder never steps aside: a recompile while timing stays
+timed alone. `aside` is the parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the CPU, where
+a compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
 
 The lock is cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate
 can unlock its own descriptor, which is why the figures that count are re-timed side by side (kernels.retime).
@@ -162,7 +162,8 @@ class DeviceHold:
     @contextlib.contextmanager
     def autotuning_alone(self) -> Iterator[None]:
         """Around one autotuned op's benchmark of its choices: the device exclusively (waiting like a timer), then
-        held as before (aside, shared, or not at all for a compile outside any hold)."""
+        held as before (aside, shared, or not at all for a compile outside any hold). A lock error is recorded in
+        `errors`, never raised: the lock must never break a compile."""
         with self._mutex:
             if self.autotuning:  # an inner entry point of the same benchmark
                 self.autotuning += 1
@@ -171,9 +172,12 @@ class DeviceHold:
                 held_before = "as is"
             else:
                 held_before = "shared" if self.held == "shared" and not self.stepped_aside else "nothing"
-                if held_before == "shared":
-                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)  # never wait at the gate while holding the lock
-                self._take_waiting(fcntl.LOCK_EX)
+                try:
+                    if held_before == "shared":
+                        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)  # never wait at the gate while holding the lock
+                    self._take_waiting(fcntl.LOCK_EX)
+                except Exception as exc:  # noqa: BLE001
+                    self.errors.append(f"autotuning: {type(exc).__name__}: {exc}"[:200])
                 self.autotuning, self.autotunes_alone = 1, self.autotunes_alone + 1
             since = _monotonic()
         try:
@@ -185,9 +189,12 @@ class DeviceHold:
                 elif held_before != "as is":
                     assert self.lock_fd is not None
                     self.autotuning, self.alone_s = 0, self.alone_s + _monotonic() - since
-                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
-                    if held_before == "shared":
-                        self._take_waiting(fcntl.LOCK_SH)
+                    try:
+                        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                        if held_before == "shared":
+                            self._take_waiting(fcntl.LOCK_SH)
+                    except Exception as exc:  # noqa: BLE001
+                        self.errors.append(f"after autotuning: {type(exc).__name__}: {exc}"[:200])
 
     def _step_back(self) -> None:
         self.aside_s += _monotonic() - self._since
@@ -321,23 +328,8 @@ def _alone(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def autotuned(*args: Any, **kwargs: Any) -> Any:
         hold = _state["hold"]
-        block: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if hold is not None:
-            try:
-                block = hold.autotuning_alone()
-                block.__enter__()
-            except Exception as exc:  # noqa: BLE001 - the lock must never break a compile
-                hold.errors.append(f"autotuning: {type(exc).__name__}: {exc}"[:200])
-                block = contextlib.nullcontext()
-                block.__enter__()
-        try:
+        with hold.autotuning_alone() if hold is not None else contextlib.nullcontext():
             return fn(*args, **kwargs)
-        finally:
-            try:
-                block.__exit__(None, None, None)
-            except Exception as exc:  # noqa: BLE001
-                if hold is not None:
-                    hold.errors.append(f"after autotuning: {type(exc).__name__}: {exc}"[:200])
     return autotuned
 
 
