@@ -7,6 +7,14 @@ compiled graph by the graph itself, so a child whose cache starts with the refer
 instead of compiling (on the CPU: 14-16 s less per whole evaluation of a compile wrapper, 1.40-1.55x,
 docs/benchmarks/compile_seed/cpu.md, by benchmarks/compile_seed.py).
 
+Relocation: the cached entries name the directory they were written in (Triton's group files list their kernels
+by absolute path, Inductor's entries carry the cache dirs' paths), which is the reference worker's work dir, gone
+by the time a child loads them (and never the child's to read: on the H200, where children run without bubblewrap
+and each as the sandbox uid at its own path, every seeded compile wrapper failed with a PermissionError naming it,
+2026-12-02). The seed records that path (ORIGINS_FILE); planting replaces it, byte for byte, by the child's work
+dir, whose path has the same length (kernels.isolation.WORK_DIR_NAME), so pickled strings keep their framing. A
+file naming an origin that cannot be replaced so (another length: the sandbox base moved) is not planted.
+
 Trust: only the reference worker's caches are kept (it ran the problem's own code, the root of trust of everything
 judged against it), never a candidate's; each child gets a copy, so nothing a candidate writes reaches another
 child. Only regular files and directories are copied (no links: a link planted by the problem must not make the
@@ -30,6 +38,8 @@ MAX_BYTES = 512 * 2**20
 MAX_FILES = 20_000
 ALL_SEEDS_BYTES = 4 * 2**30  # beyond this the least recently planted seeds are removed
 SIZE_FILE = "size.json"
+ORIGINS_FILE = "origins.json"  # the work dirs the seed's files were written in (relocated when planted)
+MAX_ORIGINS = 16
 
 
 def seed_dir(root: Path, problem_source: str, device: str) -> Path:
@@ -54,12 +64,38 @@ def _regular_files(top: Path) -> list[tuple[Path, int]] | None:
     return found
 
 
-def _copy_file(src: Path, dst: Path) -> int:
+def _forms(work_dir: Path) -> list[str]:
+    """The work dir's path as written and resolved (they differ under a /tmp that is a link)."""
+    return [str(work_dir), str(work_dir.resolve())]
+
+
+def relocation(origins: list[list[str]], work_dir: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+    """(replacements of each origin's forms by the child's work dir's, where their lengths are the same; the
+    origins' forms that cannot be replaced so)."""
+    mine = [os.fsencode(form) for form in _forms(work_dir)]
+    pairs: list[tuple[bytes, bytes]] = []
+    stuck: list[bytes] = []
+    for forms in origins:
+        for origin, own in zip(map(os.fsencode, forms), mine):
+            if origin == own:
+                continue
+            if len(origin) == len(own):
+                pairs.append((origin, own))
+            else:
+                stuck.append(origin)
+    return pairs, stuck
+
+
+def _copy_file(src: Path, dst: Path, pairs: list[tuple[bytes, bytes]] | None = None,
+               stuck: list[bytes] | None = None) -> int:
     """One regular file (read as kernels.sandbox.read_regular_file reads what a child could have replaced: never
-    through a link, never a FIFO), written under a temporary name then renamed; its bytes, or -1 when not copied."""
+    through a link, never a FIFO), written under a temporary name then renamed; its bytes, or -1 when not copied.
+    `pairs` are replaced (same lengths); a file containing one of `stuck` is not copied."""
     data = read_regular_file(src)
-    if data is None:
+    if data is None or any(origin in data for origin in stuck or ()):
         return -1
+    for origin, mine in pairs or ():
+        data = data.replace(origin, mine)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}")
     tmp.write_bytes(data)
@@ -75,6 +111,8 @@ def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
     try:
         added, size = _keep(work_dir, target)
         if added:
+            origins = [o for o in _origins(target) if o != _forms(work_dir)]
+            cache.write_json(target / ORIGINS_FILE, [*origins, _forms(work_dir)][-MAX_ORIGINS:])
             before = int((cache.read_json(target / SIZE_FILE) or {}).get("bytes") or 0)
             cache.write_json(target / SIZE_FILE, {"bytes": before + size})
             prune(target.parent)
@@ -99,6 +137,11 @@ def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES) -> list[str]:
         total -= size
         removed.append(d.name)
     return removed
+
+
+def _origins(seed: Path) -> list[list[str]]:
+    found = cache.read_json(seed / ORIGINS_FILE)
+    return [o for o in found if isinstance(o, list) and all(isinstance(f, str) for f in o)] if isinstance(found, list) else []
 
 
 def _real_dir(path: Path, below: Path) -> bool:
@@ -149,6 +192,7 @@ def plant(work_dir: Path, root: Path, problem_source: str, device: str, uid: int
 
 
 def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> int:
+    pairs, stuck = relocation(_origins(source), work_dir)
     copied = 0
     owned: set[Path] = set()  # the child's cache dirs themselves are its own already (isolation.prepare_work_dir)
     for name in KEPT:
@@ -156,7 +200,7 @@ def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> in
         files = _regular_files(top) if top.is_dir() else []
         for rel, _ in files or []:
             dst = cache_dir / rel
-            if _copy_file(top / rel, dst) < 0:
+            if _copy_file(top / rel, dst, pairs, stuck) < 0:
                 continue
             copied += 1
             if uid is not None:

@@ -30,6 +30,9 @@ SEED_SUSPECTS = ("build_error", "runtime_error")  # what a broken compile-cache 
 # judged twice
 SEED_MARKERS = ("torch._inductor", "torch/_inductor", "torch._dynamo", "torch/_dynamo", "InductorError",
                 "BackendCompilerFailed")
+COMPILE_CALLS = ("torch.compile", "torch._dynamo", "torch._inductor")  # in a candidate's source: it uses the seed
+TRACE_HEADER = "--- traceback of the reported error ---"
+TRACE_CHARS = 6000
 
 
 def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSettings, root: Path,
@@ -71,7 +74,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         result.wall_s = round(time.monotonic() - start, 3)
         return result
     result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True)
-    if result.environment.get("compile_seed_files") and seed_suspected(result):
+    if result.environment.get("compile_seed_files") and seed_suspected(result, candidate_source):
         # a build or run failure with another child's compiled code planted: judged again from empty caches, so a
         # broken cache entry can never cost a candidate (the compile attempts above all) its verdict
         first = result.verdict
@@ -117,8 +120,7 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
                 timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(saved))
                 clock.enter("judge")
                 result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference)
-        result.logs = {"build": run.logs["build"],
-                       "run": "\n".join(t for t in (run.logs["run"], run.logs["worker"]) if t.strip())}
+        result.logs = {"build": run.logs["build"], "run": run_log(run)}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
                               "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm,
@@ -229,9 +231,23 @@ def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     return found
 
 
-def seed_suspected(result: EvalResult) -> bool:
-    """A build or run failure that went through torch.compile (its reasons or logs name Inductor or Dynamo)."""
+def run_log(run: WorkerRun) -> str:
+    """The child's output, then the traceback of the exception it reported (where the failure came from: a user's
+    or a debug agent's first question, and how a failure inside torch.compile is told from the candidate's own)."""
+    error = run.last("error") or {}
+    trace = str(error.get("traceback") or "").strip()
+    parts = [run.logs["run"], run.logs["worker"], f"{TRACE_HEADER}\n{trace[-TRACE_CHARS:]}" if trace else ""]
+    return "\n".join(t for t in parts if t.strip())
+
+
+def seed_suspected(result: EvalResult, candidate_source: str = "") -> bool:
+    """A build or run failure that may be the planted compile seed's: the candidate compiles with torch.compile, or
+    its reasons or logs (the traceback included) name Inductor or Dynamo. The H200 runs of 2026-12-02 had compile
+    wrappers fail with nothing of Inductor in the message (a PermissionError naming the reference worker's deleted
+    work dir, from its seeded cache entries), so a torch.compile in the candidate's source is enough."""
     if result.verdict not in SEED_SUSPECTS:
         return False
+    if any(marker in candidate_source for marker in COMPILE_CALLS):
+        return True
     text = "\n".join([*result.reasons, *(str(v) for v in (result.logs or {}).values())])
     return any(marker in text for marker in SEED_MARKERS)

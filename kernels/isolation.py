@@ -50,6 +50,7 @@ ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "
 CACHE_DIRS = {"TORCH_EXTENSIONS_DIR": "torch_extensions", "TRITON_CACHE_DIR": "triton",
               "TORCHINDUCTOR_CACHE_DIR": "inductor", "XDG_CACHE_HOME": "xdg"}
 PROTECTED = ("var", ".git", ".env")  # in the checkout: "other" permissions removed when children run as another uid
+WORK_DIR_NAME = 20  # characters: a prefix ("ref-", "retime-", ...) and random hex digits
 NOFILE = 8192
 NPROC = 4096  # per uid (all concurrent children of the sandbox user together); threads count too
 
@@ -303,10 +304,12 @@ def sandbox_base() -> Path:
 
 def new_work_dir(root: Path, prefix: str, mode: str, cuda: bool) -> Path:
     """A fresh work directory for one child (removed by the caller afterwards): under `<root>/work`, or under
-    sandbox_base() when children run as the dedicated uid (which cannot reach the harness cache)."""
+    sandbox_base() when children run as the dedicated uid (which cannot reach the harness cache). Every name has
+    WORK_DIR_NAME characters, whatever its prefix, so the paths of two children's work dirs have the same length
+    (kernels.compile_seed relocates the compiled code one child wrote for another by replacing one by the other)."""
     chosen = plan(mode, cuda)
     base = sandbox_base() if chosen.uid is not None else root / "work"
-    work_dir = base / f"{prefix}{uuid.uuid4().hex[:12]}"
+    work_dir = base / f"{prefix}{uuid.uuid4().hex[:WORK_DIR_NAME - len(prefix)]}"
     prepare_work_dir(work_dir, chosen)
     return work_dir
 

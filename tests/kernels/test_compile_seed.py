@@ -5,6 +5,7 @@ compiling it again. Links and oversized caches are never kept; a child's writes 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -37,7 +38,8 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     assert compile_seed.keep(ref, root, "src", "cpu") == 0  # nothing new: entries are named by their content
     seed = compile_seed.seed_dir(root, "src", "cpu")
     assert sorted(str(p.relative_to(seed)) for p in seed.rglob("*") if p.is_file()) == [
-        "inductor/fxgraph/ab/entry", "size.json", "triton/k1/kernel.cubin"]  # size.json: for prune(), not planted
+        "inductor/fxgraph/ab/entry", "origins.json", "size.json", "triton/k1/kernel.cubin"]  # not planted: size.json
+    # (for prune()) and origins.json (the dirs the entries were written in, relocated when planted)
     assert not any(p.is_symlink() for p in seed.rglob("*"))
 
     child = tmp_path / "child"
@@ -51,6 +53,44 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     # problems, devices and torch versions never share: another problem has no seed
     assert compile_seed.plant(tmp_path / "other", root, "other src", "cpu") == 0
     assert compile_seed.plant(tmp_path / "gpu", root, "src", "cuda") == 0
+
+
+def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tmp_path: Path) -> None:
+    """Triton's group files and Inductor's entries hold absolute paths of the dir they were written in: planted,
+    they name the child's own work dir (same length: pickled strings keep their framing), never the reference's."""
+    import pickle
+
+    from kernels.isolation import WORK_DIR_NAME
+
+    root = tmp_path / "root"
+
+    def new_work_dir(prefix: str) -> Path:  # named as kernels.isolation.new_work_dir names them (it probes bwrap)
+        return root / "work" / (prefix + "0123456789abcdef0123456789"[:WORK_DIR_NAME - len(prefix)])
+
+    ref, child = new_work_dir("ref-"), new_work_dir("")
+    assert len(str(ref)) == len(str(child)) and ref != child
+    triton = ref / "cache" / "triton" / "HASH"
+    triton.mkdir(parents=True)
+    (triton / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.cubin": str(triton / "k.cubin")}}))
+    (ref / "cache" / "inductor").mkdir(parents=True)
+    entry = {"source": f"os.environ['TRITON_CACHE_DIR'] = '{ref}/cache/triton'", "n": 3}
+    (ref / "cache" / "inductor" / "entry.pkl").write_bytes(pickle.dumps(entry))
+    assert compile_seed.keep(ref, root, "src", "cuda") == 2
+    shutil.rmtree(ref)  # as after the reference worker: its dir is gone
+    assert compile_seed.plant(child, root, "src", "cuda") == 2
+    group = json.loads((child / "cache" / "triton" / "HASH" / "__grp__k.json").read_text())
+    assert group["child_paths"]["k.cubin"] == str(child / "cache" / "triton" / "HASH" / "k.cubin")
+    loaded = pickle.loads((child / "cache" / "inductor" / "entry.pkl").read_bytes())
+    assert loaded == {"source": f"os.environ['TRITON_CACHE_DIR'] = '{child}/cache/triton'", "n": 3}
+    seed = compile_seed.seed_dir(root, "src", "cuda")
+    assert str(ref).encode() in (seed / "inductor" / "entry.pkl").read_bytes()  # relocated per child, not in place
+
+    # an origin of another length (the sandbox base moved) cannot be replaced: its files are not planted
+    (seed / compile_seed.ORIGINS_FILE).write_text(json.dumps([[str(ref) + "-longer", str(ref) + "-longer"]]))
+    (seed / "inductor" / "entry.pkl").write_bytes(pickle.dumps({"path": str(ref) + "-longer/cache"}))
+    other = new_work_dir("retime-")
+    assert compile_seed.plant(other, root, "src", "cuda") == 1  # the group file (no such path) only
+    assert not (other / "cache" / "inductor" / "entry.pkl").exists()
 
 
 def test_the_least_recently_planted_seeds_go_first_beyond_the_limit(tmp_path: Path) -> None:
@@ -94,8 +134,13 @@ class ModelNew(Model):
         import os
 
         if any(os.scandir(os.environ["TORCHINDUCTOR_CACHE_DIR"])):
-            raise RuntimeError("torch._inductor could not load a compile cache entry")
+            # as on the H200 before seeds were relocated: nothing of Inductor in the message, only a path
+            raise PermissionError(13, "Permission denied", "/tmp/stark-sandbox/ref-0123456789abcdef")
         super().__init__(*args)
+        self.compiled = torch.compile(super().forward)  # a compile wrapper: its failure may be the seed's
+
+    def forward(self, *inputs):
+        return self.compiled(*inputs)
 """
 
 
@@ -128,6 +173,8 @@ def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path
     raises = evaluate(problem, fixture_source("raises"), settings)
     assert raises.verdict == "runtime_error" and raises.environment["compile_seed_files"] > 0
     assert "compile_seed_retry" not in raises.environment
+    assert "--- traceback of the reported error ---" in raises.logs["run"], raises.logs  # where it came from
+    assert "in forward" in raises.logs["run"] and "shape mismatch" in raises.logs["run"], raises.logs
 
     # without the seed the same candidate compiles from scratch
     shutil.rmtree(seed)
