@@ -65,7 +65,8 @@ if [ "$left" -gt 10 ]; then  # alone on the host: only the entries still unusabl
     > "$logs/retime-quiet.log" 2>&1
 fi
 date -u +%FT%TZ | tee -a "$out/device.txt"
-cat "$logs"/retime-*.log | grep -E "^== |re-timed side by side|quiet" | tee -a "$out/device.txt"
+cat "$logs"/retime-stream*.log "$logs"/retime-quiet.log 2> /dev/null | grep -E "^== |re-timed side by side" \
+  | tee -a "$out/device.txt"
 python3 benchmarks/kb_table.py --out "$out/kb_rules" "${files[@]}"
 stage=$(mktemp -d)
 cp "${files[@]}" "$stage"/
