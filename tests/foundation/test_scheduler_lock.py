@@ -48,3 +48,35 @@ def test_the_scheduler_lock_of_a_dead_worker_is_cleared_on_start(redis_client, s
     assert time.monotonic() - killed_at < left_s, "the lock was taken only after it expired by itself"
     assert new != old
     assert "cleared the scheduler lock of" in (ARTIFACTS / "worker-second-scheduler.log").read_text()
+
+
+def test_a_fresh_lock_without_a_hash_is_watched_until_its_hash_comes_or_cannot(redis_client):
+    """rq takes the lock before its scheduler process writes its hash: a holder killed in between left a fresh
+    lock with no hash (the full run of 2026-12-02 met it: the replacement, started within 6 s, judged it live and
+    waited for it to expire). Now the lock is watched: no hash by the time it is ~6 s old means the holder is gone;
+    a hash that appears meanwhile is judged as always (here: this process, alive)."""
+    import socket
+    import threading
+
+    from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
+
+    from search.app.service.worker import clear_stale_scheduler_locks
+
+    gone, key = "stark-test-gone", RQScheduler.get_locking_key("stark-test-gone")
+    redis_client.set(key, "ghost-scheduler", px=58_000)  # taken 3 s ago, holder killed before its hash
+    started = time.monotonic()
+    assert clear_stale_scheduler_locks(redis_client, [gone]) == [gone]
+    assert redis_client.get(key) is None
+    assert 1.5 < time.monotonic() - started < 8, "it waited for the lock to age past the fresh window, no longer"
+
+    live, key = "stark-test-live", RQScheduler.get_locking_key("stark-test-live")
+    redis_client.set(key, "late-scheduler", px=60_500)
+    born = threading.Timer(1.0, lambda: redis_client.hset(SCHEDULER_KEY_TEMPLATE % "late-scheduler", mapping={
+        "hostname": socket.gethostname(), "pid": str(os.getpid())}))
+    born.start()
+    try:
+        assert clear_stale_scheduler_locks(redis_client, [live]) == []
+    finally:
+        born.join()
+        redis_client.delete(key, SCHEDULER_KEY_TEMPLATE % "late-scheduler")
+    assert time.monotonic() - started < 20

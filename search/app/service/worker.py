@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -158,11 +159,21 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def scheduler_alive(connection: Any, holder: str, lock_key: str) -> bool:
-    data = {_text(k): _text(v) for k, v in connection.hgetall(SCHEDULER_KEY_TEMPLATE % holder).items()}
-    if not data:
-        # rq takes the lock before the scheduler process writes its hash: a lock that fresh may be live.
-        return connection.pttl(lock_key) > 55_000
+FRESH_LOCK_MS = 55_000  # rq's scheduler lock lives interval + 60 s: younger than ~6 s, its hash may still come
+HASH_WAIT_S = 8.0
+
+
+def scheduler_alive(connection: Any, holder: str, lock_key: str, wait_s: float = HASH_WAIT_S) -> bool:
+    """Whether the scheduler holding a queue's lock runs. rq takes the lock before the scheduler process writes
+    its hash, so a fresh lock without a hash is watched until its hash appears or it is too old for one to come (a
+    holder killed in between: judged live, it would keep the queue unscheduled until the lock expired)."""
+    deadline = time.monotonic() + wait_s
+    while not (data := {_text(k): _text(v) for k, v in connection.hgetall(SCHEDULER_KEY_TEMPLATE % holder).items()}):
+        if connection.pttl(lock_key) <= FRESH_LOCK_MS:
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.2)
     if data.get("hostname") == socket.gethostname():
         return pid_alive(int(data.get("pid") or 0))
     return True  # elsewhere: the hash expires with its heartbeat
