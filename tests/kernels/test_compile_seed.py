@@ -89,7 +89,7 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
     (seed / compile_seed.ORIGINS_FILE).write_text(json.dumps([[str(ref) + "-longer", str(ref) + "-longer"]]))
     (seed / "inductor" / "entry.pkl").write_bytes(pickle.dumps({"path": str(ref) + "-longer/cache"}))
     other = new_work_dir("retime-")
-    assert compile_seed.plant(other, root, "src", "cuda") == 1  # the group file (no such path) only
+    assert compile_seed.plant(other, root, "src", "cuda") == 1  # only the group file: it names no stuck origin
     assert not (other / "cache" / "inductor" / "entry.pkl").exists()
 
 
