@@ -72,6 +72,19 @@ def test_it_caches_baselines_per_problem_and_device(fast_settings: EvalSettings)
     assert first.baselines["eager"]["timing"]["runs"] == 7
 
 
+@pytest.mark.slow
+def test_the_reference_worker_measures_the_ceilings_after_its_baselines(fast_settings: EvalSettings) -> None:
+    """The ceilings' TF32 matmul leaves cuBLAS's fp32_precision "ieee" where it was "none" (same numerics), and that
+    setting is in Inductor's FX graph cache key: measured before the torch.compile baselines, their compiled graphs
+    never matched a candidate's and no compile seed hit (the H200, 2026-12-02). So the baselines come first."""
+    settings = fast_settings.replace(roofline=True, baselines=("eager",), timing_runs=5)
+    result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"), settings)
+    assert result.verdict == "pass", result.reasons
+    phases = [p["phase"] for p in result.phases]
+    assert "device ceilings" in phases and "baselines" in phases, phases
+    assert phases.index("baselines") < phases.index("device ceilings"), phases
+
+
 def test_float32_work_may_reach_the_tf32_rate_but_not_beyond() -> None:
     """cuDNN runs float32 convolutions on TF32 tensor cores by default: an H200 conv at 68 TFLOP/s beats the
     measured FP32 matmul rate (~50) honestly, so float32 is held to the TF32 ceiling; half precision keeps its own."""
