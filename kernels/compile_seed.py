@@ -111,8 +111,9 @@ def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
     try:
         added, size = _keep(work_dir, target)
         if added:
-            origins = [o for o in _origins(target) if o != _forms(work_dir)]
-            cache.write_json(target / ORIGINS_FILE, [*origins, _forms(work_dir)][-MAX_ORIGINS:])
+            forms = _forms(work_dir)
+            origins = [o for o in _origins(target) if o != forms]
+            cache.write_json(target / ORIGINS_FILE, [*origins, forms][-MAX_ORIGINS:])
             before = int((cache.read_json(target / SIZE_FILE) or {}).get("bytes") or 0)
             cache.write_json(target / SIZE_FILE, {"bytes": before + size})
             prune(target.parent)

@@ -302,6 +302,11 @@ def sandbox_base() -> Path:
     return base
 
 
+def work_dir_name(prefix: str) -> str:
+    """A fresh work dir name of WORK_DIR_NAME characters: the prefix and random hex digits."""
+    return f"{prefix}{uuid.uuid4().hex[:WORK_DIR_NAME - len(prefix)]}"
+
+
 def new_work_dir(root: Path, prefix: str, mode: str, cuda: bool) -> Path:
     """A fresh work directory for one child (removed by the caller afterwards): under `<root>/work`, or under
     sandbox_base() when children run as the dedicated uid (which cannot reach the harness cache). Every name has
@@ -309,7 +314,7 @@ def new_work_dir(root: Path, prefix: str, mode: str, cuda: bool) -> Path:
     (kernels.compile_seed relocates the compiled code one child wrote for another by replacing one by the other)."""
     chosen = plan(mode, cuda)
     base = sandbox_base() if chosen.uid is not None else root / "work"
-    work_dir = base / f"{prefix}{uuid.uuid4().hex[:WORK_DIR_NAME - len(prefix)]}"
+    work_dir = base / work_dir_name(prefix)
     prepare_work_dir(work_dir, chosen)
     return work_dir
 

@@ -60,12 +60,12 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
     they name the child's own work dir (same length: pickled strings keep their framing), never the reference's."""
     import pickle
 
-    from kernels.isolation import WORK_DIR_NAME
+    from kernels.isolation import work_dir_name
 
     root = tmp_path / "root"
 
-    def new_work_dir(prefix: str) -> Path:  # named as kernels.isolation.new_work_dir names them (it probes bwrap)
-        return root / "work" / (prefix + "0123456789abcdef0123456789"[:WORK_DIR_NAME - len(prefix)])
+    def new_work_dir(prefix: str) -> Path:  # as kernels.isolation.new_work_dir names them (without its bwrap probe)
+        return root / "work" / work_dir_name(prefix)
 
     ref, child = new_work_dir("ref-"), new_work_dir("")
     assert len(str(ref)) == len(str(child)) and ref != child
