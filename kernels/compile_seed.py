@@ -13,7 +13,10 @@ by the time a child loads them (and never the child's to read: on the H200, wher
 and each as the sandbox uid at its own path, every seeded compile wrapper failed with a PermissionError naming it,
 2026-12-02). The seed records that path (ORIGINS_FILE); planting replaces it, byte for byte, by the child's work
 dir, whose path has the same length (kernels.isolation.WORK_DIR_NAME), so pickled strings keep their framing. A
-file naming an origin that cannot be replaced so (another length: the sandbox base moved) is not planted.
+file naming an origin that cannot be replaced so (another length: the sandbox base moved) is not planted. Each
+file is kept once, by the first reference worker that wrote it, and names that worker's dir only (a later worker
+was planted with the seed relocated to its own dir), so FILE_ORIGINS maps each file to its origin: planting
+replaces one path per file, however many reference workers refreshed the seed.
 
 Trust: only the reference worker's caches are kept (it ran the problem's own code, the root of trust of everything
 judged against it), never a candidate's; each child gets a copy, so nothing a candidate writes reaches another
@@ -23,6 +26,7 @@ problems never share compiled code."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -39,7 +43,8 @@ MAX_FILES = 20_000
 ALL_SEEDS_BYTES = 4 * 2**30  # beyond this the least recently planted seeds are removed
 SIZE_FILE = "size.json"
 ORIGINS_FILE = "origins.json"  # the work dirs the seed's files were written in (relocated when planted)
-MAX_ORIGINS = 16
+LOCK_FILE = ".keep.lock"  # beside the seeds
+FILE_ORIGINS = "file-origins.json"  # "<kept dir>/<relative path>" -> the index of its origin in ORIGINS_FILE
 
 
 def seed_dir(root: Path, problem_source: str, device: str) -> Path:
@@ -109,17 +114,27 @@ def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
     copy (a full disk) leaves the seed as it was and fails nothing: children then compile as without it."""
     target = seed_dir(root, problem_source, device)
     try:
-        added, size = _keep(work_dir, target)
-        if added:
-            forms = _forms(work_dir)
-            origins = [o for o in _origins(target) if o != forms]
-            cache.write_json(target / ORIGINS_FILE, [*origins, forms][-MAX_ORIGINS:])
-            before = int((cache.read_json(target / SIZE_FILE) or {}).get("bytes") or 0)
-            cache.write_json(target / SIZE_FILE, {"bytes": before + size})
-            prune(target.parent)
-        return added
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / LOCK_FILE, "a") as lock:  # reference workers keep (and prune) one at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return _keep_locked(work_dir, target)
     except OSError:
         return 0
+
+
+def _keep_locked(work_dir: Path, target: Path) -> int:
+    origins = _origins(target)
+    forms = _forms(work_dir)
+    index = origins.index(forms) if forms in origins else len(origins)
+    added, size, names = _keep(work_dir, target)
+    if added:
+        if index == len(origins):
+            cache.write_json(target / ORIGINS_FILE, [*origins, forms])
+        cache.write_json(target / FILE_ORIGINS, {**_file_origins(target), **dict.fromkeys(names, index)})
+        before = int((cache.read_json(target / SIZE_FILE) or {}).get("bytes") or 0)
+        cache.write_json(target / SIZE_FILE, {"bytes": before + size})
+        prune(target.parent)
+    return added
 
 
 def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES) -> list[str]:
@@ -145,6 +160,11 @@ def _origins(seed: Path) -> list[list[str]]:
     return [o for o in found if isinstance(o, list) and all(isinstance(f, str) for f in o)] if isinstance(found, list) else []
 
 
+def _file_origins(seed: Path) -> dict[str, int]:
+    found = cache.read_json(seed / FILE_ORIGINS)
+    return {k: v for k, v in found.items() if isinstance(v, int)} if isinstance(found, dict) else {}
+
+
 def _real_dir(path: Path, below: Path) -> bool:
     """path is a directory, and so is every component from `below` down to it, none of them a link."""
     for part in (path, *path.parents):
@@ -155,9 +175,10 @@ def _real_dir(path: Path, below: Path) -> bool:
     return False
 
 
-def _keep(work_dir: Path, target: Path) -> tuple[int, int]:
-    """(files added, their bytes)."""
+def _keep(work_dir: Path, target: Path) -> tuple[int, int, list[str]]:
+    """(files added, their bytes, their names as FILE_ORIGINS keys)."""
     added = size = 0
+    names: list[str] = []
     for name in KEPT:
         top = work_dir / "cache" / name
         files = _regular_files(top) if _real_dir(top, work_dir) else []  # a linked cache dir is not followed
@@ -168,7 +189,8 @@ def _keep(work_dir: Path, target: Path) -> tuple[int, int]:
             if not dst.exists() and (copied := _copy_file(top / rel, dst)) >= 0:
                 added += 1
                 size += copied
-    return added, size
+                names.append(f"{name}/{rel.as_posix()}")
+    return added, size, names
 
 
 def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str) -> int:
@@ -193,7 +215,9 @@ def plant(work_dir: Path, root: Path, problem_source: str, device: str, uid: int
 
 
 def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> int:
-    pairs, stuck = relocation(_origins(source), work_dir)
+    origins, file_origins = _origins(source), _file_origins(source)
+    everyone = relocation(origins, work_dir)  # for a file of no known origin (a seed kept before FILE_ORIGINS)
+    each = [relocation([forms], work_dir) for forms in origins]
     copied = 0
     owned: set[Path] = set()  # the child's cache dirs themselves are its own already (isolation.prepare_work_dir)
     for name in KEPT:
@@ -201,6 +225,8 @@ def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> in
         files = _regular_files(top) if top.is_dir() else []
         for rel, _ in files or []:
             dst = cache_dir / rel
+            index = file_origins.get(f"{name}/{rel.as_posix()}", -1)
+            pairs, stuck = each[index] if 0 <= index < len(each) else everyone
             if _copy_file(top / rel, dst, pairs, stuck) < 0:
                 continue
             copied += 1

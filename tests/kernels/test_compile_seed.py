@@ -38,8 +38,9 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     assert compile_seed.keep(ref, root, "src", "cpu") == 0  # nothing new: entries are named by their content
     seed = compile_seed.seed_dir(root, "src", "cpu")
     assert sorted(str(p.relative_to(seed)) for p in seed.rglob("*") if p.is_file()) == [
-        "inductor/fxgraph/ab/entry", "origins.json", "size.json", "triton/k1/kernel.cubin"]  # not planted: size.json
-    # (for prune()) and origins.json (the dirs the entries were written in, relocated when planted)
+        "file-origins.json", "inductor/fxgraph/ab/entry", "origins.json", "size.json", "triton/k1/kernel.cubin"]
+    # not planted: size.json (for prune()), origins.json and file-origins.json (the dirs the entries were written in,
+    # relocated when planted, and which file came from which)
     assert not any(p.is_symlink() for p in seed.rglob("*"))
 
     child = tmp_path / "child"
@@ -93,6 +94,25 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
     assert not (other / "cache" / "inductor" / "entry.pkl").exists()
 
 
+def test_every_file_is_relocated_however_many_reference_workers_refreshed_the_seed(tmp_path: Path) -> None:
+    """Each reference worker adds the entries the seed lacks, naming its own dir; a child gets every one of them
+    naming its dir instead (an earlier cap of 16 remembered origins planted older workers' files unrelocated)."""
+    from kernels.isolation import work_dir_name
+
+    root = tmp_path / "root"
+    workers = [root / "work" / work_dir_name("ref-") for _ in range(20)]
+    for n, ref in enumerate(workers):
+        entry = ref / "cache" / "inductor" / f"entry{n}"
+        entry.parent.mkdir(parents=True)
+        entry.write_text(f"cache dir {ref}/cache/inductor; again {ref}")
+        assert compile_seed.keep(ref, root, "src", "cuda") == 1
+        shutil.rmtree(ref)
+    child = root / "work" / work_dir_name("")
+    assert compile_seed.plant(child, root, "src", "cuda") == len(workers)
+    for n in range(len(workers)):
+        assert (child / "cache" / "inductor" / f"entry{n}").read_text() == f"cache dir {child}/cache/inductor; again {child}"
+
+
 def test_the_least_recently_planted_seeds_go_first_beyond_the_limit(tmp_path: Path) -> None:
     root, ref = tmp_path / "root", tmp_path / "ref"
     fake_cache(ref)  # 18 bytes of cache per seed
@@ -102,7 +122,7 @@ def test_the_least_recently_planted_seeds_go_first_beyond_the_limit(tmp_path: Pa
     assert compile_seed.plant(tmp_path / "child", root, "a", "cpu") == 2  # "a" used last: now the newest
     seeds = compile_seed.seed_dir(root, "a", "cpu").parent
     assert compile_seed.prune(seeds, limit=40) == [compile_seed.seed_dir(root, "b", "cpu").name]
-    assert {d.name for d in seeds.iterdir()} == {compile_seed.seed_dir(root, p, "cpu").name for p in ("a", "c")}
+    assert {d.name for d in seeds.iterdir() if d.is_dir()} == {compile_seed.seed_dir(root, p, "cpu").name for p in ("a", "c")}
 
 
 def test_a_cache_dir_replaced_by_a_link_is_not_followed(tmp_path: Path) -> None:
