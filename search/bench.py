@@ -53,11 +53,14 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
     """One problem's outcome: its winner (the fastest correct attempt, or the reference when no attempt beat it,
     as re-timed side by side when the bench re-timed it: search.bench_retime) and the baselines it was measured
     against. A run the team ended "at the roofline" counts as solved: the reference is its deliberate answer."""
-    best = tree.best()
+    search_best = best = tree.best()
     root = tree.root
     baselines = (root.result or {}).get("baselines") or ((best.result or {}).get("baselines") if best else None) or {}
     usage = tree.usage_total()
     retimed = retimed_figures(tree.meta.get("retime"))
+    chosen = (tree.meta.get("retime") or {}).get("node")
+    if chosen in tree.nodes and tree.nodes[chosen].correct:
+        best = tree.nodes[chosen]  # the contender fastest side by side (search.engine.contenders)
     reference_wins = (not retimed["attempt_wins"]) if retimed and best is not None else tree.reference_fastest()
     at_roofline = stop_reason.startswith(AT_ROOFLINE) or str(tree.meta.get("stop_reason") or "").startswith(AT_ROOFLINE)
     winner = root if reference_wins else best
@@ -85,6 +88,7 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
         "speedup_vs_eager": speeds["eager"], "speedup_vs_compile": speeds["compile"],
         "speedup_vs_compile_max_autotune": speeds["compile_max_autotune"],
         "best_attempt": None if best is None else best.id,
+        "search_best_attempt": None if search_best is None else search_best.id,
         "best_attempt_speedup_vs_eager": None if best is None else best.speedup_vs_eager,
         "retimed": retimed is not None and retimed.get("speedup_vs_compile") is not None,
         "retime": tree.meta.get("retime"), "retime_note": retime_note(tree.meta.get("retime")),

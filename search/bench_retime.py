@@ -1,6 +1,7 @@
-"""`python -m search bench --retime`: after a problem's search, its winner is re-timed side by side with the
-reference, and so are torch.compile(default) and torch.compile(mode="max-autotune-no-cudagraphs") of the reference:
-each in one harness child that times the reference and the candidate alternately (kernels.retime), so every figure
+"""`python -m search bench --retime`: after a problem's search, its contenders for the win (search.engine.contenders:
+the search's fastest attempt, the steps that led to it, the first attempts, the runners-up close to it) are re-timed
+side by side with the reference, and the fastest of them side by side is the winner; so are torch.compile(default)
+and torch.compile(mode="max-autotune-no-cudagraphs") of the reference: each in one harness child that times the reference and the candidate alternately (kernels.retime), so every figure
 is a ratio to the reference measured in the same process and minutes. The winner's ratio over a compile mode's ratio
 is the winner's speed-up vs that mode, with the reference as the common anchor.
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from search.engine.contenders import retime_contenders
 from search.engine.tree import Tree
 
 ROUNDS = 4
@@ -80,30 +82,61 @@ def retime_note(retime: dict[str, Any] | None) -> str:
 
 def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None,
                   keep_usable: bool = False) -> dict[str, Any]:
-    """Re-time the search's best attempt and both compile modes against the reference; the result is stored in
-    tree.meta["retime"] and returned. Nothing to re-time (no correct attempt) leaves the attempt entry out.
-    keep_usable: entries of an earlier re-time that are usable (same node, device and rounds) are kept, and only
-    the others re-timed (each entry is a ratio to the reference measured in its own child, so they combine)."""
+    """Re-time the search's contenders (search.engine.contenders: its best attempt, the steps that led to it, the
+    first attempts and the runners-up close to it) and both compile modes against the reference; the winner is
+    the contender fastest side by side ("node", its entry "best"; the search's best when its own re-time is not
+    usable, so an unusable figure never promotes a slower attempt). The result is stored in tree.meta["retime"]
+    and returned. Nothing to re-time (no correct attempt) leaves the attempt entries out.
+    keep_usable: entries of an earlier re-time that are usable (same search best, device and rounds) are kept, and
+    only the others re-timed (each entry is a ratio to the reference measured in its own child, so they combine)."""
     started = time.monotonic()
     settings: dict[str, Any] = {"device": device, "baselines": [], "reuse_results": False, "roofline": False}
     if cache_dir:
         settings["cache_dir"] = cache_dir
     best = tree.best()
-    out: dict[str, Any] = {"rounds": rounds, "device": device, "node": None if best is None else best.id}
+    search_best = None if best is None else best.id
+    out: dict[str, Any] = {"rounds": rounds, "device": device, "search_best": search_best}
     earlier = tree.meta.get("retime") or {}
-    same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get("node")) == (
-        rounds, device, out["node"])
+    same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get("search_best", earlier.get(
+        "node"))) == (rounds, device, search_best)
+    kept = dict(earlier.get("contenders") or {})
+    if earlier.get("node") is not None and "best" in earlier:
+        kept.setdefault(str(earlier["node"]), earlier["best"])  # a re-time from before contenders
 
-    def entry(key: str, source: str) -> dict[str, Any]:
-        return earlier[key] if same and usable(earlier.get(key)) else _one(tree.problem_source, source, settings, rounds)
+    def entry(kept_entry: dict[str, Any] | None, source: str) -> dict[str, Any]:
+        if same and kept_entry is not None and usable(kept_entry):
+            return kept_entry
+        return _one(tree.problem_source, source, settings, rounds)
 
-    if best is not None:
-        out["best"] = entry("best", best.source)
+    contenders = {str(n.id): entry(kept.get(str(n.id)), n.source) for n in retime_contenders(tree)}
+    out["node"] = chosen_node(contenders, search_best)
+    if out["node"] is not None:
+        out["contenders"] = contenders
+        out["best"] = contenders[str(out["node"])]
     for key, mode in COMPILE_MODES.items():
-        out[key] = entry(key, compiled_reference(tree.problem_source, mode))
+        out[key] = entry(earlier.get(key), compiled_reference(tree.problem_source, mode))
     out["wall_s"] = round(time.monotonic() - started, 1)
     tree.meta["retime"] = out
     return out
+
+
+def chosen_node(contenders: dict[str, dict[str, Any]], search_best: int | None) -> int | None:
+    """The winner among re-timed contenders. When the search's best has a usable figure: the usable contender with
+    the highest ratio to the reference. When it has none (failed, or unstable on a busy host): a contender only if
+    it beat it beyond doubt, its lowest per-round ratio above the best's highest (an unusable figure alone never
+    promotes or demotes an attempt); else the search's best stays and the search's figures decide."""
+    if search_best is None:
+        return None
+    mine = contenders.get(str(search_best))
+    if usable(mine):
+        pool = [k for k in contenders if usable(contenders[k])]
+    else:
+        high = ((mine or {}).get("spread") or {}).get("high")
+        pool = [k for k in contenders if high is not None and ((contenders[k].get("spread") or {}).get("low") or 0.0) > high]
+        if not pool:
+            return search_best
+        pool = [k for k in pool if usable(contenders[k])] or pool
+    return int(max(pool, key=lambda k: (contenders[k]["speedup"], k == str(search_best))))
 
 
 def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -127,35 +160,44 @@ def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def retime_text(retime: dict[str, Any]) -> str:
-    """One progress line per re-time: each candidate's ratio to the reference, side by side."""
-    parts = []
-    for key, label in (("best", f"best attempt #{retime.get('node')}"), ("compile", "torch.compile(default)"),
-                       ("compile_max_autotune", "torch.compile(max-autotune-no-cudagraphs)")):
-        entry = retime.get(key)
-        if entry is None:
-            continue
-        parts.append(f"{label}: " + (f"error ({entry['error'][:120]})" if "error" in entry
-                                     else f"{entry['speedup']:.3g}x the reference"
-                                     + (" (UNSTABLE: not used)" if entry.get("unstable") else "")))
+    """One progress line per re-time: each candidate's ratio to the reference, side by side, and which contender
+    won when it is not the search's best."""
+    def figure(entry: dict[str, Any]) -> str:
+        if "error" in entry:
+            return f"error ({entry['error'][:120]})"
+        return f"{entry['speedup']:.3g}x the reference" + (" (UNSTABLE: not used)" if entry.get("unstable") else "")
+
+    node, search_best = retime.get("node"), retime.get("search_best", retime.get("node"))
+    parts = [f"best attempt #{node}: {figure(retime['best'])}"] if retime.get("best") is not None else []
+    parts += [f"attempt #{k}: {figure(e)}" for k, e in (retime.get("contenders") or {}).items() if k != str(node)]
+    parts += [f"{label}: {figure(retime[key])}" for key, label in (
+        ("compile", "torch.compile(default)"), ("compile_max_autotune", "torch.compile(max-autotune-no-cudagraphs)"))
+        if retime.get(key) is not None]
     figures = retimed_figures(retime)
     if figures is None:
         verdict = "the best attempt's re-time is not usable: the search's figures decide"
     else:
         verdict = ("the best attempt beats the reference" if figures.get("attempt_wins")
                    else "the reference is fastest: no attempt beat it")
+    if node != search_best:
+        verdict += f" (#{node} side by side, not the search's fastest #{search_best})"
     note = retime_note(retime)
     return (f"re-timed side by side ({retime['rounds']} rounds, {retime['wall_s']} s): " + "; ".join(parts)
             + f"; {verdict}" + (f" ({note})" if note else ""))
 
 
 def needs_retime(tree: Tree) -> bool:
-    """A tree whose winner has no usable side-by-side figures yet: no re-time, or one whose best attempt or a
-    compile mode failed or stayed unstable (a busy host, a stream cut short)."""
+    """A tree whose winner has no usable side-by-side figures yet: no re-time, or one where a contender
+    (search.engine.contenders; a re-time from before contenders timed only the search's best) or a compile mode was
+    not timed, failed or stayed unstable (a busy host, a stream cut short)."""
     retime = tree.meta.get("retime")
     if not retime:
         return True
-    keys = (["best"] if retime.get("node") is not None else []) + list(COMPILE_MODES)
-    return not all(usable(retime.get(k)) for k in keys)
+    timed = dict(retime.get("contenders") or {})
+    if retime.get("node") is not None and "best" in retime:
+        timed.setdefault(str(retime["node"]), retime["best"])
+    wanted = [str(n.id) for n in retime_contenders(tree)] + list(COMPILE_MODES)
+    return not all(usable(timed.get(k) if k not in COMPILE_MODES else retime.get(k)) for k in wanted)
 
 
 def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
