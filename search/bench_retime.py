@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from search.engine.contenders import retime_contenders
+from search.engine.contenders import chosen_node, retime_contenders, usable
 from search.engine.tree import Tree
 
 ROUNDS = 4
@@ -58,11 +58,6 @@ def _one(problem: str, source: str, settings: dict[str, Any], rounds: int) -> di
         if not r["unstable"]:
             break
     return entry
-
-
-def usable(entry: dict[str, Any] | None) -> bool:
-    """A re-time entry whose ratio may decide anything: it gave a figure and its timing was stable."""
-    return bool(entry) and entry.get("speedup") is not None and not entry.get("unstable")  # type: ignore[union-attr]
 
 
 def retime_note(retime: dict[str, Any] | None) -> str:
@@ -118,25 +113,6 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     out["wall_s"] = round(time.monotonic() - started, 1)
     tree.meta["retime"] = out
     return out
-
-
-def chosen_node(contenders: dict[str, dict[str, Any]], search_best: int | None) -> int | None:
-    """The winner among re-timed contenders. When the search's best has a usable figure: the usable contender with
-    the highest ratio to the reference. When it has none (failed, or unstable on a busy host): a contender only if
-    it beat it beyond doubt, its lowest per-round ratio above the best's highest (an unusable figure alone never
-    promotes or demotes an attempt); else the search's best stays and the search's figures decide."""
-    if search_best is None:
-        return None
-    mine = contenders.get(str(search_best))
-    if usable(mine):
-        pool = [k for k in contenders if usable(contenders[k])]
-    else:
-        high = ((mine or {}).get("spread") or {}).get("high")
-        pool = [k for k in contenders if high is not None and ((contenders[k].get("spread") or {}).get("low") or 0.0) > high]
-        if not pool:
-            return search_best
-        pool = [k for k in pool if usable(contenders[k])] or pool
-    return int(max(pool, key=lambda k: (contenders[k]["speedup"], k == str(search_best))))
 
 
 def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:

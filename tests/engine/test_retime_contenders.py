@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from search.bench import problem_record
-from search.bench_retime import chosen_node, needs_retime, retime_text, retime_winner
+from search.bench_retime import needs_retime, retime_text, retime_winner
 from search.cli import main
-from search.engine.contenders import MAX_CONTENDERS, retime_contenders
+from search.engine.contenders import MAX_CONTENDERS, chosen_node, retime_contenders
 from search.engine.node import Node
 from search.engine.tree import Tree
 from tests.engine.helpers import make_tree

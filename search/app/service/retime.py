@@ -19,11 +19,13 @@ from rq.job import Dependency
 from search.app.events import store_event
 from search.app.models import Node, Run
 from search.app.service import queues
-from search.app.service.runs import eval_settings, locked_run
+from search.app.service.runs import eval_settings, load_tree, locked_run
+from search.engine.contenders import chosen_node, retime_contenders
 
 RETIME_JOB = "kernels.jobs.retime_job"
 BUSY = ("queued", "running")
 ROUNDS = 6
+CONTENDERS = "retime_contenders"  # run.meta: {"search_best", "nodes", "winner" once settled}
 
 
 class RetimeRefused(Exception):
@@ -68,18 +70,57 @@ def request(run: Run, node_id: int | None) -> Node:
 
 
 def at_end(run_id: int) -> None:
-    """A finished run's best attempt re-timed side by side with the reference (STARK_RETIME_AT_END, default on),
-    so the number the run ends with comes from one process and one protocol."""
+    """A finished run's contenders for the win (search.engine.contenders: its best attempt, the steps that led to
+    it, the first attempts, close runners-up) re-timed side by side with the reference (STARK_RETIME_AT_END,
+    default on), so the run ends on one number timed one way, and on the attempt fastest that way (settle_winner,
+    once every contender's re-time is in)."""
     if not getattr(settings, "STARK_RETIME_AT_END", True):
         return
     run = Run.objects.filter(pk=run_id).select_related("problem").first()
     if run is None or run.best_node is None or run.status != Run.Status.FINISHED:
         return
-    best = Node.objects.filter(run=run, node_id=run.best_node).first()
-    if best is None or ((best.result or {}).get("retime") or {}).get("state") in BUSY + ("done",):
+    contenders = [n.id for n in retime_contenders(load_tree(run))] or [run.best_node]
+    with locked_run(run.pk) as run:
+        run.meta = {**(run.meta or {}), CONTENDERS: {"search_best": run.best_node, "nodes": contenders}}
+        run.save(update_fields=["meta"])
+    for node_id in contenders:
+        row = Node.objects.filter(run=run, node_id=node_id).first()
+        if row is None or ((row.result or {}).get("retime") or {}).get("state") in BUSY + ("done",):
+            continue
+        with contextlib.suppress(RetimeRefused):  # e.g. the run was restarted meanwhile
+            request(run, node_id)
+    with locked_run(run.pk) as run:
+        settle_winner(run)  # every contender may already have been re-timed (a "Re-time" before the end)
+
+
+def settle_winner(run: Run) -> None:
+    """Once every contender's re-time is in (call under the run lock): the run's best becomes the contender fastest
+    side by side (search.engine.contenders.chosen_node: an unstable or failed figure moves the win only beyond
+    doubt), announced with a run.status event; nothing changes while one is still queued or running."""
+    plan = (run.meta or {}).get(CONTENDERS) or {}
+    nodes, search_best = plan.get("nodes") or [], plan.get("search_best")
+    if run.status != Run.Status.FINISHED or len(nodes) < 2 or "winner" in plan:
         return
-    with contextlib.suppress(RetimeRefused):  # e.g. the best node changed meanwhile
-        request(run, None)
+    rows = {row.node_id: row for row in Node.objects.filter(run=run, node_id__in=nodes)}
+    entries: dict[str, dict[str, Any]] = {}
+    for node_id in nodes:
+        state = ((rows[node_id].result or {}).get("retime") or {}) if node_id in rows else {}
+        if state.get("state") in BUSY:
+            return
+        entries[str(node_id)] = state if state.get("state") == "done" else {"error": state.get("message") or "none"}
+    chosen = chosen_node(entries, search_best)
+    run.meta = {**run.meta, CONTENDERS: {**plan, "winner": chosen}}
+    fields = ["meta"]
+    if chosen is not None and chosen != run.best_node and chosen in rows:
+        row = rows[chosen]
+        run.best_node, run.best_runtime_ms, run.best_speedup_vs_eager = chosen, row.runtime_ms, row.speedup_vs_eager
+        fields += ["best_node", "best_runtime_ms", "best_speedup_vs_eager"]
+    run.save(update_fields=fields)
+    if "best_node" in fields:
+        reason = (f"{run.stop_reason}; side by side with the reference, attempt #{chosen} is faster than the "
+                  f"search's fastest #{search_best}, so it is the run's best")
+        store_event(run.pk, "run.status", None, {"status": run.status, "reason": reason, "best": run.best_node,
+                                                 "run": run.to_dict()})
 
 
 def job_alive(job_id: str) -> bool:
@@ -108,11 +149,12 @@ def record(run_id: int, node_pk: int, job_id: str) -> str:
         latest = job.latest_result()
         text = (getattr(latest, "exc_string", None) or "").strip()
         outcome = {"state": "failed", "message": (text.splitlines() or [f"job {job.get_status()}"])[-1][:500]}
-    with locked_run(run_id):
+    with locked_run(run_id) as run:
         row = Node.objects.filter(pk=node_pk).first()
         if row is None or ((row.result or {}).get("retime") or {}).get("job") != job_id:
             return f"re-time {job_id}: superseded"
         set_retime(run_id, row, {**outcome, "job": job_id})
+        settle_winner(run)
     return f"re-time {job_id}: {outcome.get('state')}"
 
 
