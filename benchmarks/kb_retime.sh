@@ -10,15 +10,20 @@
 # process over every tree, alone on the host, that re-times only what is still unusable (an entry that failed, or
 # stayed unstable beside the other streams' compiles: the 2026-12-02 H200 re-time of a 0.2 ms winner spread 45%).
 #
+# Streams: 1 by default. On the 2026-12-03 H200 run, eight streams side by side gave the same program ratios 5-14%
+# apart that no instability check flagged (new_gelu's max-autotune attempt 0.86x compile(default) beside the other
+# streams, 1.00x alone; avgpool3d's compile(default) attempt 0.95x its own baseline, 1.02x alone), and one re-time
+# alone took 25-36 s against 37-310 s side by side: alone is both truer and, per tree, faster.
+#
 # Usage on the GPU host, from the repository root:
-#   bash benchmarks/kb_retime.sh [streams=4] [deadline=540] TREES...
+#   bash benchmarks/kb_retime.sh [streams=1] [deadline=540] TREES...
 # TREES: tree JSON files, directories of them, or .tar.gz archives of them. DEVICE=cpu re-times on the CPU (a smoke
 # test of this script); ROUNDS sets the alternating rounds (default 4).
 # Writes to $OUT (or docs/benchmarks/kb_rules/retimed): device.txt, kb_rules.md/.json, trees.tar.gz (the re-timed
 # trees), logs.tar.gz. Tree files and directories are re-timed in place (the figures go into each tree's meta).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
-streams=${1:-4}
+streams=${1:-1}
 deadline=${2:-540}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || { echo "usage: bash benchmarks/kb_retime.sh [streams] [deadline] TREES..." >&2; exit 2; }

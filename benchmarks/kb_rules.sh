@@ -5,7 +5,8 @@
 # harness's per-device lock makes their timed work take turns), each problem with a wall-time limit for its search,
 # each stream with DEADLINE seconds in all so the call ends inside its lease. Then, in RETIME_S seconds kept for it
 # (default 0: none), the winners and both torch.compile modes are re-timed side by side with the reference
-# (benchmarks/kb_retime.sh, `python -m search retime`, in RETIME_STREAMS streams, default 4): the searches stop
+# (benchmarks/kb_retime.sh, `python -m search retime`, in RETIME_STREAMS streams, default 1: re-times side by side
+# disturb each other, see kb_retime.sh): the searches stop
 # RETIME_S before DEADLINE, so no stream is cut off before its re-times (the 2026-12-01 runs re-timed 1 of 10 when
 # each bench re-timed after its own search). Without RETIME_S the bench re-times after each search (--retime in the
 # default bench flags). The table is rebuilt from the tree files (benchmarks/kb_table.py), so a stream cut short
@@ -91,7 +92,7 @@ done
 kill "$monitor" 2> /dev/null
 date -u +%FT%TZ | tee -a "$out/device.txt"
 if [ "$retime_s" -gt 0 ] && compgen -G "$trees/*.json" > /dev/null; then
-  OUT="$logs/retime" DEVICE="$device" bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-4}" "$retime_s" "$trees"
+  OUT="$logs/retime" DEVICE="$device" bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-1}" "$retime_s" "$trees"
   grep -E "^== |re-timed side by side" "$logs/retime/device.txt" >> "$out/device.txt"
 fi
 if compgen -G "$trees/*.json" > /dev/null; then
