@@ -1,8 +1,9 @@
 """`python -m search bench --retime`: after a problem's search, its contenders for the win (search.engine.contenders:
 the search's fastest attempt, the steps that led to it, the first attempts, the runners-up close to it) are re-timed
 side by side with the reference, and the fastest of them side by side is the winner; so are torch.compile(default)
-and torch.compile(mode="max-autotune-no-cudagraphs") of the reference: each in one harness child that times the reference and the candidate alternately (kernels.retime), so every figure
-is a ratio to the reference measured in the same process and minutes. The winner's ratio over a compile mode's ratio
+and torch.compile(mode="max-autotune-no-cudagraphs") of the reference: each in one harness child that times the
+reference and the candidate alternately (kernels.retime), so every figure is a ratio to the reference measured in
+the same process and minutes. The winner's ratio over a compile mode's ratio
 is the winner's speed-up vs that mode, with the reference as the common anchor.
 
 The figures go to the tree's meta ("retime"), so a bench cut short keeps them in its tree files, and the bench's
