@@ -15,6 +15,7 @@ import pytest
 from search.engine.agents import AT_ROOFLINE, AtRoofline
 from search.engine.engine import Engine
 from search.engine.loop import run as run_loop
+from search.engine.node import Node
 from search.engine.policies import AdaptiveEpsilonGreedy, policy_from_dict
 from search.engine.tree import Tree
 from search.teams.rules import build_team
@@ -22,7 +23,7 @@ from search.teams.rules.facts import Facts, RegionFacts, facts_of
 from search.teams.rules.fusion import analyse
 from search.teams.rules.moves import GPU_FIRST, candidate_moves, choose
 from search.teams.rules.recipe import Recipe, recipe_of
-from search.teams.rules.stop import at_roofline
+from search.teams.rules.stop import at_roofline, attempt_at_roofline
 from tests.teams import rules_problems as P
 from tests.teams.test_rules_protocol import attempt, passed
 
@@ -211,3 +212,46 @@ def test_parallel_attempts_from_both_compile_modes_play_different_moves() -> Non
         planned.append(Recipe.from_text(plan.instructions[0].rsplit("[rules: ", 1)[1].rstrip("]")))
     assert planned[0].compile_mode == "default" and planned[1].compile_mode == "max-autotune-no-cudagraphs"
     assert planned[0].with_(compile_mode=None) != planned[1].with_(compile_mode=None), planned
+
+
+def at(pct: float | None, node_id: int = 1, flags: tuple[str, ...] = (), verdict: str = "pass",
+       parent: int | None = 0) -> Node:
+    """A finished attempt with the harness's roofline figure."""
+    result = {"flags": list(flags), "roofline": None if pct is None else {"pct_of_peak": pct, "bound": "memory"}}
+    return Node(id=node_id, parent=parent, attempt=node_id, role="plan+code", source=f"# {node_id}\n", status="done",
+                verdict=verdict, runtime_ms=1.0, result=result)
+
+
+def test_an_attempt_at_95_to_105_percent_of_its_roofline_with_stable_timing_ends_the_run() -> None:
+    cuda = {"device": "cuda"}
+    reason = attempt_at_roofline(cuda, [at(None, 0, parent=None), at(80.0, 1), at(99.14, 2), at(96.0, 3)])
+    assert reason is not None and reason.startswith(f"{AT_ROOFLINE} — attempt #2 runs at 99.1% of the roofline")
+    assert "(memory-bound), so no kernel can be more than 1.01x faster than it" in reason
+    assert attempt_at_roofline(cuda, [at(94.9)]) is None
+    assert attempt_at_roofline(cuda, [at(171.0)]) is None  # beyond the model: a cache held the bytes, no stop
+    assert attempt_at_roofline(cuda, [at(99.0, flags=("timing_unstable",))]) is None
+    assert attempt_at_roofline(cuda, [at(99.0, verdict="wrong_output")]) is None
+    assert attempt_at_roofline(cuda, [at(99.0, 0, parent=None)]) is None  # the reference has its own rule (90%)
+    assert attempt_at_roofline({"device": "cpu"}, [at(99.0)]) is None  # the CPU's ceilings are too noisy
+    assert attempt_at_roofline(cuda, []) is None
+
+
+@pytest.mark.slow  # the tracing child
+def test_a_search_stops_once_an_attempt_reaches_its_roofline() -> None:
+    """The reference at 30% of its roofline: torch.compile(default) first, which (faked) reaches 97%; the next plan
+    ends the run at the roofline instead of spending the rest of the budget of 8."""
+    calls: list[str] = []
+
+    def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
+        calls.append(candidate)
+        root = len(calls) == 1
+        return {"verdict": "pass", "reasons": [], "timing": {"median_ms": 1.0 if root else 0.31},
+                "speedup_vs_eager": 1.0 if root else 3.2, "flags": [],
+                "roofline": {"pct_of_peak": 30.0 if root else 97.0, "bound": "memory"},
+                "environment": {"device_name": "fake H200", "copy_gbps": 4000.0}}
+
+    tree = Tree(P.RELU, {"device": "cuda", "seed": 0})
+    summary = run_loop(Engine(tree, build_team({"device": "cuda"}), evaluate), budget=8)
+    assert summary.status == "finished" and len(calls) == 2, summary.stop_reason
+    assert summary.stop_reason.startswith(f"{AT_ROOFLINE} — attempt #1 runs at 97.0% of the roofline"), summary
+    assert recipe_of(tree[1].source) == COMPILE_DEFAULT and summary.best is not None and summary.best.id == 1

@@ -32,7 +32,7 @@ from search.teams.rules.failures import Failure, failed_here, failure_of, skip_n
 from search.teams.rules.moves import candidate_moves, choose, fixes
 from search.teams.rules.recipe import Recipe, recipe_of
 from search.teams.rules.remote import Request, expand, trace_in_child
-from search.teams.rules.stop import at_roofline
+from search.teams.rules.stop import at_roofline, attempt_at_roofline
 
 
 def usage(role: str, started: float) -> Usage:
@@ -197,6 +197,9 @@ class RulesPlan:
         source = window.target.source
         current = recipe_of(source) or Recipe()
         device, target = self.ctx.device(window), self.ctx.target(window)
+        reached = attempt_at_roofline(window.device, window.nodes)
+        if reached is not None:  # an attempt already runs at its roofline: no move can gain more than noise
+            raise AtRoofline(reached, usage=usage("plan", started))
         # one tracing child renders every move from here: the chosen one, and the code step's, come from its cache
         analysis = self.ctx.prepare(window, Request(moves_from=(current, device, target)))
         roofline = at_roofline(window.device, analysis)
