@@ -1,0 +1,68 @@
+"""Issue 19 in Debian's chromium: a finished run whose contenders were re-timed side by side names its best (run.best)
+and the run page's header shows that attempt, not the one the search timed fastest; the API and the bundle agree.
+A real daphne, a real websocket, real rows (search.app.service.retime.settle_winner moved the best)."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+
+import pytest
+
+from search.app.models import Node
+from search.app.service.retime import CONTENDERS
+from tests.web.seed import result, seeded_run
+from tests.web.test_browser_flow import log_in
+from tests.web.test_honest_numbers import watch_errors
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def retimed(speedup: float, low: float, high: float, reference_ms: float = 40.1) -> dict:
+    """A done re-time as kernels.retime answers it (timing summaries included)."""
+    def summary(median: float) -> dict:
+        return {"median_ms": median, "iqr_ms": median * 0.02, "min_ms": median * 0.98, "mean_ms": median, "runs": 18}
+
+    return {"state": "done", "speedup": speedup, "spread": {"low": low, "high": high}, "unstable": False,
+            "reference": summary(reference_ms), "candidate": summary(reference_ms / speedup),
+            "reference_before": summary(reference_ms), "flags": [],
+            "unstable_why": "", "rounds": 6, "runs_per_round": 3, "at": time.time(), "job": f"j{speedup}",
+            "protocol": "reference and candidate alternately in one process, 6 rounds of 3 runs"}
+
+
+@pytest.fixture
+def settled(owner):
+    """Seeded before the browser starts: the search timed #3 fastest (19 ms), side by side #1 was faster."""
+    run = seeded_run(owner, best_ms=20.05, name="contenders settled")
+    node = Node.objects.get(run=run, node_id=1)
+    node.result = {**node.result, "retime": retimed(1.9, 1.87, 1.93)}
+    node.save()
+    Node.objects.create(run=run, node_id=3, parent=1, attempt=3, role="plan+code", status="done", verdict="pass",
+                        source=node.source + "\n# a step\n", runtime_ms=19.0, speedup_vs_eager=2.73,
+                        result={**result(19.0, []), "retime": retimed(1.6, 1.58, 1.62)}, usage={},
+                        created_at=time.time() - 20, finished_at=time.time() - 10)
+    run.attempts, run.best_node = 3, 1
+    run.meta = {CONTENDERS: {"search_best": 3, "nodes": [3, 1], "winner": 1}}
+    run.save()
+    return run
+
+
+def test_the_page_names_the_contender_that_won_side_by_side(settled, daphne_server, browser):
+    base = daphne_server
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    errors: list[str] = []
+    watch_errors(page, errors)
+    log_in(page, base, "ada", "pw-ada-123")
+    page.goto(f"{base}/runs/{settled.pk}/")
+    page.wait_for_selector("#conn[data-state=live]", state="attached")
+    page.wait_for_function("() => document.querySelector('[data-fig=best]').textContent.includes('#')")
+    assert page.inner_text("[data-fig=best]") == "1.90× (#1)", page.inner_text("[data-fig=best]")
+    assert page.evaluate("() => window.stark.state.ranked()[0].id") == 3  # the search's own order is kept
+    api = page.request.get(f"{base}/api/runs/{settled.pk}")
+    assert api.ok and api.json()["run"]["best"] == 1
+    bundle = page.request.get(f"{base}/api/runs/{settled.pk}/bundle.zip")
+    assert bundle.ok
+    with zipfile.ZipFile(io.BytesIO(bundle.body())) as z:
+        assert "node 1" in z.read("kernel.py").decode().splitlines()[0]
+    assert not errors, errors
