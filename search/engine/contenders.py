@@ -53,20 +53,26 @@ def usable(entry: dict[str, Any] | None) -> bool:
     return bool(entry) and entry.get("speedup") is not None and not entry.get("unstable")  # type: ignore[union-attr]
 
 
+def beats(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether re-time entry `a` is faster than `b` beyond doubt: a's slowest round above b's fastest."""
+    low = ((a or {}).get("spread") or {}).get("low")
+    high = ((b or {}).get("spread") or {}).get("high")
+    return low is not None and high is not None and float(low) > float(high)
+
+
 def chosen_node(contenders: dict[str, dict[str, Any]], search_best: int | None) -> int | None:
-    """The winner among re-timed contenders. When the search's best has a usable figure: the usable contender with
-    the highest ratio to the reference. When it has none (failed, or unstable on a busy host): a contender only if
-    it beat it beyond doubt, its lowest per-round ratio above the best's highest (an unusable figure alone never
-    promotes or demotes an attempt); else the search's best stays and the search's figures decide."""
+    """The winner among re-timed contenders (entries keyed by node id). In the running: the usable contenders, when
+    the search's best has a usable figure, and any contender that beats the search's best beyond doubt (its lowest
+    per-round ratio above the best's highest), so a figure left unstable by a busy host neither promotes a slower
+    attempt nor keeps a clearly faster one out. Of those, the ones no other beats beyond doubt; of those the usable
+    ones if any; then the highest ratio (a tie keeps the search's best). Nothing in the running (the best's figure
+    failed or is unstable and nothing beat it beyond doubt): the search's best stays, the search's figures decide."""
     if search_best is None:
         return None
     mine = contenders.get(str(search_best))
-    if usable(mine):
-        pool = [k for k in contenders if usable(contenders[k])]
-    else:
-        high = ((mine or {}).get("spread") or {}).get("high")
-        pool = [k for k in contenders if high is not None and ((contenders[k].get("spread") or {}).get("low") or 0.0) > high]
-        if not pool:
-            return search_best
-        pool = [k for k in pool if usable(contenders[k])] or pool
-    return int(max(pool, key=lambda k: (contenders[k]["speedup"], k == str(search_best))))
+    running = {k for k, e in contenders.items() if (usable(mine) and usable(e)) or beats(e, mine)}
+    if not running:
+        return search_best
+    undominated = [k for k in running if not any(beats(contenders[d], contenders[k]) for d in running)]
+    pool = [k for k in undominated if usable(contenders[k])] or undominated
+    return int(max(pool, key=lambda k: (float(contenders[k].get("speedup") or 0.0), k == str(search_best))))

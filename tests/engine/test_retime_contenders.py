@@ -16,25 +16,9 @@ from search.cli import main
 from search.engine.contenders import MAX_CONTENDERS, chosen_node, retime_contenders
 from search.engine.node import Node
 from search.engine.tree import Tree
+from tests.engine.fixtures.contenders import FAST, PROBLEM, SLOW
 from tests.engine.helpers import make_tree
 
-TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
-PROBLEM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * 2.0
-
-
-def get_inputs():
-    return [torch.randn(256, 1024)]
-
-
-def get_init_inputs():
-    return []
-"""
 GOOD = {"speedup": 1.0, "unstable": False}
 
 
@@ -72,6 +56,10 @@ def test_the_winner_is_the_contender_fastest_side_by_side_unless_the_searchs_bes
               "3": {"speedup": 0.95, "unstable": False, "spread": {"low": 0.91, "high": 0.97}}}
     assert chosen_node(rivals, 5) == 3  # 1 and 3 both beat it beyond doubt; the usable one is preferred
     assert chosen_node({k: v for k, v in rivals.items() if k != "3"}, 5) == 1
+    # a usable slow best and a faster contender left unstable by a busy host: it wins only beyond doubt
+    slow = {"speedup": 0.03, "unstable": False, "spread": {"low": 0.029, "high": 0.031}}
+    assert chosen_node({"2": slow, "1": rivals["1"]}, 2) == 1
+    assert chosen_node({"2": {**slow, "spread": {"low": 0.8, "high": 0.95}}, "1": rivals["1"]}, 2) == 2
     wide = {"speedup": 0.5, "unstable": True, "spread": {"low": 0.4, "high": 0.9}}
     assert chosen_node({**rivals, "5": wide, "1": {"error": "timed out"}}, 5) == 3
     assert chosen_node({**rivals, "5": wide, "1": {"error": "timed out"},
@@ -114,34 +102,16 @@ def test_needs_retime_until_every_contender_and_compile_mode_is_usable() -> None
     assert needs_retime(tree)
 
 
-FAST = '''
-
-class ModelNew(Model):
-    """The reference's own forward: as fast as the reference."""
-'''
-SLOW = '''
-
-class ModelNew(Model):
-    """Correct, and many times slower: the forward is computed 40 times."""
-
-    def forward(self, x):
-        for _ in range(39):
-            super().forward(x)
-        return super().forward(x)
-'''
-
-
 @pytest.mark.slow  # harness children on the CPU: each contender and both compile modes re-timed for real
 def test_a_re_time_hands_the_win_to_the_contender_that_is_faster_side_by_side(tmp_path: Path) -> None:
-    problem = PROBLEM
     # the search (fabricated figures: as if a busy device had ordered them wrongly) put the slow program first
-    nodes = [Node(id=0, parent=None, attempt=0, role="root", source=problem + FAST, status="done", verdict="pass",
+    nodes = [Node(id=0, parent=None, attempt=0, role="root", source=FAST, status="done", verdict="pass",
                   runtime_ms=1.0),
-             Node(id=1, parent=0, attempt=1, role="plan+code", source=problem + FAST, status="done", verdict="pass",
+             Node(id=1, parent=0, attempt=1, role="plan+code", source=FAST, status="done", verdict="pass",
                   runtime_ms=0.99, speedup_vs_eager=1.01),
-             Node(id=2, parent=1, attempt=2, role="plan+code", source=problem + SLOW, status="done", verdict="pass",
+             Node(id=2, parent=1, attempt=2, role="plan+code", source=SLOW, status="done", verdict="pass",
                   runtime_ms=0.95, speedup_vs_eager=1.05)]
-    tree = Tree(problem, {"device": "cpu"}, nodes=nodes)
+    tree = Tree(PROBLEM, {"device": "cpu"}, nodes=nodes)
     tree_file = tmp_path / "tree.json"
     tree.save(tree_file)
     buf = io.StringIO()
@@ -149,7 +119,7 @@ def test_a_re_time_hands_the_win_to_the_contender_that_is_faster_side_by_side(tm
     retime = Tree.load(tree_file).meta["retime"]
     assert retime["search_best"] == 2 and set(retime["contenders"]) == {"1", "2"}, retime
     slow, fast = retime["contenders"]["2"], retime["contenders"]["1"]
-    assert slow["speedup"] < 0.5 < fast["speedup"], retime  # 40 forwards against one
+    assert slow["speedup"] < 0.5 < fast["speedup"], retime  # 50 ms of sleep a call against well under 1 ms
     # 1 wins side by side: by its figure, or (this CPU is noisy: both re-times can come out unstable) because even
     # its slowest round beat the slow program's fastest
     assert retime["node"] == 1 and retime["best"] == fast, retime
