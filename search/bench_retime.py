@@ -95,9 +95,7 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     earlier = tree.meta.get("retime") or {}
     same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get("search_best", earlier.get(
         "node"))) == (rounds, device, search_best)
-    kept = dict(earlier.get("contenders") or {})
-    if earlier.get("node") is not None and "best" in earlier:
-        kept.setdefault(str(earlier["node"]), earlier["best"])  # a re-time from before contenders
+    kept = timed_contenders(earlier)
 
     def entry(kept_entry: dict[str, Any] | None, source: str) -> dict[str, Any]:
         if same and kept_entry is not None and usable(kept_entry):
@@ -170,11 +168,18 @@ def needs_retime(tree: Tree) -> bool:
     retime = tree.meta.get("retime")
     if not retime:
         return True
+    timed = timed_contenders(retime)
+    return not (all(usable(timed.get(str(n.id))) for n in retime_contenders(tree))
+                and all(usable(retime.get(k)) for k in COMPILE_MODES))
+
+
+def timed_contenders(retime: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A re-time's entries per contender id; one from before contenders timed only the search's best ("node",
+    "best")."""
     timed = dict(retime.get("contenders") or {})
     if retime.get("node") is not None and "best" in retime:
         timed.setdefault(str(retime["node"]), retime["best"])
-    wanted = [str(n.id) for n in retime_contenders(tree)] + list(COMPILE_MODES)
-    return not all(usable(timed.get(k) if k not in COMPILE_MODES else retime.get(k)) for k in wanted)
+    return timed
 
 
 def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
