@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from search.app.api.auth import BadRequest, api_view
 from search.app.api.views import find_run, handles_errors, request_data
 from search.app.service import retime
+from search.app.service.inputs import whole_number
 
 
 @api_view("POST")
@@ -17,10 +18,8 @@ def run_retime(request: HttpRequest, run_id: int) -> HttpResponse:
     if run.owner_id != request.user.pk:
         raise BadRequest("id", f"only the owner of run {run_id} can re-time its nodes", status=403)
     raw = request_data(request).get("node")
-    try:
-        node_id = None if raw in (None, "") else int(raw)
-    except (TypeError, ValueError):
-        raise BadRequest("node", f"send the id of the node to re-time as `node` (got {raw!r})") from None
+    node_id = None if raw in (None, "") else whole_number(raw, "node", "send the id of the node to re-time as `node`",
+                                                                  low=0)
     try:
         row = retime.request(run, node_id)
     except retime.RetimeRefused as exc:

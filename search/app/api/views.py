@@ -16,7 +16,7 @@ from search.app.events import events_after
 from search.app.models import Node, Run
 from search.app.service import control
 from search.app.service.checks import LimitError
-from search.app.service.inputs import check_values, loads, plain_text
+from search.app.service.inputs import check_values, loads, plain_text, whole_number
 from search.app.service.settings import SettingError, parse_run_settings
 
 
@@ -168,22 +168,14 @@ def run_action(request: HttpRequest, run_id: int, action: str) -> HttpResponse:
         control.resume(run_id)
     elif action == "extend":
         raw = data.get("budget", data.get("more"))
-        try:
-            more = int(raw)
-        except (TypeError, ValueError):
-            raise BadRequest("budget", f"send the number of attempts to add as `budget` (got {raw!r})") from None
-        control.extend(run_id, more)
+        control.extend(run_id, whole_number(raw, "budget", "send the number of attempts to add as `budget`"))
     elif action == "share":
         username = data.get("username")
         if not username or not isinstance(username, str):
             raise BadRequest("username", "send the user to share the run with as `username`")
         control.share(run_id, username, remove=str(data.get("remove", "")).lower() in ("1", "true", "yes"))
     elif action == "fork":
-        try:
-            node_id = int(data.get("node"))
-        except (TypeError, ValueError):
-            raise BadRequest("node", f"send the id of the node to fork from as `node` (got {data.get('node')!r})") \
-                from None
+        node_id = whole_number(data.get("node"), "node", "send the id of the node to fork from as `node`", low=0)
         overrides = {k: v for k, v in data.items() if k != "node"}
         new = control.fork(run, node_id, request.user, overrides)
         return JsonResponse({"id": new.pk, "url": run_url(new), "api_url": f"/api/runs/{new.pk}"}, status=201)

@@ -14,9 +14,9 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from kernels import EvalSettings
-from search.app.service.inputs import check_values, loads, plain_text
+from search.app.service.inputs import check_values, loads, plain_text, refuse_booleans
 from search.engine.engine import selection_settings
-from search.engine.settings import BASE_URL_OPTIONS, RunSettings, SettingError
+from search.engine.settings import BASE_URL_OPTIONS, OPTION_BOUNDS, ROLES, RunSettings, SettingError
 from search.llm.errors import ConfigError
 from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
 from search.teams import get_team
@@ -36,6 +36,16 @@ EVAL_NUMBERS = {"seed": (int, 0, 2**31 - 1), "atol": (float, 0, 1e6), "rtol": (f
                 "roofline_margin": (float, 1, 1e6), "precision_flag_fraction": (float, 0, 1),
                 "unstable_timing_fraction": (float, 0, 1e6), "profile_deadline_s": (float, 0.1, 600)}
 EVAL_SWITCHES = ("flush_cache", "roofline", "reuse_results", "profile", "ncu")
+# Numbers of a run and of its team's options (run-wide or per role): true/false there is a 400, not 1 or 0.
+RUN_NUMBERS = ("budget", "parallel", "seed", "time_limit_s", "cost_limit_usd")
+NUMERIC_OPTIONS = (*OPTION_BOUNDS, "n_root", "n_child", "eps", "top_r", "context_tokens", "cost_per_call")
+
+
+def numeric_options(options: dict[str, Any]) -> list[str]:
+    """The keys of `options` that name a numeric team option (`max_tokens`, `plan_temperature`, ...)."""
+    roles = tuple(f"{role}_" for role in ROLES)
+    return [k for k in options if isinstance(k, str)
+            and (k in NUMERIC_OPTIONS or k.startswith(roles) and k.split("_", 1)[1] in NUMERIC_OPTIONS)]
 
 
 def parse_run_settings(data: dict[str, Any]) -> RunSettings:
@@ -47,6 +57,9 @@ def parse_run_settings(data: dict[str, Any]) -> RunSettings:
         if isinstance(data.get(name), str | bytes) and data[name] != "":
             data[name] = loads(data[name], name)
     options = data.get("team_options")
+    refuse_booleans(data, (*RUN_NUMBERS, *numeric_options(data)))
+    if isinstance(options, dict):
+        refuse_booleans(options, numeric_options(options), "team_options.")
     secret = sorted(k for k in [*(options if isinstance(options, dict) else {}), *data]
                     if "api_key" in k or "secret" in k)
     if secret:
