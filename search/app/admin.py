@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 
 from search.app.models import ApiToken, Event, Node, Problem, Run
+from search.app.service.settings import SettingError, check_stored_options
 
 
 @admin.register(Problem)
@@ -23,8 +27,25 @@ class NodeInline(admin.TabularInline):
     show_change_link = True
 
 
+class RunForm(forms.ModelForm):
+    """Staff may edit a run's team options, but not past the operator's rules (the workers re-check them too)."""
+
+    class Meta:
+        model = Run
+        fields = "__all__"
+
+    def clean_team_options(self) -> Any:
+        options = self.cleaned_data.get("team_options")
+        try:
+            check_stored_options(options if options is not None else {})
+        except SettingError as exc:
+            raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+        return options
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
+    form = RunForm
     list_display = ("id", "name", "owner", "team", "status", "attempts", "budget", "best_node",
                     "best_speedup_vs_eager", "cost_usd", "created_at")
     list_filter = ("status", "team", "device")

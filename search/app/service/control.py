@@ -14,7 +14,7 @@ from search.app.events import Recorder, store_event
 from search.app.models import Node, Problem, Run, source_hash
 from search.app.service import checks, fairness, queues, steps
 from search.app.service.reaper_chain import ensure_reaper
-from search.app.service.runs import locked_run
+from search.app.service.runs import locked_run, stored_options_problem
 from search.app.service.settings import parse_run_settings, stored_settings
 from search.engine.events import Event as EngineEvent
 from search.engine.node import FINISHED
@@ -152,6 +152,9 @@ def share(run_id: int, username: str, remove: bool = False) -> Run:
 
 
 def _restart(run: Run, reason: str) -> None:
+    refused = stored_options_problem(run)  # the workers would refuse them too: say so now, nothing changes
+    if refused is not None:
+        raise SettingError(*refused)
     if run.meta.get("paused_before_start"):
         run.meta = {k: v for k, v in run.meta.items() if k != "paused_before_start"}
         run.status = Run.Status.QUEUED

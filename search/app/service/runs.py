@@ -10,9 +10,9 @@ from django.db import transaction
 
 from search.app.events import Recorder
 from search.app.models import Node, Run
-from search.app.service.settings import OPERATOR_EVAL_KEYS
+from search.app.service.settings import OPERATOR_EVAL_KEYS, SettingError, check_stored_options
 from search.app.service.trace_store import RedisTraceStore
-from search.engine.agents import Team
+from search.engine.agents import AgentError, Team
 from search.engine.engine import Engine
 from search.engine.node import Node as EngineNode
 from search.engine.settings import team_config
@@ -33,13 +33,30 @@ def make_team(run: Run, spent_usd: float = 0.0, tree: Tree | None = None) -> Tea
     """The run's team, built from its stored options (the same shape RunSettings.team_config gives), with the
     run's trace store (the offline team keeps its tracing children's answers there across expand jobs), for a
     cost limit what the run has spent so far (each expand job builds its own team, so its meter starts there),
-    and the temperatures its models refused so far (recorded in `tree`'s calls: those roles do not ask again)."""
+    and the temperatures its models refused so far (recorded in `tree`'s calls: those roles do not ask again).
+    The stored options are checked against the operator's rules first (a permanent AgentError: the run fails
+    saying which option, and nothing is sent anywhere)."""
+    refused = stored_options_problem(run)
+    if refused is not None:
+        raise AgentError(refused[1], permanent=True)
     options = team_config(run.team_options, {**run.settings, "target": run.target, "device": run.device})
     if options.get("cost_limit_usd") is not None:
         options["cost_spent_usd"] = spent_usd
     if tree is not None:
         options[SEED_OPTION] = refusals(node.usage for node in tree)
     return get_team(run.team, {**options, "trace_store": RedisTraceStore(run.pk)})
+
+
+def stored_options_problem(run: Run) -> tuple[str, str] | None:
+    """(the option, why) when the run's stored team options may not be used on this server (None: they may): the
+    allow-list and the no-keys rule hold whoever wrote the options (the admin can edit them)."""
+    try:
+        check_stored_options(run.team_options)
+    except SettingError as exc:
+        field = f"team_options.{exc.field}".removesuffix(".team_options")
+        return field, (f"the run's stored option {field} is refused: {exc.message}. Nothing was sent; fork the "
+                       "run with an allowed value")
+    return None
 
 
 def make_engine(run: Run, tree: Tree, recorder: Recorder) -> Engine:

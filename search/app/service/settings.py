@@ -21,7 +21,8 @@ from search.llm.errors import ConfigError
 from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
 from search.teams import get_team
 
-__all__ = ["RunSettings", "SettingError", "parse_run_settings", "service_settings", "stored_settings"]
+__all__ = ["RunSettings", "SettingError", "check_stored_options", "parse_run_settings", "service_settings",
+           "stored_settings"]
 
 # Evaluation settings that belong to the server's operator, never to a run (issue 13 V4): where the evaluator
 # isolates candidates, where it caches, and the device lock that keeps timings honest.
@@ -60,15 +61,7 @@ def parse_run_settings(data: dict[str, Any]) -> RunSettings:
     refuse_booleans(data, (*RUN_NUMBERS, *numeric_options(data)))
     if isinstance(options, dict):
         refuse_booleans(options, numeric_options(options), "team_options.")
-    secret = sorted(k for k in [*(options if isinstance(options, dict) else {}), *data]
-                    if "api_key" in k or "secret" in k)
-    if secret:
-        raise SettingError(secret[0], "API keys are never stored with a run, nor chosen by one; the operator sets "
-                                      "them in the server's environment (ANTHROPIC_API_KEY, ..., or a key per "
-                                      "endpoint in STARK_LLM_BASE_URLS)")
-    if "price" in data or (isinstance(options, dict) and "price" in options):
-        raise SettingError("price", "prices are the operator's, never a run's: STARK_PRICES_JSON on the workers "
-                                    "(docs/llm.md, Usage and cost)")
+    _check_keys_and_prices([*(options if isinstance(options, dict) else {}), *data])
     if data.get("eval") not in (None, ""):
         if not isinstance(data["eval"], dict):
             raise SettingError("eval", "must be a JSON object")
@@ -143,6 +136,28 @@ def _eval_number(key: str, value: Any, kind: type, low: float, high: float, why:
     if not low <= number <= high:
         raise SettingError(f"eval.{key}", f"{number:g} is out of range; use {low:g} to {high:g}{why}")
     return kind(number)
+
+
+def check_stored_options(options: Any) -> None:
+    """A stored run's team options under the operator's rules again, at use time (a worker building the team):
+    no key, key variable or price, base URLs only from the allow-list, whoever wrote them (a user at creation,
+    staff in the admin, anyone with the database). SettingError names the option."""
+    if not isinstance(options, dict):
+        raise SettingError("team_options", "must be a JSON object")
+    _check_keys_and_prices(options)
+    _check_base_urls(options)
+
+
+def _check_keys_and_prices(names: Any) -> None:
+    """No option or field that carries a key, names a key variable (api_key_env) or sets a price."""
+    secret = sorted(str(k) for k in names if "api_key" in str(k) or "secret" in str(k))
+    if secret:
+        raise SettingError(secret[0], "API keys are never stored with a run, nor chosen by one; the operator sets "
+                                      "them in the server's environment (ANTHROPIC_API_KEY, ..., or a key per "
+                                      "endpoint in STARK_LLM_BASE_URLS)")
+    if "price" in names:
+        raise SettingError("price", "prices are the operator's, never a run's: STARK_PRICES_JSON on the workers "
+                                    "(docs/llm.md, Usage and cost)")
 
 
 def _check_base_urls(options: dict[str, Any]) -> None:
