@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from search.engine.contenders import chosen_node, retime_contenders, usable
+from search.engine.contenders import chosen_node, further_contenders, retime_contenders, usable
 from search.engine.tree import Tree
 
 ROUNDS = 4
+MAX_RETIMES = 8  # contenders in all, the further ones included (as the service's end-of-run re-time)
 COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
 
 
@@ -102,8 +103,15 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
             return kept_entry
         return _one(tree.problem_source, source, settings, rounds)
 
-    contenders = {str(n.id): entry(kept.get(str(n.id)), n.source) for n in retime_contenders(tree)}
+    contenders: dict[str, dict[str, Any]] = {}
+    wave = retime_contenders(tree)
+    while wave:  # then the attempts the search may have ordered wrongly (search.engine.contenders.further_contenders)
+        for n in wave:
+            contenders[str(n.id)] = entry(kept.get(str(n.id)), n.source)
+            store_on_node(tree, n.id, contenders[str(n.id)])
+        wave = further_contenders(tree, [int(k) for k in contenders], MAX_RETIMES - len(contenders))
     out["node"] = chosen_node(contenders, search_best)
+    out["nodes"], out["winner"] = [int(k) for k in contenders], out["node"]
     if out["node"] is not None:
         out["contenders"] = contenders
         out["best"] = contenders[str(out["node"])]
@@ -112,6 +120,14 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     out["wall_s"] = round(time.monotonic() - started, 1)
     tree.meta["retime"] = out
     return out
+
+
+def store_on_node(tree: Tree, node_id: int, entry: dict[str, Any]) -> None:
+    """The node's re-time in the shape the service stores it (node.result["retime"]), read by search.engine.verdict."""
+    node = tree[node_id]
+    state = {"state": "failed", "message": entry["error"]} if "error" in entry else {
+        "state": "done", **entry, "spread": entry.get("spread") or {}, "at": time.time()}
+    node.result = {**(node.result or {}), "retime": state}
 
 
 def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:

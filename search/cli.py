@@ -10,9 +10,11 @@ from typing import TextIO
 from search.bench import cmd_bench
 from search.bench_retime import ROUNDS, cmd_retime
 from search.engine.limits import DEFAULT_BUDGET
+from search.engine.node import DECLINED
 from search.engine.policies import POLICY_NAMES
 from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
+from search.engine.verdict import run_verdict, speeds
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
 from search.llm.temperature import dropped, notices
@@ -110,22 +112,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def outline(tree: Tree) -> str:
-    """The tree as indented lines, children under their parent, the best node starred."""
-    best = tree.best()
-    lines: list[str] = []
+    """The tree as indented lines, children under their parent, the run's winner starred; each node's figure is
+    the verdict's (search.engine.verdict), the one the page and the API show."""
+    verdict = run_verdict(tree)
+    figures = speeds(tree)
+    lines: list[str] = [f"verdict: {verdict['kind'] or 'none yet'} — {verdict['why']}"]
 
     def walk(node_id: int, depth: int) -> None:
         n = tree[node_id]
         facts = [f"#{n.id}", n.role, n.verdict or n.status]
         if n.runtime_ms is not None:
             facts.append(f"{n.runtime_ms:.4g} ms")
-        if n.speedup_vs_eager is not None:
-            facts.append(f"{n.speedup_vs_eager:.3g}x eager")
+        figure = figures.get(n.id)
+        if figure is not None and n.parent is not None:
+            facts.append(figure["text"])
+            facts += [mark for mark, on in (("unstable", figure["unstable"]), ("reused", figure["reused"])) if on]
+            if figure.get("class"):
+                facts.append(str(figure["class"]))
+        if n.verdict == DECLINED:
+            facts.append("(declined: not counted against the budget)")
         if n.reasks:
             facts.append(f"{n.reasks} re-ask(s)")
         if any(dropped(c) for c in n.usage.get("calls", [])):
             facts.append("no temp")  # a call went without its role's temperature (the run summary says why)
-        star = " *" if best is not None and n.id == best.id else ""
+        star = " *" if n.id == verdict["winner"] else ""
         what = f"  {n.instruction.splitlines()[0][:80]}" if n.instruction else ""
         lines.append("  " * depth + " ".join(facts) + star + what)
         for child in tree.children(node_id):

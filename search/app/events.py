@@ -21,6 +21,7 @@ from django.db.models import F
 from search.app.models import NODE_FIELDS, Event, Node, Run
 from search.engine.events import Event as EngineEvent
 from search.engine.tree import Tree
+from search.engine.verdict import run_verdict
 
 log = logging.getLogger(__name__)
 
@@ -121,13 +122,17 @@ class Recorder:
 
 
 def sync_run_totals(run: Run, tree: Tree) -> None:
-    """Copy the tree's attempts, best node and usage onto the run row (what lists and pages show)."""
-    best = tree.best()
+    """Copy the tree's attempts, verdict (search.engine.verdict: the best attempt by its figures, the winner) and
+    usage onto the run row (what lists and pages show)."""
+    verdict = run_verdict(tree)
+    best = tree.nodes.get(verdict["best"]) if verdict["best"] is not None else None
+    figure = verdict["best_speed"] or {}
     usage = tree.usage_total()
     run.attempts = tree.attempts
     run.best_node = None if best is None else best.id
-    run.best_runtime_ms = None if best is None else best.runtime_ms
+    run.best_runtime_ms = None if best is None else (figure.get("runtime_ms") or best.runtime_ms)
     run.best_speedup_vs_eager = None if best is None else best.speedup_vs_eager
+    run.verdict = verdict
     run.cost_usd = float(usage["cost_usd"])
     run.input_tokens = int(usage["input_tokens"])
     run.output_tokens = int(usage["output_tokens"])
@@ -137,7 +142,7 @@ def sync_run_totals(run: Run, tree: Tree) -> None:
     Run.objects.filter(pk=run.pk).update(
         attempts=run.attempts, best_node=run.best_node, best_runtime_ms=run.best_runtime_ms,
         best_speedup_vs_eager=run.best_speedup_vs_eager, cost_usd=run.cost_usd, input_tokens=run.input_tokens,
-        output_tokens=run.output_tokens, reference_runtime_ms=run.reference_runtime_ms,
+        output_tokens=run.output_tokens, reference_runtime_ms=run.reference_runtime_ms, verdict=run.verdict,
     )
 
 

@@ -69,6 +69,8 @@ class Run(models.Model):
     best_node = models.IntegerField(null=True, blank=True, help_text="Node.node_id of the fastest correct attempt.")
     best_runtime_ms = models.FloatField(null=True, blank=True)
     best_speedup_vs_eager = models.FloatField(null=True, blank=True)
+    verdict = models.JSONField(default=dict, blank=True,
+                               help_text="search.engine.verdict.run_verdict: the winner, its figure, why.")
     reference_runtime_ms = models.FloatField(null=True, blank=True)
     cost_usd = models.FloatField(default=0.0)
     input_tokens = models.BigIntegerField(default=0)
@@ -98,12 +100,13 @@ class Run(models.Model):
 
     @property
     def winner(self) -> str | None:
-        """"attempt" when the best attempt beats the reference, "reference" when the run finished and no attempt did
-        (the reference is fastest: no attempt beat it; the run's answer is the reference itself), else None; timed
-        the one way the run page shows (search.app.pages.speed.winner)."""
-        from search.app.pages.speed import winner
-
-        return winner(self)
+        """"attempt" when the run's winner is an attempt faster than the reference, "reference" when the run
+        finished and none was (the answer is the reference itself), "untrusted" when the fastest attempt is beyond
+        its roofline and no re-time cleared it, else None: the stored verdict (search.engine.verdict), no query."""
+        kind = (self.verdict or {}).get("kind")
+        if kind == "attempt":
+            return "attempt"
+        return kind if kind in ("reference", "untrusted") and self.status == self.Status.FINISHED else None
 
     def to_dict(self) -> dict[str, Any]:
         """The run as the API, the snapshot and run.* events show it."""
@@ -126,6 +129,7 @@ class Run(models.Model):
             "best_speedup_vs_eager": self.best_speedup_vs_eager,
             "reference_runtime_ms": self.reference_runtime_ms,
             "winner": self.winner,
+            "verdict": self.verdict or {},
             "cost_usd": self.cost_usd,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -144,7 +148,7 @@ class Run(models.Model):
 # The engine's node fields (CONTRACTS §2), stored one to one on Node rows.
 NODE_FIELDS = (
     "parent", "attempt", "role", "source", "status", "verdict", "instruction", "instructions",
-    "anchored_source", "runtime_ms", "speedup_vs_eager", "speedup_vs_compile", "reasons", "result",
+    "anchored_source", "runtime_ms", "speedup_vs_eager", "speedup_vs_compile", "reasons", "result", "speed",
     "usage", "created_at", "finished_at", "reasks", "agent_log",
 )
 
@@ -171,6 +175,7 @@ class Node(models.Model):
     speedup_vs_compile = models.FloatField(null=True, blank=True)
     reasons = models.JSONField(default=list, blank=True)
     result = models.JSONField(null=True, blank=True, help_text="EvalResult.to_dict(): diagnostics, timing...")
+    speed = models.JSONField(null=True, blank=True, help_text="search.engine.verdict.attempt_speed: the one figure.")
     usage = models.JSONField(default=dict, blank=True)
     created_at = models.FloatField(help_text="unix time, as in the tree file")
     finished_at = models.FloatField(null=True, blank=True)

@@ -76,3 +76,27 @@ def chosen_node(contenders: dict[str, dict[str, Any]], search_best: int | None) 
     undominated = [k for k in running if not any(beats(contenders[d], contenders[k]) for d in running)]
     pool = [k for k in undominated if usable(contenders[k])] or undominated
     return int(max(pool, key=lambda k: (float(contenders[k].get("speedup") or 0.0), k == str(search_best))))
+
+
+def further_contenders(tree: Tree, timed: list[int], limit: int, margin: float = CONTENDER_MARGIN) -> list[Node]:
+    """Correct attempts not re-timed yet whose search figure (reference median / attempt median) is above the best
+    side-by-side figure among `timed`, less `margin`: the search may have ordered them wrongly (a gallery run's best
+    was 10x in the search and 1.36x side by side, with attempts at 1.9x behind it), so they are re-timed before a
+    winner is named; fastest first, one per distinct source, at most `limit`."""
+    root = tree.root
+    figures = [e.get("speedup") for n in timed if n in tree.nodes
+               for e in [((tree[n].result or {}).get("retime") or {})] if e.get("state") == "done"]
+    best = max((float(f) for f in figures if f), default=None)
+    if best is None or limit <= 0 or not root.runtime_ms:
+        return []
+    sources = {tree[n].source.strip() for n in timed if n in tree.nodes}
+    out: list[Node] = []
+    for node in tree.leaderboard():
+        if node.id in timed or node.source.strip() in sources or node.runtime_ms is None:
+            continue
+        if root.runtime_ms / node.runtime_ms > best * (1.0 - margin):
+            out.append(node)
+            sources.add(node.source.strip())
+        if len(out) >= limit:
+            break
+    return out

@@ -25,6 +25,7 @@ from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.engine.node import DECLINED, Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
 from search.engine.tree import Tree
+from search.engine.verdict import refresh
 
 Evaluator = Callable[[str, str, dict[str, Any]], dict[str, Any]]
 NOTHING_SELECTABLE = "nothing left to select (every branch is throttled or pruned)"
@@ -251,9 +252,13 @@ class Engine(Expansion, BusyWaits):
             node.finished_at = time.time()
             if node.parent is None:  # the reference ran on the evaluation host: its facts describe the device
                 self.tree.meta["device_info"] = device_facts(self.tree.settings.get("device", "cpu"), result)
+            changed = refresh(self.tree)  # the one figure per node (search.engine.verdict)
             self.emit("node.result", node.id, verdict=node.verdict, runtime_ms=node.runtime_ms,
                       speedup_vs_eager=node.speedup_vs_eager, speedup_vs_compile=node.speedup_vs_compile,
-                      reasons=node.reasons, result=result)
+                      reasons=node.reasons, result=result, speed=node.speed)
+            for other in changed:
+                if other != node.id:
+                    self.emit("node.speed", other, speed=self.tree[other].speed)
             self.set_status(node, "done" if node.correct else "failed")
             board = self.tree.leaderboard(LEADERBOARD_SIZE)
             if [n.id for n in board] != before:

@@ -9,7 +9,8 @@ from typing import Any
 EVENT_TYPES = (
     "node.created",   # data: the whole node (Node.to_dict())
     "node.status",    # data: {status}
-    "node.result",    # data: {verdict, runtime_ms, speedup_vs_eager, speedup_vs_compile, reasons, result}
+    "node.result",    # data: {verdict, runtime_ms, speedup_vs_eager, speedup_vs_compile, reasons, result, speed}
+    "node.speed",     # data: {speed}  a node's verdict figure changed (the reference was timed, a re-time landed)
     "node.stream",    # data: {role, text}  partial agent output
     "run.status",     # data: {status: "running"|"finished"|"failed"|"stopped", reason, best}
     "run.progress",   # data: {attempts, budget, in_flight, best, best_runtime_ms, best_speedup_vs_eager, cost_usd}

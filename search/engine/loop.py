@@ -13,6 +13,7 @@ from search.engine.agents import AgentError
 from search.engine.engine import Engine, Finish
 from search.engine.limits import DEFAULT_BUDGET
 from search.engine.node import Node
+from search.engine.verdict import REFERENCE_KEPT, UNTRUSTED, run_verdict
 
 REFERENCE_FASTEST = "the reference is fastest: no attempt beat it"
 
@@ -27,22 +28,37 @@ class RunSummary:
     status: str  # "finished" | "failed" | "stopped"
     elapsed_s: float
     usage: dict[str, Any] = field(default_factory=dict)
-    reference_fastest: bool = False  # the reference passed and no attempt beat it (Tree.winner is the root)
+    verdict: dict[str, Any] = field(default_factory=dict)  # search.engine.verdict.run_verdict at the end
+
+    @property
+    def reference_fastest(self) -> bool:
+        """The reference passed and no attempt beat it: the run's answer is the reference itself."""
+        return self.verdict.get("kind") == REFERENCE_KEPT
 
     def text(self) -> str:
         head = f"{self.attempts} attempt(s) in {self.elapsed_s:.1f} s; stopped: {self.stop_reason}."
+        declined = int(self.verdict.get("declined") or 0)
+        if declined:
+            head += (f" {declined} more node(s) were declined by the team (nothing left to try from their node): "
+                     "not counted against the budget.")
         if self.best is None:
             return head + "\nNo correct attempt: nothing beats or replaces the reference."
-        b = self.best
-        if self.reference_fastest:
-            speed = f" ({b.speedup_vs_eager:.3g}x vs eager)" if b.speedup_vs_eager is not None else ""
-            return (head + f"\nBest: the reference (1.0x) — {REFERENCE_FASTEST}; the fastest correct attempt, node "
-                    f"{b.id}, ran {b.runtime_ms:.4g} ms{speed}. The winner is the reference itself (ModelNew = Model).")
-        parts = [f"Best: node {b.id} (attempt {b.attempt}), {b.runtime_ms:.4g} ms"]
-        if b.speedup_vs_eager is not None:
-            parts.append(f"{b.speedup_vs_eager:.3g}x vs eager")
-        if b.speedup_vs_compile is not None:
-            parts.append(f"{b.speedup_vs_compile:.3g}x vs torch.compile")
+        kind, why = self.verdict.get("kind"), str(self.verdict.get("why") or "")
+        best_id = self.verdict.get("best", self.best.id)
+        figure = self.verdict.get("best_speed") or {}
+        if kind == REFERENCE_KEPT:
+            return (head + f"\nBest: the reference (1.0x) — {REFERENCE_FASTEST}; the best correct attempt, node "
+                    f"{best_id}, runs at {figure.get('text', '?')}. The winner is the reference itself "
+                    "(ModelNew = Model).")
+        if kind == UNTRUSTED:
+            return head + f"\nNo trustworthy winner: {why}."
+        b = self.best if best_id is None or best_id == self.best.id else None
+        parts = [f"Best: node {best_id}" + (f" (attempt {b.attempt})" if b is not None else ""),
+                 figure.get("text", "?")]
+        if figure.get("runtime_ms"):
+            parts.append(f"{figure['runtime_ms']:.4g} ms")
+        if figure.get("class"):
+            parts.append(str(figure["class"]).replace("_", " "))
         cost = self.usage.get("cost_usd") or 0.0
         tokens = (self.usage.get("input_tokens") or 0) + (self.usage.get("output_tokens") or 0)
         return head + "\n" + ", ".join(parts) + f".\nTokens: {tokens}, cost ${cost:.4f}."
@@ -114,4 +130,4 @@ def _finish(engine: Engine, end: Finish, started: float) -> RunSummary:
     engine.tree.meta["stop_reason"] = end.reason
     engine.tree.meta["status"] = end.status
     return RunSummary(best, engine.tree.attempts, end.reason, end.status, time.monotonic() - started,
-                      engine.tree.usage_total(), reference_fastest=engine.tree.reference_fastest())
+                      engine.tree.usage_total(), verdict=run_verdict(engine.tree))

@@ -42,6 +42,7 @@ class Node:
     speedup_vs_compile: float | None = None
     reasons: list[str] = field(default_factory=list)
     result: dict[str, Any] | None = None
+    speed: dict[str, Any] | None = None  # search.engine.verdict.attempt_speed: the one figure every view shows
     usage: dict[str, Any] = field(default_factory=empty_usage)
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None

@@ -23,13 +23,6 @@ def reference_candidate(problem_source: str) -> str:
     return from_kernels(problem_source)
 
 
-def beats_reference(node: Node, root: Node) -> bool:
-    """Whether a correct attempt is faster than the reference (see Tree.winner)."""
-    if node.speedup_vs_eager is not None:
-        return node.speedup_vs_eager > 1.0
-    return node.runtime_ms is not None and (root.runtime_ms is None or node.runtime_ms < root.runtime_ms)
-
-
 class Tree:
     """All attempts of one run, serializable to the tree file without loss."""
 
@@ -133,23 +126,6 @@ class Tree:
         """The fastest correct attempt, or None when no attempt was correct."""
         board = self.leaderboard(1)
         return board[0] if board else None
-
-    def winner(self) -> Node | None:
-        """The run's answer, the reference included: the fastest correct attempt when it beats the reference, else
-        the reference itself (the root, when it passed: "the reference is fastest: no attempt beat it"); None
-        while the reference has not passed. An attempt beats the reference when its speed-up vs eager is above 1
-        (the figure every table shows), or, where that was not measured, when its time is below the root's."""
-        best, root = self.best(), self.root
-        if not root.correct:
-            return best
-        if best is not None and beats_reference(best, root):
-            return best
-        return root
-
-    def reference_fastest(self) -> bool:
-        """True when the reference passed and no attempt beat it (the winner is the root)."""
-        winner = self.winner()
-        return winner is not None and winner.parent is None
 
     def usage_total(self) -> dict[str, Any]:
         """The run's usage: tokens, cost, calls, and the prompt cache's share of the input tokens."""

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from search.cli import build_parser, main
-from search.engine.tree import Tree, beats_reference
+from search.engine.tree import Tree
+from search.engine.verdict import run_verdict
 from search.inline import team_options
 from tests.plugins import with_test_teams
 
@@ -92,7 +93,7 @@ def test_run_end_to_end_with_the_real_evaluator_writes_a_tree_whose_attempts_equ
     loaded = Tree.from_dict(tree)
     best = loaded.best()
     assert best is not None and best.id == tree["best"]
-    expected = (f"Best: node {best.id} (attempt {best.attempt})" if beats_reference(best, loaded.root)
+    expected = (f"Best: node {best.id} (attempt {best.attempt})" if run_verdict(loaded)["kind"] == "attempt"
                 else "Best: the reference (1.0x)")
     assert expected in proc.stdout and "tree written" in proc.stdout, proc.stdout
     types = {json.loads(line)["type"] for line in events.read_text().splitlines()}
@@ -122,7 +123,9 @@ def test_run_prints_progress_to_the_given_stream(tmp_path, monkeypatch):
     shown = io.StringIO()
     assert main(["show", str(out)], out=shown) == 0
     lines = shown.getvalue().splitlines()
-    assert len(lines) == 7 and lines[0].startswith("#0 root pass") and sum("*" in ln for ln in lines) == 1
+    assert len(lines) == 8 and lines[1].startswith("#0 root pass") and sum("*" in ln for ln in lines) == 1
+    verdict = run_verdict(Tree.load(out))  # the outline's figures are the verdict's, the page's and the API's
+    assert lines[0] == f"verdict: {verdict['kind']} — {verdict['why']}" and verdict["speed"]["text"] in shown.getvalue()
     assert main(["show", str(tmp_path / "missing.json")]) == 2
 
 

@@ -14,7 +14,7 @@ from search.app.pages import speed as speeds
 
 
 def speed_of(run: Run, node: Node) -> dict[str, Any] | None:
-    return speeds.speed(node, *speeds.references(run.pk))
+    return speeds.speed(node)
 
 
 def slower_note(run: Run, node: Node) -> str:

@@ -83,7 +83,7 @@ def move_label(node: Any) -> str:
     return label
 
 
-def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) -> dict[str, Any]:
+def node_view(node: Node) -> dict[str, Any]:
     result = node.result or {}
     correctness = result.get("correctness") or {}
     timing = result.get("timing") or {}
@@ -91,7 +91,7 @@ def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) 
     roofline = result.get("roofline") or {}
     usage = node.usage or {}
     roof = roofline_view(result)
-    speed = speeds.speed(node, root, anchor)
+    speed = speeds.speed(node)
     settings = result.get("settings") or {}
     logs = result.get("logs") or {}
     trials = correctness.get("trials")
@@ -105,6 +105,9 @@ def node_view(node: Node, root: Node | None = None, anchor: Node | None = None) 
         "speedup": speeds.text(speed),
         "speed_unstable": bool(speed and speed["unstable"]),
         "slower": bool(speed and not speed["reference"] and speed["value"] <= 1.0),
+        "speed_class": speeds.class_words(speed),
+        "not_retimed": bool(speed and speed.get("not_retimed")),
+        "reused": bool(speed and speed.get("reused")),
         "move": move_label(node),
         "roofline": roof["text"],
         "roof": roof,

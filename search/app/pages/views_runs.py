@@ -29,13 +29,9 @@ def runs_context(user) -> dict[str, Any]:
     runs = list(visible_runs(user).order_by("-created_at", "-pk")[:200])
     ids = [r.pk for r in runs]
     best = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, node_id=F("run__best_node"))}
-    roots = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, parent__isnull=True)}
-    retimed: dict[int, list[Node]] = {}
-    for n in Node.objects.filter(run_id__in=ids, parent__isnull=False, verdict="pass", result__retime__state="done"):
-        retimed.setdefault(n.run_id, []).append(n)
     rows = []
     for r in runs:
-        speed = speeds.speed(best.get(r.pk), roots.get(r.pk), speeds.anchor_of(retimed.get(r.pk, [])))
+        speed = speeds.speed(best.get(r.pk))
         rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": speeds.faster(speed)})
     return {"rows": rows, "active": any(r.status in Run.ACTIVE or r.status == Run.Status.PAUSED for r in runs)}
 
@@ -64,26 +60,29 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def header_context(run: Run) -> dict[str, Any]:
-    """The run header's figures as the server sees them (static/js/run_page.js redraws them live)."""
-    root, anchor = speeds.references(run.pk)
-    best = Node.objects.filter(run=run, node_id=run.best_node).first() if run.best_node is not None else None
-    speed = speeds.speed(best, root, anchor)
-    out = {"best": "—", "spread": "", "unstable": False, "why": "",
+    """The run header's figures as the server stored them (search.engine.verdict; static/js/run_page.js redraws
+    them live from the same stored data)."""
+    root = Node.objects.filter(run=run, parent__isnull=True).first()
+    verdict = run.verdict or {}
+    out = {"best": "—", "spread": "", "unstable": False, "why": "", "class": "",
            "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": "",
            "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage"))}
-    if speed is not None and best is not None:
-        out["unstable"], out["why"] = speed["unstable"], speed["why"]
-        if speeds.faster(speed):
-            out["best"] = f"{speed['value']:.2f}× (#{best.node_id})"
-            out["spread"] = speed["how"]
+    best, figure = verdict.get("best"), verdict.get("best_speed")
+    if figure is not None and best is not None:
+        out["unstable"], out["why"], out["class"] = bool(figure["unstable"]), figure["why"], speeds.class_words(figure)
+        if speeds.faster(figure):
+            out["best"] = f"{figure['short']} (#{best})"
+            out["spread"] = figure["how"]
         else:
             out["best"] = "No faster kernel found yet"
-            out["spread"] = (f"best correct attempt #{best.node_id}: {speed['value']:.2f}× the reference's speed · "
-                             f"{speed['how']}")
-    if speeds.reference_wins(run, best, root, anchor):
+            out["spread"] = f"best correct attempt #{best}: {figure['short']} the reference's speed · {figure['how']}"
+    if run.winner == "reference":
         out["best"] = speeds.REFERENCE_FASTEST
         if best is None:
             out["spread"] = "no correct attempt · the reference is kept"
+    elif verdict.get("kind") == "untrusted":
+        out["best"] = speeds.NO_TRUSTWORTHY_WINNER
+        out["spread"] = str(verdict.get("why") or "")
     return out
 
 
@@ -94,7 +93,7 @@ def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpRespo
     run = get_run(request.user, run_id)
     node = get_node(run, node_id)
     parent = Node.objects.filter(run=run, node_id=node.parent).first() if node.parent is not None else None
-    view = node_view(node, *speeds.references(run.pk))
+    view = node_view(node)
     skeleton, skeleton_error = code_marks.skeleton_marks(node.anchored_source)
     context = {
         "run": run, "node": node, "v": view, "parent": parent,
@@ -132,7 +131,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             run = get_run(request.user, run_id)
             sides.append({"key": k.upper(), "run": run, "node": get_node(run, node_id)})
         for side in sides:
-            side["v"] = node_view(side["node"], *speeds.references(side["run"].pk))
+            side["v"] = node_view(side["node"])
         rows = diffs.side_by_side_rows(sides[0]["node"].source, sides[1]["node"].source)
         context.update(sides=sides, rows=rows, stats=diffs.stats(rows), metrics=metric_rows(sides))
     return render(request, "pages/compare.html", context, status=400 if context["errors"] else 200)

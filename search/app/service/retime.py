@@ -16,16 +16,18 @@ from typing import Any
 from django.conf import settings
 from rq.job import Dependency
 
-from search.app.events import store_event
+from search.app.events import store_event, sync_run_totals
 from search.app.models import Node, Run
 from search.app.service import queues
 from search.app.service.runs import eval_settings, load_tree, locked_run
-from search.engine.contenders import chosen_node, retime_contenders
+from search.engine.contenders import further_contenders, retime_contenders
+from search.engine.verdict import best_attempt, refresh, speeds
 
 RETIME_JOB = "kernels.jobs.retime_job"
 BUSY = ("queued", "running")
 ROUNDS = 6
-CONTENDERS = "retime_contenders"  # run.meta: {"search_best", "nodes", "winner" once settled}
+CONTENDERS = "retime"  # run.meta, as tree.meta in the CLI: {"search_best", "nodes", "winner" once settled}
+MAX_RETIMES = 8  # contenders in all, the further ones included (each is one harness child)
 
 
 class RetimeRefused(Exception):
@@ -73,7 +75,7 @@ def at_end(run_id: int) -> None:
     """A finished run's contenders for the win (search.engine.contenders: its best attempt, the steps that led to
     it, the first attempts, close runners-up) re-timed side by side with the reference (STARK_RETIME_AT_END,
     default on), so the run ends on one number timed one way, and on the attempt fastest that way (settle_winner,
-    once every contender's re-time is in)."""
+    once every contender's re-time is in; it adds attempts whose search figure still beats that)."""
     if not getattr(settings, "STARK_RETIME_AT_END", True):
         return
     run = Run.objects.filter(pk=run_id).select_related("problem").first()
@@ -83,44 +85,65 @@ def at_end(run_id: int) -> None:
     with locked_run(run.pk) as run:
         run.meta = {**(run.meta or {}), CONTENDERS: {"search_best": run.best_node, "nodes": contenders}}
         run.save(update_fields=["meta"])
-    for node_id in contenders:
+    request_all(run, contenders)
+    with locked_run(run.pk) as run:
+        more = settle_winner(run)  # every contender may already have been re-timed (a "Re-time" before the end)
+    request_all(run, more)
+
+
+def request_all(run: Run, node_ids: list[int]) -> None:
+    for node_id in node_ids:
         row = Node.objects.filter(run=run, node_id=node_id).first()
         if row is None or ((row.result or {}).get("retime") or {}).get("state") in BUSY + ("done",):
             continue
         with contextlib.suppress(RetimeRefused):  # e.g. the run was restarted meanwhile
             request(run, node_id)
-    with locked_run(run.pk) as run:
-        settle_winner(run)  # every contender may already have been re-timed (a "Re-time" before the end)
 
 
-def settle_winner(run: Run) -> None:
-    """Once every contender's re-time is in (call under the run lock): the run's best becomes the contender fastest
-    side by side (search.engine.contenders.chosen_node: an unstable or failed figure moves the win only beyond
-    doubt), announced with a run.status event; nothing changes while one is still queued or running."""
-    plan = (run.meta or {}).get(CONTENDERS) or {}
-    nodes, search_best = plan.get("nodes") or [], plan.get("search_best")
-    if run.status != Run.Status.FINISHED or len(nodes) < 2 or "winner" in plan:
-        return
-    rows = {row.node_id: row for row in Node.objects.filter(run=run, node_id__in=nodes)}
-    entries: dict[str, dict[str, Any]] = {}
-    for node_id in nodes:
-        state = ((rows[node_id].result or {}).get("retime") or {}) if node_id in rows else {}
-        if state.get("state") in BUSY:
-            return
-        entries[str(node_id)] = state if state.get("state") == "done" else {"error": state.get("message") or "none"}
-    chosen = chosen_node(entries, search_best)
-    run.meta = {**run.meta, CONTENDERS: {**plan, "winner": chosen}}
-    fields = ["meta"]
-    if chosen is not None and chosen != run.best_node and chosen in rows:
-        row = rows[chosen]
-        run.best_node, run.best_runtime_ms, run.best_speedup_vs_eager = chosen, row.runtime_ms, row.speedup_vs_eager
-        fields += ["best_node", "best_runtime_ms", "best_speedup_vs_eager"]
-    run.save(update_fields=fields)
-    if "best_node" in fields:
-        reason = (f"{run.stop_reason}; side by side with the reference, attempt #{chosen} is faster than the "
-                  f"search's fastest #{search_best}, so it is the run's best")
+def apply_verdict(run: Run) -> None:
+    """Recompute every node's figure and the run's verdict from the stored tree (search.engine.verdict) and store
+    what changed, with node.speed events and, when the best attempt moved, a run.status event (call under the run
+    lock). Only measured figures change: a re-time never rescales another attempt's figure."""
+    tree = load_tree(run)
+    before = run.best_node
+    for node_id in refresh(tree):
+        figure = tree[node_id].speed
+        Node.objects.filter(run=run, node_id=node_id).update(speed=figure)
+        store_event(run.pk, "node.speed", node_id, {"changes": {"speed": figure}})
+    sync_run_totals(run, tree)
+    if run.best_node != before and run.best_node is not None:
+        search_best = (run.verdict or {}).get("search_best")
+        reason = (f"{run.stop_reason}; side by side with the reference, attempt #{run.best_node} is faster than "
+                  f"the search's fastest #{search_best}, so it is the run's best")
         store_event(run.pk, "run.status", None, {"status": run.status, "reason": reason, "best": run.best_node,
                                                  "run": run.to_dict()})
+
+
+def settle_winner(run: Run) -> list[int]:
+    """Once every contender's re-time is in (call under the run lock): when an attempt that was not re-timed has a
+    search figure above the best side-by-side one (less the contenders' margin), it becomes a contender too (the
+    ids to request are returned, MAX_RETIMES in all); else the winner is settled (run.meta["retime"]["winner"]:
+    search.engine.verdict.best_attempt, where an unstable or failed figure moves the win only beyond doubt).
+    Nothing changes while a contender is still queued or running."""
+    plan = (run.meta or {}).get(CONTENDERS) or {}
+    nodes = list(plan.get("nodes") or [])
+    if run.status != Run.Status.FINISHED or not nodes or "winner" in plan:
+        return []
+    states = {row.node_id: ((row.result or {}).get("retime") or {}).get("state")
+              for row in Node.objects.filter(run=run, node_id__in=nodes)}
+    if any(state in BUSY for state in states.values()):
+        return []
+    tree = load_tree(run)
+    more = [n.id for n in further_contenders(tree, nodes, MAX_RETIMES - len(nodes))]
+    if more:
+        run.meta = {**run.meta, CONTENDERS: {**plan, "nodes": nodes + more}}
+        run.save(update_fields=["meta"])
+        return more
+    figures = speeds(tree)
+    run.meta = {**run.meta, CONTENDERS: {**plan, "winner": best_attempt(tree, figures)}}
+    run.save(update_fields=["meta"])
+    apply_verdict(run)
+    return []
 
 
 def job_alive(job_id: str) -> bool:
@@ -153,8 +176,10 @@ def record(run_id: int, node_pk: int, job_id: str) -> str:
         row = Node.objects.filter(pk=node_pk).first()
         if row is None or ((row.result or {}).get("retime") or {}).get("job") != job_id:
             return f"re-time {job_id}: superseded"
-        set_retime(run_id, row, {**outcome, "job": job_id})
-        settle_winner(run)
+        set_retime(run_id, row, {**outcome, "job": job_id, "at": time.time()})
+        apply_verdict(run)
+        more = settle_winner(run)
+    request_all(run, more)
     return f"re-time {job_id}: {outcome.get('state')}"
 
 
