@@ -188,8 +188,8 @@ def best_attempt(tree: Tree, figures: dict[int, dict[str, Any] | None]) -> int |
     settled = (tree.meta.get("retime") or {}).get("winner")
     if isinstance(settled, int) and str(settled) in entries:
         return settled
-    if str(search_best.id) not in entries:  # re-timed others but not the search's best: the best re-timed figure
-        return int(max(entries, key=lambda k: (entries[k]["speedup"], -int(k))))
+    if str(search_best.id) not in entries:  # others re-timed (by hand, or the contenders still timing) but not the
+        return search_best.id  # search's best: nothing side by side to weigh them against yet
     pick = chosen_node({k: {**e, "spread": {"low": e["low"], "high": e["high"]}} for k, e in entries.items()},
                        search_best.id)
     return pick if pick is not None and pick in figures else search_best.id

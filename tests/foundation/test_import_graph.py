@@ -1,5 +1,4 @@
-"""The import graph of the pure packages: no cycles in kernels/, in the pure core of search/ (everything but
-search/app/) or in the Django app's service layer, counting imports inside functions too (a function-level import
+"""The import graph: no cycles in kernels/ or search/ (the pure core and the Django app in search/app/ alike), counting imports inside functions too (a function-level import
 that only hides a cycle is still a cycle). Imports under `if TYPE_CHECKING:` are not followed at run time and are
 left out. The Django line itself is ruff's banned-api rule (pyproject.toml), checked here too."""
 
@@ -14,8 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ("kernels", "search")  # search/app/ is cut out below, except its service layer
-APP_SERVICE = "search.app.service"
+PURE = ("kernels", "search")
 
 
 def module_name(path: Path) -> str:
@@ -116,16 +114,9 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return result
 
 
-def in_scope(module: str) -> bool:
-    if module == "search.app" or module.startswith("search.app."):
-        return module == APP_SERVICE or module.startswith(APP_SERVICE + ".")
-    return True
-
-
-def test_no_import_cycles_in_kernels_the_pure_core_or_the_service() -> None:
+def test_no_import_cycles_in_kernels_search_or_the_django_app() -> None:
     known = all_modules()
-    graph = {name: {t for t in imports_of(name, path, known) if in_scope(t)}
-             for name, path in known.items() if in_scope(name)}
+    graph = {name: imports_of(name, path, known) for name, path in known.items()}
     cycles = strongly_connected(graph)
     assert not cycles, "import cycles (break them; a function-level import does not):\n" + "\n".join(
         " <-> ".join(c) for c in cycles)
