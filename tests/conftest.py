@@ -99,6 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = None
     if settings is not None and settings.configured:
         settings.STARK_RETIME_AT_END = os.environ["STARK_RETIME_AT_END"].lower() in ("1", "true", "yes", "on")
+        # A fast hasher in this process (each real PBKDF2 hash costs ~0.5 s here, and the login tests hash dozens);
+        # the servers and workers the tests start keep the product's hashers.
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Asked once per process and cached (the openai/anthropic SDKs ask for their headers, running `uname -p`): ask
     # before the spawn guard watches, so whichever test builds the first client is not taken for a spawner.
     platform.processor()
