@@ -142,7 +142,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     # likewise: candidate code may rebind module names
     on_device, timed = judge_on_device, time_on_device
     # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
-    hold = device_lock.DeviceHold.for_task(task, channel.on_wait)
+    hold = device_lock.DeviceHold.for_task(task, channel)
     device_lock.watch_compiles(hold)
     guard = probes.HarnessSnapshot()
     channel.phase("build")

@@ -20,8 +20,10 @@ default mode) is measured alone as well. An exclusive holder never steps aside: 
 timed alone. `aside` is the parent's choice (`compile_aside_wanted`): on for CUDA devices, off for the CPU, where
 a compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
 
-The lock is cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate
-can unlock its own descriptor, which is why the figures that count are re-timed side by side (kernels.retime).
+A harness child holds no lock descriptor: the parent takes the lock on its behalf (kernels.lock_broker,
+`BrokeredLock`), so a child can hold it only within its own deadlines and never after it ends. The lock is
+cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate can ask
+the parent to let go of its hold, which is why the figures that count are re-timed side by side (kernels.retime).
 """
 
 from __future__ import annotations
@@ -89,6 +91,19 @@ def locked(lock_fd: int | None, gate_fd: int | None, mode: int) -> Iterator[None
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
 
+class FdLock:
+    """Take and release the lock through descriptors of the lock file and its gate (in-process holders, tests)."""
+
+    def __init__(self, lock_fd: int, gate_fd: int | None) -> None:
+        self.lock_fd, self.gate_fd = lock_fd, gate_fd
+
+    def take(self, mode: int, blocking: bool = True) -> bool:
+        return take(self.lock_fd, self.gate_fd, mode, blocking)
+
+    def release(self) -> None:
+        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+
 class DeviceHold:
     """One child's hold on the device lock: `shared()` and `exclusive()` blocks, and (with `aside`) the compile
     callbacks that step out of a shared hold while torch.compile compiles. `alone` (a rerun after device_busy,
@@ -96,8 +111,8 @@ class DeviceHold:
     the device back, for the child's "queue" phase. Counts what it did in `facts()`."""
 
     def __init__(self, lock_fd: int | None, gate_fd: int | None, *, alone: bool = False, aside: bool = False,
-                 on_wait: Callable[[bool], None] | None = None) -> None:
-        self.lock_fd, self.gate_fd = lock_fd, gate_fd
+                 on_wait: Callable[[bool], None] | None = None, locker: Any = None) -> None:
+        self.locker = locker if locker is not None else FdLock(lock_fd, gate_fd) if lock_fd is not None else None
         self.alone, self.aside = alone, aside
         self.on_wait = on_wait
         self.held: str | None = None
@@ -110,10 +125,16 @@ class DeviceHold:
         self._mutex = threading.RLock()
 
     @classmethod
-    def for_task(cls, task: dict[str, Any], on_wait: Callable[[bool], None] | None = None) -> DeviceHold:
+    def for_task(cls, task: dict[str, Any], channel: Any = None) -> DeviceHold:
+        """The child's hold: through the parent (task["timing"]["broker_fd"], kernels.lock_broker), or none."""
         timing = task.get("timing") or {}
-        return cls(timing.get("lock_fd"), timing.get("gate_fd"), alone=bool(timing.get("alone")),
-                   aside=bool(timing.get("compile_aside")), on_wait=on_wait)
+        locker = None
+        if timing.get("broker_fd") is not None and channel is not None:
+            from kernels.lock_broker import BrokeredLock
+
+            locker = BrokeredLock(channel, int(timing["broker_fd"]))
+        return cls(None, None, alone=bool(timing.get("alone")), aside=bool(timing.get("compile_aside")),
+                   on_wait=getattr(channel, "on_wait", None), locker=locker)
 
     def shared(self) -> contextlib.AbstractContextManager[None]:
         """Untimed device work beside other untimed work (exclusive when `alone`)."""
@@ -125,8 +146,8 @@ class DeviceHold:
 
     @contextlib.contextmanager
     def _hold(self, mode: str) -> Iterator[None]:
-        if self.lock_fd is not None:
-            take(self.lock_fd, self.gate_fd, MODES[mode])
+        if self.locker is not None:
+            self.locker.take(MODES[mode])
         self.held = mode
         try:
             yield
@@ -134,17 +155,17 @@ class DeviceHold:
             with self._mutex:
                 if self.stepped_aside:  # a compile still in flight (another thread): the lock is already free
                     self.aside_s += _monotonic() - self._since
-                elif self.lock_fd is not None:
-                    fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                elif self.locker is not None:
+                    self.locker.release()
                 self.held, self.stepped_aside = None, False
 
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
         with self._mutex:
-            if (not self.aside or self.lock_fd is None or self.held != "shared" or self.stepped_aside
+            if (not self.aside or self.locker is None or self.held != "shared" or self.stepped_aside
                     or self.autotuning):  # some torch versions signal Triton's autotuning as a compile
                 return
-            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+            self.locker.release()
             self.stepped_aside, self.compiles, self._since = True, self.compiles + 1, _monotonic()
 
     def compile_ended(self) -> None:
@@ -168,13 +189,13 @@ class DeviceHold:
             if self.autotuning:  # an inner entry point of the same benchmark
                 self.autotuning += 1
                 held_before = "nested"
-            elif not self.aside or self.lock_fd is None or self.held == "exclusive":
+            elif not self.aside or self.locker is None or self.held == "exclusive":
                 held_before = "as is"
             else:
                 held_before = "shared" if self.held == "shared" and not self.stepped_aside else "nothing"
                 try:
                     if held_before == "shared":
-                        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)  # never wait at the gate while holding the lock
+                        self.locker.release()  # never wait at the gate while holding the lock
                     self._take_waiting(fcntl.LOCK_EX)
                 except Exception as exc:  # noqa: BLE001
                     self.errors.append(f"autotuning: {type(exc).__name__}: {exc}"[:200])
@@ -187,10 +208,10 @@ class DeviceHold:
                 if held_before == "nested":
                     self.autotuning -= 1
                 elif held_before != "as is":
-                    assert self.lock_fd is not None
+                    assert self.locker is not None
                     self.autotuning, self.alone_s = 0, self.alone_s + _monotonic() - since
                     try:
-                        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+                        self.locker.release()
                         if held_before == "shared":
                             self._take_waiting(fcntl.LOCK_SH)
                     except Exception as exc:  # noqa: BLE001
@@ -203,13 +224,13 @@ class DeviceHold:
 
     def _take_waiting(self, mode: int) -> None:
         """Take the lock in `mode`; a wait is told to `on_wait` (the child's "queue" phase) and counted."""
-        assert self.lock_fd is not None
-        if take(self.lock_fd, self.gate_fd, mode, blocking=False):
+        assert self.locker is not None
+        if self.locker.take(mode, blocking=False):
             return
         self.waits += 1
         if self.on_wait is not None:
             self.on_wait(True)
-        take(self.lock_fd, self.gate_fd, mode)
+        self.locker.take(mode)
         if self.on_wait is not None:
             self.on_wait(False)
 

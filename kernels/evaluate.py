@@ -41,14 +41,15 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
     start, build and first call, the run deadline its work; the cache root is hidden from it."""
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
                 "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s,
-                "profile": profile_kill_s(settings)}
+                **({"profile": profile_kill_s(settings)} if settings.profile else {})}  # phases it may have: no more
 
     def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively
         return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
                           cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
                           disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root], env=worker_env(),
                           device_lock=device_lock(root, settings),
-                          zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap)
+                          zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap,
+                          visits={"timing": 1 + int(task.get("rounds", 0))})  # a re-time times in rounds
 
     return device_busy.run_retrying(run)
 

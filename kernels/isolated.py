@@ -25,7 +25,8 @@ TAIL_CHARS = 1500  # of the child's output, quoted in a failure message
 
 
 class IsolatedCallError(Exception):
-    """The child gave no result. `kind`: "timeout", "memory", "error" (it raised) or "crash"; `reason` says why in
+    """The child gave no result. `kind`: "timeout", "memory", "limit" (processes, disk, a channel flood), "error" (it
+    raised) or "crash"; `reason` says why in
     words, `tail` is the end of its output (or the exception's traceback), `steps` the progress steps it reported
     before it stopped, `log` its whole output; the message is `reason; its output ends with: tail`."""
 
@@ -55,6 +56,8 @@ def failure(run: WorkerRun, what: str, timeout_s: float, memory_limit_mb: float)
     elif run.memory_exceeded_mb:
         kind, reason = "memory", (f"{what} used more than {memory_limit_mb:g} MB ({run.memory_exceeded_mb:.0f} MB "
                                   "seen) and was stopped")
+    elif run.limit_exceeded or run.disk_exceeded_mb:
+        kind, reason = "limit", f"{what} {run.limit_exceeded or f'wrote more than {memory_limit_mb:g} MB'}"
     elif (error := run.last("error")) is not None:
         kind, reason = "error", f"{what} failed: {error.get('message', '')}"
         tail = str(error.get("traceback") or "").strip()[-TAIL_CHARS:] or tail
@@ -78,7 +81,7 @@ def call_isolated(function: str, payload: dict[str, Any], *, timeout_s: float, m
                          memory_limit_mb=memory_limit_mb, disk_limit_mb=memory_limit_mb, hidden=[root],
                          zygote_root=root)
         result = run.last("result")
-        if result is None or run.timed_out_phase or run.memory_exceeded_mb:
+        if result is None or run.stopped():
             raise failure(run, what, timeout_s, memory_limit_mb)
         return result.get("result")
     finally:

@@ -9,7 +9,8 @@ Layers (a result records which were active: `environment["isolation"] = {"layers
   shows only an allow-list, read-only: system directories (/usr, /bin, /lib*, /sbin, some of /etc, /sys), the
   interpreter (sys.prefix, sys.base_prefix, every sys.path directory, followed through symlinks, even under /tmp),
   CUDA_HOME, and the harness's own code packages (`kernels/`, `search/`), never the repository root (var/, .git,
-  .env), $HOME or the harness cache. Writable: only the work directory; /tmp is `<work dir>/tmp`, on disk, so what
+  .env), $HOME or the harness cache. bwrap's in-memory root, /dev and masks are remounted read-only (nothing
+  written outside the disk budget can live in host memory). Writable: only the work directory; /tmp is `<work dir>/tmp`, on disk, so what
   the child writes there counts against its disk budget (and is removed with the work dir), never against host
   memory the way a tmpfs would; /dev/shm likewise is `<work dir>/shm`.
 - "uid" (when the harness runs as root and the interpreter is readable by it): the child runs as the unprivileged
@@ -235,11 +236,15 @@ def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda:
             continue  # already visible through a parent mount
         seen.append((source, dest))
         args += ["--ro-bind", source, dest]
-    for hide in hidden:
-        if any(_inside(str(hide), d) for _, d in seen):
-            args += ["--tmpfs", str(hide)]
+    masked = [str(h) for h in hidden if any(_inside(str(h), d) for _, d in seen)]
+    for mask in masked:
+        args += ["--tmpfs", mask]
     for place in [work_dir, *writable]:
         args += ["--bind", str(place), str(place)]
+    # bwrap's own root, /dev and the masks are in-memory file systems outside every disk budget: read-only, so the
+    # only writable places are the bound (and counted) work dir, its /tmp and /dev/shm, and `writable`
+    for read_only_place in ("/", "/dev", *masked):
+        args += ["--remount-ro", read_only_place]
     return [*args, "--chdir", str(work_dir), "--"]
 
 

@@ -52,6 +52,8 @@ def process_failure(run: WorkerRun, settings: EvalSettings) -> tuple[str, list[s
     if run.memory_exceeded_mb:
         return "runtime_error", [f"the candidate used {run.memory_exceeded_mb:.0f} MB, more than memory_limit_mb="
                                  f"{settings.memory_limit_mb}; the process group was killed"]
+    if run.limit_exceeded:
+        return "runtime_error", [f"the candidate {run.limit_exceeded}"]
     if run.disk_exceeded_mb:
         return "runtime_error", [f"the candidate wrote {run.disk_exceeded_mb:.0f} MB to its work directory and /tmp, "
                                  f"more than disk_limit_mb={settings.effective_disk_limit_mb:g}; the process group "

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kernels import loading, timing
+from kernels import device_lock, loading
 from kernels.candidate_task import build
 from kernels.channel import Channel, redirect_output
 from kernels.reference_task import HarnessFailure, load_problem
@@ -26,9 +26,9 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("build")
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
-    lock = (task["timing"].get("lock_fd"), task["timing"].get("gate_fd"))
+    hold = device_lock.DeviceHold.for_task(task, channel)  # the parent takes the lock (kernels.lock_broker)
     send(channel, "phase", phase="queue")
-    with timing.exclusive(*lock):
+    with hold.exclusive():
         send(channel, "phase", phase="first_call")
         try:
             model = loading.build_model(cls, loading.init_inputs(problem, device), task["seed"], device)

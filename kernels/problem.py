@@ -40,7 +40,9 @@ def inspect_problem(problem_source: str, device: str = "cpu",
     if device != settings.device:
         settings = settings.replace(device=device)
     check_problem_source(problem_source)
-    reference, _ = ensure_reference(problem_source, settings.replace(roofline=False), baselines=(), outputs=False)
+    # nothing here is timed: no device lock, so a check never waits behind an evaluation's hold of it
+    reference, _ = ensure_reference(problem_source, settings.replace(roofline=False, exclusive_device=False),
+                                    baselines=(), outputs=False)
     data = {k: v for k, v in reference.summary.items() if k in ProblemSummary.__dataclass_fields__}
     from kernels.probes import compute_ops
 

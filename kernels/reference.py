@@ -58,6 +58,8 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
     if run.memory_exceeded_mb:
         return ProblemError(f"the problem needs more than memory_limit_mb={settings.memory_limit_mb} MB "
                             f"({run.memory_exceeded_mb:.0f} MB seen); lower the sizes or raise memory_limit_mb", log)
+    if run.limit_exceeded:
+        return ProblemError(f"the problem {run.limit_exceeded}", log)
     if run.disk_exceeded_mb:
         return ProblemError(f"the problem wrote {run.disk_exceeded_mb:.0f} MB to its work directory and /tmp, more "
                             f"than disk_limit_mb={settings.effective_disk_limit_mb:g}; the process group was killed "
@@ -98,7 +100,8 @@ def run_reference_worker(problem_source: str, settings: EvalSettings, want: dict
                           cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
                           disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root], env=worker_env(),
                           device_lock=device_lock(root, settings),
-                          zygote_root=root if settings.warm_start else None, on_phase=on_phase)
+                          zygote_root=root if settings.warm_start else None, on_phase=on_phase,
+                          visits={"baseline": 2 * len(want.get("baselines", []))})
 
     try:
         return device_busy.run_retrying(run)

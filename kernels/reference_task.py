@@ -131,7 +131,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     module = load_problem(task, work_dir)
     # a rerun after device_busy (kernels.device_busy) holds the device alone in its untimed sections too; the
     # compile baselines' compiles step aside from the device lock (kernels.device_lock)
-    hold = device_lock.DeviceHold.for_task(task, channel.on_wait)
+    hold = device_lock.DeviceHold.for_task(task, channel)
     device_lock.watch_compiles(hold)
     channel.phase("queue")
     with hold.shared():

@@ -19,7 +19,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     send = type(channel).send  # captured before the candidate's code runs
     time_callable = timing.time_callable
     # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
-    hold = device_lock.DeviceHold.for_task(task, channel.on_wait)
+    hold = device_lock.DeviceHold.for_task(task, channel)
     device_lock.watch_compiles(hold)
     shared, exclusive = hold.shared, hold.exclusive
     device = torch.device(task["device"])

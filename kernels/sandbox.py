@@ -32,8 +32,28 @@ from typing import Any
 
 from kernels import isolation, zygote
 from kernels.device_lock import compile_aside_wanted
-from kernels.process_tree import descendants, group_rss_mb, kill_group, kill_tracked, pgid, rss_mb
+from kernels.lock_broker import POLL_S, LockBroker
+from kernels.process_tree import (
+    descendants,
+    group_rss_mb,
+    kill_group,
+    kill_tracked,
+    max_processes,
+    pgid,
+    rss_mb,
+)
+from kernels.watch import (
+    MAX_FORGED,
+    MAX_LINE,
+    QUEUE_WAIT_S,
+    ChannelBudget,
+    ChannelLines,
+    Deadlines,
+    phase_name,
+)
 from kernels.zygote import ZygoteUnavailable
+
+__all__ = ["MAX_FORGED", "MAX_LINE", "QUEUE_WAIT_S", "ChannelLines", "WorkerRun", "run_worker"]
 
 SECRET_ENV = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|ANTHROPIC|OPENAI|AWS_|AZURE|GOOGLE_APPLICATION|GITHUB|GH_|HF_|"
@@ -54,6 +74,7 @@ class WorkerRun:
     timed_out_phase: str | None = None
     memory_exceeded_mb: float | None = None
     disk_exceeded_mb: float | None = None
+    limit_exceeded: str | None = None  # another bound broken (processes, channel flood), in words
     phase: str = "start"
     log: str = ""
     logs: dict[str, str] = field(default_factory=dict)
@@ -90,8 +111,8 @@ class WorkerRun:
         return f"exited with code {code}"
 
     def stopped(self) -> bool:
-        """Killed by the parent: a timeout, or over its memory or disk budget."""
-        return bool(self.timed_out_phase or self.memory_exceeded_mb or self.disk_exceeded_mb)
+        """Killed by the parent: a timeout, or over its memory, disk, process or channel budget."""
+        return bool(self.timed_out_phase or self.memory_exceeded_mb or self.disk_exceeded_mb or self.limit_exceeded)
 
     def stderr_tail(self, lines: int = 20, limit: int = 2048) -> str:
         """The last lines of what the child wrote to stdout/stderr (its logs), bounded, for error messages."""
@@ -111,9 +132,6 @@ ALLOWED_ENV = re.compile(
     r"TRITON_\w+|OMP_\w+|MKL_\w+|PYTHON\w*)"
 )
 DENIED_ENV = re.compile(r"KEY|TOKEN|SECRET|PASS", re.IGNORECASE)
-
-
-QUEUE_WAIT_S = 3600.0  # the longest wait for the device lock (its holders are bounded by their own deadlines)
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:
@@ -138,8 +156,10 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
                device_lock: Path | None = None, disk_limit_mb: float | None = None,
                zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None,
-               wrap: list[str] | None = None) -> WorkerRun:
-    """Start `python -m kernels.worker` on `task`; each phase message resets the deadline to timeouts[phase].
+               wrap: list[str] | None = None, visits: dict[str, int] | None = None) -> WorkerRun:
+    """Start `python -m kernels.worker` on `task` with deadlines on the parent's clock (kernels.watch.Deadlines):
+    timeouts[phase] per entry of a phase, `visits[phase]` entries at most (default 1), spent cumulatively; the
+    child's phase messages move it between the phases of `timeouts` and extend nothing.
 
     `work_dir`: best made by kernels.isolation.new_work_dir (under the sandbox base when children run as another
     uid); it gets the child's /tmp, $HOME and build caches, and the caller removes it afterwards. Everything the
@@ -147,31 +167,33 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     `writable`: further directories the child may write; `hidden`: directories masked even where an allowed
     path contains them (bubblewrap shows only an allow-list anyway).
 
-    `device_lock`: a lock file shared by every evaluation on one device; the worker gets read-only descriptors of
-    it and of its gate (task["timing"]["lock_fd"], ["gate_fd"]) and holds an flock on it while it uses the device,
-    exclusive while timing (kernels.device_lock.DeviceHold); its waits for the lock are the phase "queue", with
-    QUEUE_WAIT_S unless `timeouts` names another. Its torch.compile compiles step out of the shared hold where
-    `compile_aside_wanted` (task["timing"]["compile_aside"]: CUDA devices, or $STARK_COMPILE_ASIDE).
+    `device_lock`: a lock file shared by every evaluation on one device. The child never gets a descriptor of it:
+    it asks the parent (kernels.lock_broker; task["timing"]["broker_fd"] is where it reads the answers), which takes
+    the lock for it, shared or exclusive (kernels.device_lock.DeviceHold), and lets go when the child ends or is
+    killed; the parent's own waits for it are the phase "queue", with QUEUE_WAIT_S unless `timeouts` names another.
+    Its torch.compile compiles step out of the shared hold where `compile_aside_wanted` (task["timing"]
+    ["compile_aside"]: CUDA devices, or $STARK_COMPILE_ASIDE).
+
+    The child is also stopped when its process tree has more than kernels.process_tree.max_processes() processes,
+    and when it sends more than kernels.watch's caps over its channel (`WorkerRun.limit_exceeded` says which).
 
     `zygote_root`: fork the child from a warm zygote under this cache root (kernels.zygote) instead of spawning a
     new interpreter, where the child runs without bubblewrap anyway.
 
     `wrap`: a command the worker's interpreter runs under (a profiler such as `ncu ...`), inside bubblewrap where
     that is on; such a child is always spawned, never forked from the zygote."""
-    timeouts = {"queue": QUEUE_WAIT_S, **timeouts}
     chosen = isolation.plan(sandbox, cuda)
     isolation.prepare_work_dir(work_dir, chosen)
     writable = [p for p in writable or [] if p.exists()]
-    lock_fds: tuple[int, ...] = ()
+    broker: LockBroker | None = None
     if device_lock is not None and isinstance(task.get("timing"), dict):
-        device_lock.parent.mkdir(parents=True, exist_ok=True)
-        lock_fds = tuple(os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-                         for path in (device_lock, device_lock.with_name(device_lock.name + ".gate")))
-        task = {**task, "timing": {**task["timing"], "lock_fd": lock_fds[0], "gate_fd": lock_fds[1],
+        broker = LockBroker(device_lock)
+        task = {**task, "timing": {**task["timing"], "broker_fd": broker.child_fd,
                                    "compile_aside": compile_aside_wanted(str(task.get("device", "cpu")))}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
+    child_fds = (write_fd, *((broker.child_fd,) if broker else ()))
     cmd = [*(wrap or []), sys.executable, "-m", "kernels.worker", str(work_dir / "task.json"), str(write_fd)]
     if chosen.bwrap:
         cmd = isolation.bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None) + cmd
@@ -187,14 +209,14 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             if not chosen.bwrap and zygote_root is not None and not wrap:
                 try:
                     proc = _fork_from_zygote(zygote_root, cmd, work_dir, child_env, log.fileno(),
-                                             (write_fd, *lock_fds), nonce, [disk_limit_mb, chosen.uid, chosen.gid])
+                                             child_fds, nonce, [disk_limit_mb, chosen.uid, chosen.gid])
                     run.warm = True
                 except ZygoteUnavailable as exc:
                     logger.warning("warm start unavailable, the child is spawned: %s", exc)
             if proc is None:
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                         cwd=work_dir, env=child_env, start_new_session=True, close_fds=True,
-                                        pass_fds=(write_fd, *lock_fds),
+                                        pass_fds=child_fds,
                                         preexec_fn=isolation.child_limits(disk_limit_mb, chosen.uid is not None),
                                         **isolation.ids(chosen.uid, chosen.gid))
                 try:
@@ -203,52 +225,19 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                     proc.stdin.close()
                 except OSError:
                     pass
+    except BaseException:
+        if broker is not None:
+            broker.close()
+        raise
     finally:
         os.close(write_fd)
-        for fd in lock_fds:
-            os.close(fd)
-    deadline = start + timeouts.get("start", 300.0)
-    lines = ChannelLines()
-    next_memory_check = next_disk_check = 0.0
+        if broker is not None:
+            broker.close_child_end()
+    clock = Deadlines({"queue": QUEUE_WAIT_S, **timeouts}, visits, start)
     tracked: dict[int, str] = {}
     try:
-        while True:
-            now = time.monotonic()
-            if now > deadline:
-                run.timed_out_phase = run.phase
-                break
-            if now > next_memory_check:
-                next_memory_check = now + 0.25
-                tracked.update(descendants(proc.pid))
-                rss = group_rss_mb(proc.pid) if memory_limit_mb else 0.0
-                if memory_limit_mb:  # the group, plus descendants that left it (setsid)
-                    rss += sum(rss_mb(pid) for pid in tracked if pgid(pid) != proc.pid)
-                if memory_limit_mb and rss > memory_limit_mb:
-                    run.memory_exceeded_mb = rss
-                    break
-            if disk_limit_mb and now > next_disk_check:
-                next_disk_check = now + 0.5
-                written = isolation.disk_usage_mb(work_dir) + sum(isolation.disk_usage_mb(p) for p in writable)
-                if written - written_before > disk_limit_mb:
-                    run.disk_exceeded_mb = written - written_before
-                    break
-            ready, _, _ = select.select([read_fd], [], [], min(0.25, max(0.0, deadline - now)))
-            if not ready:
-                if proc.poll() is not None:  # exited, but a grandchild may still hold the pipe open
-                    break
-                continue
-            chunk = os.read(read_fd, 1 << 16)
-            if not chunk:
-                break
-            for line in lines.feed(chunk, run):
-                message = _authenticate(line, nonce, run)
-                if message and message.get("type") == "phase":
-                    run.phase = str(message.get("phase"))
-                    if on_phase is not None:
-                        on_phase(run.phase)
-                    deadline = time.monotonic() + timeouts.get(run.phase, timeouts.get("run", 120.0))
-            if run.last("done"):  # the worker is finished; stray threads must not keep it alive
-                break
+        _watch(proc, run, read_fd, nonce, clock, broker, tracked, on_phase, memory_limit_mb,
+               (disk_limit_mb, written_before, [work_dir, *writable]))
     finally:
         os.close(read_fd)
         tracked.update(descendants(proc.pid))
@@ -258,6 +247,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         tracked.update(descendants(proc.pid))
         kill_group(proc)
         kill_tracked(tracked)
+        if broker is not None:
+            broker.close()  # after the kill: the lock is free once the child is gone
         run.returncode = proc.returncode
         run.wall_s = time.monotonic() - start
         for name in ("worker", "build", "run"):
@@ -265,6 +256,82 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             run.logs[name] = data.decode(errors="replace") if data is not None else ""
         run.log = "\n".join(text for text in run.logs.values() if text.strip())
     return run
+
+
+def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines, broker: LockBroker | None,
+           tracked: dict[int, str], on_phase: Callable[[str], None] | None, memory_limit_mb: float | None,
+           disk: tuple[float | None, float, list[Path]]) -> None:
+    """Read the child's messages until it is done, exits, or breaks a bound (it is killed by the caller)."""
+    disk_limit_mb, written_before, places = disk
+    lines, budget, cap = ChannelLines(), ChannelBudget(), max_processes()
+    next_memory_check = next_disk_check = 0.0
+
+    shown = ["start"]
+
+    def tell(phase: str) -> None:  # only changes: a flood of phase messages is not a flood of progress reports
+        if on_phase is not None and phase != shown[0]:
+            shown[0] = phase
+            on_phase(phase)
+
+    while True:
+        now = time.monotonic()
+        if broker is not None and clock.waiting and broker.poll():
+            clock.granted(now)
+            tell(clock.phase)
+        if now > clock.deadline():
+            run.timed_out_phase = clock.expired_phase()
+            return
+        if now > next_memory_check:
+            next_memory_check = now + 0.25
+            live = descendants(proc.pid)
+            tracked.update(live)
+            if len(live) > cap:
+                run.limit_exceeded = (f"started more than {cap} processes (a fork bomb?); the process group was "
+                                      "killed")
+                return
+            if memory_limit_mb:  # the group, plus descendants that left it (setsid)
+                rss = group_rss_mb(proc.pid) + sum(rss_mb(pid) for pid in tracked if pgid(pid) != proc.pid)
+                if rss > memory_limit_mb:
+                    run.memory_exceeded_mb = rss
+                    return
+        if disk_limit_mb and now > next_disk_check:
+            next_disk_check = now + 0.5
+            written = sum(isolation.disk_usage_mb(p) for p in places)
+            if written - written_before > disk_limit_mb:
+                run.disk_exceeded_mb = written - written_before
+                return
+        wait = POLL_S if clock.waiting else 0.25
+        ready, _, _ = select.select([read_fd], [], [], min(wait, max(0.0, clock.deadline() - now)))
+        if not ready:
+            if proc.poll() is not None:  # exited, but a grandchild may still hold the pipe open
+                return
+            continue
+        chunk = os.read(read_fd, 1 << 16)
+        if not chunk:
+            return
+        received = lines.feed(chunk, run)
+        run.limit_exceeded = budget.over(len(chunk), len(received))
+        if run.limit_exceeded:
+            return
+        for line in received:
+            message = _authenticate(line, nonce, run)
+            if message is None:
+                continue
+            kind = message.get("type")
+            if kind == "lock":
+                if broker is not None and broker.request(message):
+                    clock.wait(time.monotonic())
+                    tell("queue")
+                continue
+            run.messages.append(message)
+            if kind == "phase":
+                phase = phase_name(message)
+                clock.enter(phase, time.monotonic())  # known phases only; extends nothing
+                run.phase = clock.phase
+                if not clock.waiting and (phase == "queue" or phase == clock.phase):
+                    tell(phase)  # the child's own "queue" is shown, never timed: only the parent's wait is
+        if run.last("done"):  # the worker is finished; stray threads must not keep it alive
+            return
 
 
 def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,
@@ -319,39 +386,8 @@ def read_regular_file(path: Path, limit: int | None = None, tail: bool = False) 
         os.close(fd)
 
 
-MAX_LINE = 16 << 20  # no harness message comes near this; a longer "line" is a flood, dropped unread
-MAX_FORGED = 100  # forgeries kept (as evidence) per run; more are counted, not stored
-
-
-class ChannelLines:
-    """Split the result channel into lines with bounded memory: a line longer than MAX_LINE (a candidate writing
-    without newlines to exhaust the parent's memory) is dropped as it arrives and recorded as one forgery."""
-
-    def __init__(self, limit: int = MAX_LINE) -> None:
-        self.limit = limit
-        self.buffer = b""
-        self.dropping = False
-
-    def feed(self, chunk: bytes, run: WorkerRun) -> list[bytes]:
-        out: list[bytes] = []
-        while chunk:
-            head, newline, chunk = chunk.partition(b"\n")
-            if self.dropping:
-                self.dropping = not newline
-                continue
-            self.buffer += head
-            if len(self.buffer) > self.limit:
-                run.add_forged(f"{self.buffer[:120].decode(errors='replace')}... (a line over "
-                               f"{self.limit >> 20} MB, dropped)")
-                self.buffer, self.dropping = b"", not newline
-                continue
-            if newline:
-                out.append(self.buffer)
-                self.buffer = b""
-        return out
-
-
 def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | None:
+    """The message of one line when it carries the nonce (the caller keeps it), else None (a forgery recorded)."""
     text = line.decode(errors="replace").strip()
     if not text:
         return None
@@ -364,5 +400,4 @@ def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | N
         run.add_forged(text[:200])
         return None
     message["received_s"] = round(time.monotonic() - run.started, 4)
-    run.messages.append(message)
     return message

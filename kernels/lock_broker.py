@@ -1,0 +1,142 @@
+"""The device lock taken by the parent on a child's behalf: no lock descriptor ever reaches a child.
+
+The child (kernels.device_lock.DeviceHold with a `BrokeredLock`) asks over its result channel for the lock
+(`{"type": "lock", "op": "shared" | "exclusive" | "release", "wait": bool}`) and reads the answer ("1" granted,
+"0" busy) from a pipe of its own. The parent (`LockBroker`, polled by kernels.sandbox.run_worker) holds its own
+descriptors of the lock file and its gate and takes them with the same protocol as kernels.device_lock.take (writer
+preference: a waiting exclusive taker holds the gate, so new shared takers wait behind it), polling without blocking
+so it keeps watching the child's deadlines meanwhile; its own wait is the child's "queue" phase (kernels.watch). A
+child can hold the lock only while it lives within its deadlines: when the child ends, or is killed, the parent closes
+its descriptors and the lock is free. A child that writes "lock" messages of its own only gets what an honest one
+gets; a child that never reads its answers only blocks itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
+POLL_S = 0.01  # how often a waiting parent tries the lock again
+
+
+class LockBroker:
+    """Parent side: the lock and gate descriptors, what the child holds, and what it waits for."""
+
+    def __init__(self, lock_path: Path) -> None:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock_fd = os.open(lock_path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.gate_fd = os.open(lock_path.with_name(lock_path.name + ".gate"), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC,
+                               0o644)
+        self.child_fd, self.reply_fd = os.pipe()  # the child reads answers from child_fd
+        os.set_blocking(self.reply_fd, False)
+        self.held: str | None = None
+        self.wanted: str | None = None
+        self.gate_held = False
+        self.grants = 0
+
+    def request(self, message: dict[str, Any]) -> bool:
+        """A lock message from the child; True when the parent must now wait for the lock (a blocking take)."""
+        op = str(message.get("op"))
+        if op == "release" or op not in MODES:
+            self._release()
+            return False
+        self._release()  # a new take replaces any hold (flock would convert it anyway)
+        if self._try(op):
+            self._answer(True)
+            return False
+        if not message.get("wait"):
+            self._answer(False)
+            return False
+        self.wanted = op
+        return True
+
+    def poll(self) -> bool:
+        """Try the lock the child waits for again; True when it was granted now."""
+        if self.wanted is None or not self._try(self.wanted):
+            return False
+        self.wanted = None
+        self._answer(True)
+        return True
+
+    def _try(self, op: str) -> bool:
+        mode = MODES[op]
+        if not self.gate_held:
+            try:
+                fcntl.flock(self.gate_fd, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            self.gate_held = True
+        try:
+            fcntl.flock(self.lock_fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if mode == fcntl.LOCK_SH:  # a shared taker never sits on the gate; a waiting timer does
+                self._let_go_of_gate()
+            return False
+        self._let_go_of_gate()
+        self.held, self.grants = op, self.grants + 1
+        return True
+
+    def _let_go_of_gate(self) -> None:
+        if self.gate_held:
+            fcntl.flock(self.gate_fd, fcntl.LOCK_UN)
+            self.gate_held = False
+
+    def _release(self) -> None:
+        self.wanted = None
+        self._let_go_of_gate()
+        if self.held is not None:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+            self.held = None
+
+    def _answer(self, granted: bool) -> None:
+        with contextlib.suppress(OSError):  # a child that does not read its answers only blocks itself
+            os.write(self.reply_fd, b"1\n" if granted else b"0\n")
+
+    def close_child_end(self) -> None:
+        """Once the child has its copy (each descriptor is closed once: another thread may reuse its number)."""
+        if self.child_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.child_fd)
+            self.child_fd = -1
+
+    def close(self) -> None:
+        """The child is gone: whatever it held or waited for is let go."""
+        if self.lock_fd < 0:
+            return
+        self._release()
+        for fd in (self.lock_fd, self.gate_fd, self.reply_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.lock_fd = self.gate_fd = self.reply_fd = -1
+        self.close_child_end()
+
+
+class BrokeredLock:
+    """Child side: take and release the device lock through the parent (kernels.device_lock.DeviceHold's locker)."""
+
+    def __init__(self, channel: Any, reply_fd: int) -> None:
+        self.send = type(channel).send  # captured before any candidate code runs
+        self.channel, self.reply_fd = channel, reply_fd
+        self._mutex = threading.Lock()
+        os.set_inheritable(reply_fd, False)
+
+    def take(self, mode: int, blocking: bool = True) -> bool:
+        op = "exclusive" if mode == fcntl.LOCK_EX else "shared"
+        with self._mutex:
+            self.send(self.channel, "lock", op=op, wait=blocking)
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = os.read(self.reply_fd, 1)
+                if not chunk:
+                    raise RuntimeError("the harness stopped answering lock requests")
+                answer += chunk
+            return answer.strip() == b"1"
+
+    def release(self) -> None:
+        with self._mutex:
+            self.send(self.channel, "lock", op="release")
