@@ -18,6 +18,8 @@ class DiagnosticsConsumer(GuardedJsonConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        if not await self.take_slot():
+            return
         self.group = diagnostics_group(user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

@@ -100,7 +100,8 @@ STARK_REDIS_PREFIX = f"stark:{STARK_INSTANCE}:"
 STARK_QUEUE_NAMES = {"search": f"stark-{STARK_INSTANCE}-search", "gpu": f"stark-{STARK_INSTANCE}-gpu"}
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels_redis with a sized pool that waits for a connection (stark_web/channel_layer.py).
+        "BACKEND": "stark_web.channel_layer.PooledRedisChannelLayer",
         # redis-py >= 8 reads with a 5 s socket timeout by default, the same as channels_redis' BZPOPMIN
         # wait: an idle socket then dies with TimeoutError. Give reads room beyond that wait.
         "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500, "expiry": 30,
@@ -194,3 +195,9 @@ STARK_CHECK_TIMEOUT_S = envint("STARK_CHECK_TIMEOUT_S", 30, minimum=5, maximum=3
 STARK_RETIME_AT_END = envbool("STARK_RETIME_AT_END", True)
 STARK_SOCKET_AUTH_S = envint("STARK_SOCKET_AUTH_S", 2, minimum=1, maximum=60)
 STARK_SOCKET_POLL_S = envfloat("STARK_SOCKET_POLL_S", 5.0, minimum=0.1, maximum=3600)
+# Floods (issue 35): jobs a user may have queued without a run, and websockets a user may hold open.
+STARK_MAX_QUEUED_RETIMES = envint("STARK_MAX_QUEUED_RETIMES", 3, minimum=0, maximum=1000)  # 0: no limit
+STARK_MAX_QUEUED_PINGS = envint("STARK_MAX_QUEUED_PINGS", 2, minimum=1, maximum=1000)
+STARK_MAX_SOCKETS_PER_USER = envint("STARK_MAX_SOCKETS_PER_USER", 20, minimum=1, maximum=10000)
+STARK_CHANNEL_POOL_SIZE = envint("STARK_CHANNEL_POOL_SIZE", 500, minimum=10, maximum=100000)
+STARK_CHANNEL_POOL_WAIT_S = envfloat("STARK_CHANNEL_POOL_WAIT_S", 5.0, minimum=0.1, maximum=60)

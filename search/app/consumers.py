@@ -79,6 +79,8 @@ class RunConsumer(GuardedJsonConsumer):
         if self.run_id > MAX_SEQ or not await can_view(user, self.run_id):  # PostgreSQL: no bigint overflow
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        if not await self.take_slot():
+            return
         # Join before the snapshot: every event after the snapshot's seq then reaches this socket.
         await self.channel_layer.group_add(group_name(self.run_id), self.channel_name)
         self.joined = True
@@ -95,6 +97,9 @@ class RunConsumer(GuardedJsonConsumer):
                 await self.poller
         if self.joined:
             await self.channel_layer.group_discard(group_name(self.run_id), self.channel_name)
+
+    def background(self) -> list[asyncio.Task | None]:
+        return [*super().background(), self.poller]
 
     def access_problem(self) -> tuple[int, str] | None:
         problem = super().access_problem()

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from search.app.api.auth import BadRequest, api_view
 from search.app.api.views import find_run, handles_errors, request_data
-from search.app.service import retime
+from search.app.service import flood, retime
 from search.app.service.inputs import whole_number
 
 
@@ -20,6 +20,7 @@ def run_retime(request: HttpRequest, run_id: int) -> HttpResponse:
     raw = request_data(request).get("node")
     node_id = None if raw in (None, "") else whole_number(raw, "node", "send the id of the node to re-time as `node`",
                                                                   low=0)
+    flood.check_retimes(request.user)  # 429 beyond STARK_MAX_QUEUED_RETIMES, before anything is queued
     try:
         row = retime.request(run, node_id)
     except retime.RetimeRefused as exc:

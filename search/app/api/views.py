@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -14,7 +15,7 @@ from search.app.api.auth import BadRequest, api_view, error, json_body
 from search.app.api.bundle import build_bundle, standalone_kernel
 from search.app.events import events_after
 from search.app.models import Node, Run
-from search.app.service import control
+from search.app.service import control, fairness
 from search.app.service.checks import LimitError
 from search.app.service.inputs import check_values, loads, plain_text, whole_number
 from search.app.service.settings import SettingError, parse_run_settings
@@ -40,7 +41,7 @@ def handles_errors(view):
         except BadRequest as exc:
             return error(exc.status, exc.field, exc.message)
         except LimitError as exc:  # a per-user limit (429) or Redis down (503)
-            return error(exc.status, exc.field, exc.message)
+            return limit_error(exc)
         except SettingError as exc:
             return error(400, exc.field, exc.message)
         except control.RunStateError as exc:
@@ -51,6 +52,15 @@ def handles_errors(view):
     inner.__name__ = view.__name__
     inner.__doc__ = view.__doc__
     return inner
+
+
+def limit_error(exc: LimitError) -> HttpResponse:
+    """429/503 naming the limit; with `retry_after_s` (and a Retry-After header) when the limit says when."""
+    retry = getattr(exc, "retry_after_s", None)
+    response = error(exc.status, exc.field, exc.message, **({"retry_after_s": retry} if retry else {}))
+    if retry:
+        response["Retry-After"] = str(retry)
+    return response
 
 
 def request_data(request: HttpRequest) -> dict[str, Any]:
@@ -123,6 +133,8 @@ def read_problem(request: HttpRequest, data: dict[str, Any]) -> tuple[str, str]:
 def create_run(request: HttpRequest) -> HttpResponse:
     data = request_data(request)
     settings_ = parse_run_settings(data)  # cheap checks first, the problem's child process last
+    with transaction.atomic():
+        fairness.check_active_runs(request.user)  # the 429 before the slow check (create_run checks again)
     source, name = read_problem(request, data)
     problem = control.problem_for(request.user, source, name)
     run = control.create_run(request.user, problem, settings_)
