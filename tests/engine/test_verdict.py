@@ -79,7 +79,8 @@ def test_outcome_says_whether_the_figure_is_beyond_the_noise() -> None:
 
 def test_a_winner_beyond_its_roofline_is_shipped_only_once_a_re_time_brings_it_under() -> None:
     tree = make_tree([(0, None, "pass", 10.0), (1, 0, "pass", 2.0), (2, 0, "pass", 5.0)])
-    tree[1].result = {"timing": {"median_ms": 2.0}, "roofline": {"pct_of_peak": 536.0, "bound": "memory"}}
+    tree[1].result = {"timing": {"median_ms": 2.0}, "roofline": {"pct_of_peak": 536.0, "bound": "memory"},
+                      "settings": {"device": "cuda"}}
     verdict = run_verdict(tree)
     assert verdict["kind"] == "untrusted" and verdict["winner"] is None and "536%" in verdict["why"]
     retimed(tree, 1, 4.0, 3.9, 4.1, 2.5)  # side by side it still runs at 536% * 2.0 / 2.5 = 429%
@@ -90,6 +91,11 @@ def test_a_winner_beyond_its_roofline_is_shipped_only_once_a_re_time_brings_it_u
     assert verdict["kind"] == "attempt" and verdict["winner"] == 1 and round(verdict["speed"]["roofline_pct"]) == 89
     tree[1].result["roofline"]["ceilings_implausible"] = True  # ceilings measured under load judge nothing
     del tree[1].result["retime"]
+    assert run_verdict(tree)["kind"] == "attempt"
+    del tree[1].result["roofline"]["ceilings_implausible"]
+    tree[1].result["settings"] = {"device": "cpu"}  # on a CPU, caches beat the DRAM ceiling: past 3x is the bar
+    assert run_verdict(tree)["kind"] == "untrusted"
+    tree[1].result["roofline"]["pct_of_peak"] = 250.0
     assert run_verdict(tree)["kind"] == "attempt"
 
 
