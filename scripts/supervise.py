@@ -1,8 +1,9 @@
 """The process supervisor of `make run`: starts every line of a Procfile, restarts what dies.
 
 Each process runs in its own process group (its own session). When one exits, its whole group is
-killed first — an orphaned rq work-horse or evaluation child cannot keep its pipes or its GPU — and
-it is started again after a back-off (1 s, doubling to 30 s; reset once it ran a minute). A process
+killed first, and so is every process still in its session and every descendant of those (found under /proc):
+rq's work-horse moves to a process group of its own (os.setpgrp) but stays in the worker's session, so a killed
+worker's job cannot finish beside its replacement, nor keep its pipes or its GPU. Then it is started again after a back-off (1 s, doubling to 30 s; reset once it ran a minute). A process
 that dies again after MAX_RESTARTS restarts within WINDOW_S stops the whole stack loudly (exit status 1). SIGINT,
 SIGTERM or SIGHUP stop everything it started: the other processes first, Redis last (so it saves).
 If the supervisor itself is killed, the kernel sends its children SIGTERM (PR_SET_PDEATHSIG).
@@ -51,6 +52,35 @@ class Proc:
     restart_at: float | None = None
     backoff_s: float = BACKOFF_START_S
     restarts: list[float] = field(default_factory=list)
+
+
+def process_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, process group, session) of every live process, from /proc/<pid>/stat."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields and fields[0] != b"Z":  # a zombie is dead already
+            table[int(entry)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+def session_and_descendants(sid: int) -> dict[int, int]:
+    """pid -> process group of every process in session `sid`, and every descendant of one (a child that made
+    a session of its own included)."""
+    table = process_table()
+    found = {pid for pid, (_, _, session) in table.items() if session == sid and pid != os.getpid()}
+    grew = True
+    while grew:
+        more = {pid for pid, (ppid, _, _) in table.items() if ppid in found and pid not in found}
+        found |= more
+        grew = bool(more)
+    return {pid: table[pid][1] for pid in found}
 
 
 def parse_procfile(path: Path) -> list[Proc]:
@@ -105,10 +135,28 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.popen.pid, sig)
 
+    def kill_session(self, proc: Proc) -> None:
+        """SIGKILL every process left in `proc`'s session (its own group or not) and their descendants."""
+        if proc.popen is None:
+            return
+        for _ in range(5):  # a process forking while it is killed leaves a new child: look again
+            left = session_and_descendants(proc.popen.pid)
+            if not left:
+                return
+            self.say("supervise", f"killing what {proc.name} left behind: pids {', '.join(map(str, sorted(left)))}",
+                     sys.stderr)
+            for pid, pgid in left.items():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+
     def died(self, proc: Proc, now: float) -> str | None:
         """Handle a process that exited; returns why the stack must stop, if it must."""
         assert proc.popen is not None
         self.kill_group(proc, signal.SIGKILL)  # its orphans (work-horse, evaluation children) go too
+        self.kill_session(proc)  # and those in a group of their own (rq's work-horse: os.setpgrp)
         proc.restarts = [t for t in proc.restarts if now - t < self.window_s]
         why = f"{proc.name} {describe(proc.popen.returncode)}"
         if len(proc.restarts) >= self.max_restarts:
@@ -162,6 +210,7 @@ class Supervisor:
                     self.say("supervise", f"{proc.name} did not stop within {STOP_GRACE_S:.0f} s; killing it", sys.stderr)
                 self.kill_group(proc, signal.SIGKILL)
                 proc.popen.wait()
+                self.kill_session(proc)
 
 
 def main() -> int:

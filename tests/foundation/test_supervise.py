@@ -89,3 +89,34 @@ def test_killing_the_supervisor_takes_its_children_along(tmp_path):
     while pid_alive(child):
         assert time.monotonic() < deadline, "a child outlived its killed supervisor"
         time.sleep(0.1)
+
+
+def test_a_killed_workers_job_process_in_its_own_group_is_killed_before_the_restart(tmp_path):
+    """Issue 35, item 8: rq's work-horse calls os.setpgrp(), so killing the worker's group missed it and it
+    finished its job beside the new worker. Here the worker forks the same way; the horse must die at once."""
+    worker = ("import os, sys, time\n"
+              "horse = os.fork()\n"
+              "if horse == 0:\n"
+              "    os.setpgrp()\n"
+              "    time.sleep(600)\n"
+              "    os._exit(0)\n"
+              "open('horses', 'a').write(f'{horse}\\n')\n"
+              "open('leaders', 'a').write(f'{os.getpid()}\\n')\n"
+              "time.sleep(600)\n")
+    (tmp_path / "worker.py").write_text(worker)
+    proc, log = supervise(tmp_path, f"gpu: exec {sys.executable} worker.py\n")
+    try:
+        leader = int(wait_for_file(tmp_path / "leaders").split()[0])
+        horse = int((tmp_path / "horses").read_text().split()[0])
+        assert os.getpgid(horse) == horse != os.getpgid(leader)  # a group of its own, as rq's horse
+        os.kill(leader, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(horse):
+            assert time.monotonic() < deadline, f"the orphaned horse {horse} still runs\n{log.read_text()}"
+            time.sleep(0.1)
+        while len((tmp_path / "leaders").read_text().split()) < 2:  # and the worker was restarted
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert "killing what gpu left behind" in log.read_text()
+    finally:
+        assert stop(proc) == 0
