@@ -1,4 +1,4 @@
-// Best-so-far chart: the best speed-up vs the reference after each attempt (a step line), each correct attempt
+// Best-so-far chart: the best stored speed-up vs the reference (node.speed, search/engine/verdict.py) after each attempt (a step line), each correct attempt
 // as a dot (green when faster than the reference, orange when slower), failed attempts as ticks on the axis,
 // and the reference at 1×.
 

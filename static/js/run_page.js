@@ -6,7 +6,7 @@ import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
-import { anchorOf, fmtX, moveLabel, phaseWords, rangeText, retimed } from "./speed.js";
+import { badges, moveLabel, phaseWords } from "./speed.js";
 import { rooflineView } from "./roofline.js";
 import { drawTemperatureNotice } from "./temperature.js";
 
@@ -87,7 +87,11 @@ function drawSummary() {
   const status = fig("status");
   status.textContent = run.status || "—";
   status.className = `badge ${run.status || ""}`;
-  fig("attempts").textContent = `${Math.max(t.attempts, run.attempts || 0)} / ${run.budget ?? "—"}`;
+  // The server's count (declined nodes are free and never counted); the client's, by the same rule, until the
+  // first progress event.
+  const attempts = typeof run.attempts === "number" ? run.attempts : t.attempts;
+  fig("attempts").textContent = `${attempts} / ${run.budget ?? "—"}`;
+  fig("attempts_note").textContent = attemptsNote(run, attempts, t.declined);
   fig("in_flight").textContent = String(t.inFlight);
   fig("phase").textContent = phaseText();
   drawBest(t.best);
@@ -96,10 +100,9 @@ function drawSummary() {
   const base = (root && root.result && root.result.baselines) || {};
   const names = [["eager", base.eager_ms], ["compile", base.compile_ms], ["max-autotune", base.compile_max_autotune_ms]]
     .filter(([, v]) => v != null).map(([k, v]) => `${k} ${ms(v)}`);
-  const anchor = anchorOf(state.nodes);
-  const side = anchor ? retimed(anchor) : null;
+  const side = t.best ? state.speedOf(t.best) : null;
   fig("baselines").textContent = [
-    side ? `side by side with #${anchor.id}: ${ms(side.reference.median_ms)}` : "",
+    side && side.provenance === "retimed" ? `side by side with #${t.best.id}: ${ms(side.reference_ms)}` : "",
     names.length ? `baselines (own protocol): ${names.join(" · ")}` : ""].filter(Boolean).join(" · ");
   const roof = rooflineView(t.best && t.best.result);
   const rf = fig("roofline");
@@ -121,13 +124,15 @@ function drawSummary() {
     for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on;
   }
   const download = document.getElementById("download-bundle");
-  const reference = referenceWins(t.best);
+  const winner = state.winner().kind;
+  const reference = winner === "reference";
   download.toggleAttribute("hidden", !t.best && !reference);
   const bestSpeed = t.best ? state.speedOf(t.best) : null;
   const slower = bestSpeed && bestSpeed.value <= 1;
   download.textContent = reference ? "Download the reference — no attempt beat it (.zip)"
+    : winner === "untrusted" ? "Download best attempt — no trustworthy winner (.zip)"
     : slower ? "Download best attempt — slower than the reference (.zip)" : "Download winner bundle (.zip)";
-  download.classList.toggle("warn", !!slower || reference);
+  download.classList.toggle("warn", !!slower || reference || winner === "untrusted");
   const retime = document.getElementById("retime-run");
   if (retime) {
     const r = t.best && t.best.result && t.best.result.retime;
@@ -140,43 +145,48 @@ function drawSummary() {
   drawLeaderboard();
 }
 
-// Whether the run is over and no attempt beat the reference: the reference itself is the run's answer
-// (search/app/pages/speed.py reference_wins says the same on the server).
-function referenceWins(best) {
-  const root = state.root();
-  if (state.run.status !== "finished" || !root || root.verdict !== "pass") return false;
-  const s = best ? state.speedOf(best) : null;
-  return !best || !s || s.value <= 1;
+// "Declined nodes are free" and, once a run ended short of its budget, why (search/app/pages/views_runs.py
+// attempts_note says the same on the server).
+function attemptsNote(run, attempts, declined) {
+  const parts = [];
+  if (declined) parts.push(`${declined} declined, not counted`);
+  if (["finished", "cancelled", "failed"].includes(run.status) && run.budget != null && attempts < run.budget) {
+    parts.push(`stopped at ${attempts} of ${run.budget}${run.stop_reason ? `: ${run.stop_reason}` : ""}`);
+  }
+  return parts.join(" · ");
 }
 
-// The best attempt against the reference, its range and an "unstable" badge; "No faster kernel found yet"
-// when the best correct attempt does not beat the reference, and once the run finished so, "The reference is
-// fastest: no attempt beat it".
+// The run's best as its stored verdict says (search/app/pages/views_runs.py header_context says the same): the
+// best attempt's figure with its marks; "No faster kernel found yet" while no attempt beats the reference; once the
+// run finished so, "The reference is fastest: no attempt beat it"; "No trustworthy winner" (and why) when the
+// best runs beyond its roofline and no side-by-side re-time cleared it.
 function drawBest(best) {
   const s = best ? state.speedOf(best) : null;
-  const box = fig("best"), badge = fig("unstable"), spread = fig("spread");
-  if (referenceWins(best)) {
+  const winner = state.winner();
+  const box = fig("best"), badge = fig("unstable"), spread = fig("spread"), marks = fig("marks");
+  badge.hidden = !(s && s.unstable);
+  badge.title = s && s.unstable ? `${s.why}; re-time it before trusting this number` : "";
+  marks.replaceChildren(...badges(s, { skip: ["unstable"] }));
+  box.className = "warn";
+  if (winner.kind === "untrusted") {
+    box.textContent = "No trustworthy winner";
+    spread.textContent = winner.why;
+  } else if (winner.kind === "reference") {
     box.textContent = "The reference is fastest: no attempt beat it";
-    box.className = "warn";
-    badge.hidden = !(s && s.unstable);
-    spread.textContent = best && s ? `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed · ${s.how}`
+    spread.textContent = best && s ? `best correct attempt #${best.id}: ${s.short} the reference's speed · ${s.how}`
       : "no correct attempt · the reference is kept";
-    return;
-  }
-  if (!best || !s) {
+  } else if (!best || !s) {
     box.textContent = "—";
-    badge.hidden = true;
+    box.className = "";
     spread.textContent = "";
-    return;
+  } else if (!s.reference && s.value > 1) {
+    box.textContent = `${s.short} (#${best.id})`;
+    box.className = "";
+    spread.textContent = `${s.text} · ${s.how}`;
+  } else {
+    box.textContent = "No faster kernel found yet";
+    spread.textContent = `best correct attempt #${best.id}: ${s.short} the reference's speed · ${s.how}`;
   }
-  const faster = s.value > 1;
-  box.textContent = faster ? `${fmtX(s.value)} (#${best.id})` : "No faster kernel found yet";
-  box.className = faster ? "" : "warn";
-  badge.hidden = !s.unstable;
-  badge.title = s.unstable ? `${s.why}; re-time it before trusting this number` : "";
-  const range = rangeText(s);
-  spread.textContent = faster ? `${range ? `range ${range} · ` : ""}${s.how}`
-    : `best correct attempt #${best.id}: ${fmtX(s.value)} the reference's speed · ${s.how}`;
 }
 
 // An estimate for an attempt's evaluation: the median harness time of the attempts already evaluated in this
@@ -217,6 +227,8 @@ function drawElapsed() {
 }
 setInterval(drawElapsed, 1000);
 
+// The ten best correct attempts by their stored figures: the figure (short) beside the runtime in the protocol that
+// gave it, its marks (unstable, not re-timed, reused, class of win), and the run's best marked as such.
 function drawLeaderboard() {
   const body = document.querySelector("#leaderboard tbody");
   const ranked = state.ranked().slice(0, 10);
@@ -224,30 +236,56 @@ function drawLeaderboard() {
     body.innerHTML = '<tr><td colspan="5" class="muted">No correct attempt yet.</td></tr>';
     return;
   }
+  const best = state.best();
   body.replaceChildren(...ranked.map((n, i) => {
     const tr = document.createElement("tr");
     tr.dataset.node = n.id;
     tr.tabIndex = 0;
     const s = state.speedOf(n);
-    const cells = [i + 1, `#${n.id}`, s ? fmtX(s.value) : "—", ms(n.runtime_ms), moveLabel(n) || n.role];
+    const cells = [i + 1, `#${n.id}`, s ? s.short : "—", ms(s ? s.runtime_ms : n.runtime_ms), moveLabel(n) || n.role];
     cells.forEach((c, k) => {
       const td = document.createElement("td");
       td.textContent = c;
       if (k === 2 || k === 3) td.className = "num";
-      if (k === 2 && s && s.value <= 1) td.classList.add("slower");
-      if (k === 2 && s && s.unstable) {
-        const badge = document.createElement("span");
-        badge.className = "badge flag unstable";
-        badge.textContent = "unstable";
-        badge.title = s.why;
-        td.append(" ", badge);
+      if (k === 1 && best && n.id === best.id) {
+        const mark = document.createElement("span");
+        mark.className = "badge best";
+        mark.textContent = "best";
+        mark.title = state.verdict().why || "the run's best attempt";
+        td.append(" ", mark);
       }
+      if (k === 2 && s) {
+        td.dataset.speed = s.short;
+        if (s.value <= 1) td.classList.add("slower");
+        td.append(...badges(s).flatMap((b) => [" ", b]));
+      }
+      if (k === 3 && s) td.title = s.provenance === "retimed" ? "timed side by side with the reference" : "timed by the search";
       tr.append(td);
     });
     tr.addEventListener("click", () => openNode(n.id));
     tr.addEventListener("keydown", (e) => { if (e.key === "Enter") openNode(n.id); });
     return tr;
   }));
+}
+
+// A node's stored figure changed (a re-time landed): the server recomputed the run's verdict with it, so read the
+// run again (its verdict, winner and best) at most every 400 ms.
+let verdictTimer = null;
+function refreshVerdictSoon() {
+  if (verdictTimer != null) return;
+  verdictTimer = setTimeout(async () => {
+    verdictTimer = null;
+    try {
+      const answer = await fetch(config.api, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+      if (!answer.ok) return;
+      const body = await answer.json();
+      const run = body.run || body;
+      for (const key of ["verdict", "winner", "best", "attempts", "best_runtime_ms"]) {
+        if (key in run) state.run[key] = run[key];
+      }
+      scheduleSummary();
+    } catch { /* the next event or snapshot brings it */ }
+  }, 400);
 }
 
 // ---- state -> views ----
@@ -267,6 +305,8 @@ state.subscribe((kind, payload) => {
     tree.upsert(payload);
     scheduleSummary();
     if (payload.id === selected) drawNodePhase();
+  } else if (kind === "speed") {
+    refreshVerdictSoon();
   } else if (kind === "run" || kind === "leaderboard") {
     scheduleSummary();
   } else if (kind === "stream" && payload.id === selected) {

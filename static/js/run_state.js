@@ -1,7 +1,7 @@
 // The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
 // Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
 
-import { anchorOf, rootOf, speed } from "./speed.js";
+import { DECLINED, rootOf, speedOf } from "./speed.js";
 
 const FINISHED = new Set(["done", "failed"]);
 
@@ -89,10 +89,12 @@ export class RunState {
         this.notify("leaderboard", this.leaderboard);
         break;
       default:
-        // node.status, node.result, agent.call...: the service sends the node fields that changed.
+        // node.status, node.result, node.speed (another node's stored figure changed), agent.call...: the
+        // service sends the node fields that changed.
         if (node && data.changes) {
           Object.assign(node, data.changes);
           this.notify("node", node);
+          if (ev.type === "node.speed") this.notify("speed", node); // the run's verdict was recomputed too
         } else if (node && (ev.type === "node.status" || ev.type === "node.result")) {
           Object.assign(node, data);
           this.notify("node", node);
@@ -107,26 +109,34 @@ export class RunState {
     return out;
   }
 
-  // Correct nodes other than the root, fastest first.
+  // Correct nodes other than the root with a stored figure, fastest by that figure first (the search's runtime
+  // breaks ties, then the id); correct nodes without a figure after them.
   ranked() {
+    const value = (n) => speedOf(n)?.value ?? -Infinity;
     return [...this.nodes.values()]
       .filter((n) => isPass(n) && n.parent != null)
-      .sort((a, b) => a.runtime_ms - b.runtime_ms);
+      .sort((a, b) => value(b) - value(a) || a.runtime_ms - b.runtime_ms || a.id - b.id);
   }
 
   root() {
     return rootOf(this.nodes);
   }
 
-  // The speed-up of a node against the reference, timed the same way (static/js/speed.js).
+  // The node's stored figure (search.engine.verdict on the server): nothing is computed here.
   speedOf(n) {
-    return speed(n, this.root(), anchorOf(this.nodes));
+    return speedOf(n);
   }
 
-  // Figures for the header, computed from the nodes so they agree with the tree on screen. "In flight"
-  // counts the reference while it is evaluated (it is work in progress like any attempt).
+  // The run's verdict as the server stored it ({} before the first one).
+  verdict() {
+    return (this.run && this.run.verdict) || {};
+  }
+
+  // Figures for the header. Attempts count as the server counts them (search.engine.tree attempts): every node
+  // but the root and the declined ones (free: a team with nothing left to try). "In flight" counts the reference
+  // while it is evaluated (it is work in progress like any attempt).
   totals() {
-    let attempts = 0, inFlight = 0, passed = 0, failed = 0, tokensIn = 0, tokensOut = 0, cost = 0;
+    let attempts = 0, declined = 0, inFlight = 0, passed = 0, failed = 0, tokensIn = 0, tokensOut = 0, cost = 0;
     for (const n of this.nodes.values()) {
       const u = n.usage || {};
       tokensIn += u.input_tokens || 0;
@@ -136,33 +146,46 @@ export class RunState {
         if (!isFinished(n) && n.status !== "pending") inFlight += 1;
         continue;
       }
+      if (n.verdict === DECLINED) {
+        declined += 1;
+        continue;
+      }
       attempts += 1;
       if (!isFinished(n)) inFlight += 1;
       else if (isPass(n)) passed += 1;
       else failed += 1;
     }
-    return { attempts, inFlight, passed, failed, tokensIn, tokensOut, cost, best: this.best() };
+    return { attempts, declined, inFlight, passed, failed, tokensIn, tokensOut, cost, best: this.best() };
   }
 
-  // The run's best attempt: the fastest by the search's timing, except once a finished run's contenders were
-  // re-timed side by side and another one was faster that way (the server names it: run.best).
+  // The run's best attempt as its verdict names it (run.verdict.best: the contender fastest side by side once
+  // re-timed, else the fastest correct attempt), else the first of ranked().
   best() {
-    const named = this.run && this.run.status === "finished" && this.run.best != null ? this.nodes.get(this.run.best) : null;
+    const v = this.verdict();
+    const id = v.best ?? this.run?.best;
+    const named = id != null ? this.nodes.get(id) : null;
     if (named && named.parent != null && isPass(named)) return named;
     return this.ranked()[0] || null;
   }
 
-  // Best speed-up vs the reference after each finished attempt, in attempt order (the best-so-far chart).
+  // What the run's answer is: "attempt", "reference" (finished, no attempt faster), "untrusted" (the best runs
+  // beyond its roofline and no re-time cleared it) or null (not decided yet), with the server's why.
+  winner() {
+    const v = this.verdict();
+    const finished = this.run?.status === "finished";
+    const kind = v.kind === "attempt" ? "attempt" : finished && ["reference", "untrusted"].includes(v.kind) ? v.kind : null;
+    return { kind, why: v.why || "" };
+  }
+
+  // Best stored figure after each finished attempt, in attempt order (the best-so-far chart).
   bestSoFar() {
     const done = [...this.nodes.values()]
-      .filter((n) => n.parent != null && isFinished(n))
+      .filter((n) => n.parent != null && isFinished(n) && n.verdict !== DECLINED)
       .sort((a, b) => a.attempt - b.attempt || a.id - b.id);
-    const root = this.root();
-    const anchor = anchorOf(this.nodes);
     const points = [];
     let best = null;
     for (const n of done) {
-      const value = isPass(n) ? speed(n, root, anchor)?.value ?? null : null;
+      const value = isPass(n) ? speedOf(n)?.value ?? null : null;
       if (value != null && (best == null || value > best)) best = value;
       points.push({ attempt: n.attempt, id: n.id, best, value });
     }

@@ -1,80 +1,57 @@
-// The one speed-up the UI shows: a candidate against the reference, both timed the same way. The same rules as
-// search/app/pages/speed.py (keep the two in step): a side-by-side re-time (result.retime) wins; then another
-// attempt's re-time carried over through the two attempts' medians; otherwise the reference node's median over
-// the candidate's median (both evaluated as candidates, same protocol), with a range from their IQRs. Eager/torch.compile baselines are another protocol: shown as runtimes, never divided.
+// The speed-up the UI shows is the one the server stored: search/engine/verdict.py decides every figure (on the
+// node as `speed`, on the run as `verdict`) and the browser renders it, with no arithmetic of its own. The same
+// words and marks as search/app/pages/speed.py (the inspector, compare and the runs list are server-rendered).
 
-const UNSTABLE = "timing_unstable";
+export const DECLINED = "declined"; // a free attempt: its team had nothing left to try (never counted)
 
 export function rootOf(nodes) {
   for (const n of nodes.values()) if (n.parent == null) return n;
   return null;
 }
 
-function flags(n) {
-  return (n && n.result && n.result.flags) || [];
+// The node's stored figure {value, low, high, provenance, not_retimed, unstable, why, outcome, how, runtime_ms,
+// reference_ms, reused, class, text, short, reference}, or null when it has none.
+export function speedOf(n) {
+  return (n && n.speed) || null;
 }
 
-export function retimed(n) {
-  const r = n && n.result && n.result.retime;
-  return r && r.state === "done" && r.speedup ? r : null;
+// A figure's class of win in words (search/app/pages/speed.py CLASS_WORDS).
+export const CLASS_WORDS = { custom_kernel: "custom kernel", configuration: "compiler/library configuration",
+  reference_equivalent: "reference-equivalent" };
+const CLASS_WHY = {
+  custom_kernel: "its own CUDA/Triton/C++ code does the work",
+  configuration: "the win comes from a compiler or library setting (torch.compile, CUDA graphs, cuDNN flags, layouts), not a kernel of its own",
+  reference_equivalent: "it computes the way the reference does: no kernel of its own and no configuration change",
+};
+
+// The marks a figure carries, in the order shown (search/app/pages/speed.py marks says the same).
+export function marks(s) {
+  if (!s) return [];
+  const out = [];
+  if (s.unstable) out.push({ key: "unstable", text: "unstable", title: `${s.why}; re-time it before trusting this number` });
+  if (s.not_retimed) {
+    out.push({ key: "not-retimed", text: "not re-timed",
+      title: "the search's figure: the run's contenders were re-timed side by side with the reference, this attempt was not" });
+  }
+  if (s.reused) {
+    out.push({ key: "reused", text: "reused",
+      title: "the harness reused an earlier identical evaluation's result: not a measurement of its own" });
+  }
+  if (!s.reference && CLASS_WORDS[s.class]) {
+    out.push({ key: `class ${s.class}`, text: CLASS_WORDS[s.class], title: `class of win: ${CLASS_WHY[s.class]}` });
+  }
+  return out;
 }
 
-// The run's most recently re-timed attempt (never the root): other attempts are measured through it.
-export function anchorOf(nodes) {
-  let best = null;
-  for (const n of nodes.values()) {
-    const r = retimed(n);
-    if (n.parent != null && n.verdict === "pass" && r && n.runtime_ms && (!best || (r.at || 0) > (retimed(best).at || 0))) best = n;
-  }
-  return best;
-}
-
-export function speed(n, root, anchor = null) {
-  if (!n || !root) return null;
-  if (n.parent == null) {
-    if (n.verdict !== "pass") return null;
-    const unstable = flags(n).includes(UNSTABLE);
-    return { value: 1, low: null, high: null, unstable, reference: true,
-      why: unstable ? "the reference's timed runs spread widely" : "", how: "the reference itself" };
-  }
-  if (n.verdict !== "pass") return null;
-  const side = retimed(n);
-  if (side) {
-    const spread = side.spread || {};
-    return { value: side.speedup, low: spread.low ?? null, high: spread.high ?? null, unstable: !!side.unstable,
-      why: side.unstable_why || "", reference: false, how: side.protocol || "re-timed side by side" };
-  }
-  const via = anchor && anchor !== n && n.runtime_ms ? retimed(anchor) : null;
-  if (via) {
-    const scale = anchor.runtime_ms / n.runtime_ms;
-    const spread = via.spread || {};
-    const why = [via.unstable_why || "", flags(n).includes(UNSTABLE) ? "this attempt's timed runs spread widely" : ""]
-      .filter(Boolean).join("; ");
-    return { value: via.speedup * scale, low: spread.low != null ? spread.low * scale : null,
-      high: spread.high != null ? spread.high * scale : null, unstable: !!why, why, reference: false,
-      how: `through #${anchor.id}'s side-by-side re-time and both attempts' medians` };
-  }
-  if (!root.runtime_ms || !n.runtime_ms) return null;
-  const a = (root.result && root.result.timing) || {};
-  const b = (n.result && n.result.timing) || {};
-  let low = null, high = null;
-  if (a.median_ms && b.median_ms) {
-    const ra = (a.iqr_ms || 0) / 2, rb = (b.iqr_ms || 0) / 2;
-    low = (a.median_ms - ra) / (b.median_ms + rb);
-    high = b.median_ms - rb > 0 ? (a.median_ms + ra) / (b.median_ms - rb) : null;
-  }
-  const why = [["the reference's", root], ["this attempt's", n]]
-    .filter(([, m]) => flags(m).includes(UNSTABLE)).map(([who]) => `${who} timed runs spread widely`);
-  return { value: root.runtime_ms / n.runtime_ms, low, high, unstable: why.length > 0, why: why.join("; "),
-    reference: false, how: "reference and candidate medians, each from its own evaluation" };
-}
-
-export function fmtX(v) {
-  return v == null ? "—" : `${v >= 10 ? v.toFixed(1) : v.toFixed(2)}×`;
-}
-
-export function rangeText(s) {
-  return s && s.low != null && s.high != null ? `${s.low.toFixed(2)}–${s.high.toFixed(2)}×` : "";
+// The marks as badge elements ("badge flag unstable", "badge flag not-retimed", "badge win-class custom_kernel").
+export function badges(s, { skip = [] } = {}) {
+  return marks(s).filter((m) => !skip.includes(m.key)).map((m) => {
+    const el = document.createElement("span");
+    el.className = m.key.startsWith("class ") ? `badge win-${m.key}` : `badge flag ${m.key}`;
+    el.textContent = m.text;
+    el.title = m.title;
+    return el;
+  });
 }
 
 // A short name for the move that made a node ("fused Triton", "debug: fix shape"), from its instruction.

@@ -1,9 +1,8 @@
-// The live search tree: a D3 tidy tree of attempts, coloured by verdict and speed-up, each node with a
+// The live search tree: a D3 tidy tree of attempts, coloured by verdict and stored speed-up, each node with a
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
-import { anchorOf } from "./speed.js";
-import { fillColour, nodeLabel, statusClass } from "./tree_labels.js";
+import { fillColour, nodeDescription, nodeLabel, statusClass } from "./tree_labels.js";
 
 export { fillColour, nodeLabel, statusClass };
 
@@ -156,9 +155,7 @@ export class TreeView {
     this.svg.classed("far", far).classed("tiny", tiny);
 
     // Edges leave a node after its label (estimated width), so they never cross the text.
-    const root = this.rootNode();
-    const anchor = anchorOf(this.nodes);
-    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data, root, anchor).length * 6.6));
+    const labelEnd = (d) => d.y + (tiny ? 0 : Math.min(COLUMN - 50, 16 + nodeLabel(d.data).length * 6.6));
     const linkPath = d3.linkHorizontal();
     this.linkLayer
       .selectAll("path")
@@ -187,6 +184,7 @@ export class TreeView {
         g.append("circle").attr("r", 7);
         g.append("text").attr("class", "label").attr("x", 12).attr("dy", "0.32em");
         g.append("text").attr("class", "toggle").attr("x", -20).attr("dy", "0.32em");
+        g.append("title");
         g.on("click", (event, d) => {
           if (event.target.classList.contains("toggle")) this.toggle(d.data.id);
           else this.choose(d.data.id);
@@ -203,7 +201,8 @@ export class TreeView {
       if (n.id === self.selected) cls += " selected";
       if (n.id === self.focused) cls += " focused";
       if (closed) cls += " collapsed";
-      const words = nodeLabel(n, root, anchor);
+      const words = nodeLabel(n);
+      const described = nodeDescription(n);
       const label = tiny ? "" : closed ? `${words}  (+${countBelow(n.id, kids)})` : words;
       const toggle = !tiny && hasKids ? (closed ? "+" : "−") : "";
       set(this, "id", `tn-${n.id}`);
@@ -212,12 +211,13 @@ export class TreeView {
       set(this, "class", cls);
       set(this, "aria-selected", String(n.id === self.selected));
       set(this, "aria-expanded", hasKids ? String(!closed) : null);
-      set(this, "aria-label", words);
+      set(this, "aria-label", described);
       set(this, "transform", `translate(${d.y},${d.x})`);
-      const fill = fillColour(n, root, anchor) || "";
+      const fill = fillColour(n) || "";
       if (this.__fill !== fill) { this.firstChild.style.fill = fill; this.__fill = fill; }
       if (this.__label !== label) { this.childNodes[1].textContent = label; this.__label = label; }
       if (this.__toggle !== toggle) { this.childNodes[2].textContent = toggle; this.__toggle = toggle; }
+      if (this.__title !== described) { this.childNodes[3].textContent = described; this.__title = described; }
     });
     if (this.focused != null) this.container.setAttribute("aria-activedescendant", `tn-${this.focused}`);
   }

@@ -1,7 +1,7 @@
-// What the tree says about a node, in words and colour: its status class, its fill (the speed-up against the
-// reference, timed the same way: static/js/speed.js) and its text label (never colour alone).
+// What the tree says about a node, in words and colour: its status class, its fill (its stored speed-up against
+// the reference: node.speed, decided by search/engine/verdict.py) and its text label (never colour alone).
 
-import { fmtX, moveLabel, phaseWords, speed } from "./speed.js";
+import { DECLINED, moveLabel, phaseWords, speedOf } from "./speed.js";
 import { dropsTemperature } from "./temperature.js";
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
@@ -15,22 +15,25 @@ const speedColour = d3
 export function statusClass(n) {
   if (n.parent == null) return (n.status === "done" || n.status === "failed") && n.verdict !== "pass" ? "st-failed" : "st-root";
   if (RUNNING.has(n.status)) return "st-running";
+  if (n.verdict === DECLINED) return "st-declined";
   if (n.status === "pending") return "st-pending";
   if (n.verdict === "pass") return "st-pass";
   if (n.status === "done" || n.status === "failed") return "st-failed";
   return "st-pending";
 }
 
-// Colour by the speed-up against the reference (timed the same way): slower than the reference is orange.
-export function fillColour(n, root = null, anchor = null) {
+// Colour by the stored speed-up against the reference: slower than the reference is orange.
+export function fillColour(n) {
   const cls = statusClass(n);
-  if (cls === "st-pass") return speedColour(speed(n, root, anchor)?.value ?? 1);
+  if (cls === "st-pass") return speedColour(speedOf(n)?.value ?? 1);
   return null; // the CSS class decides
 }
 
 // The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
-// ("~" marks a speed-up whose timing was unstable; "no temp" a call sent without its role's temperature).
-export function nodeLabel(n, root = null, anchor = null) {
+// ("~" marks a speed-up whose timing was unstable, "(not re-timed)" the search's figure in a run whose contenders
+// were re-timed side by side, "(reused)" a result reused from an identical evaluation; "no temp" a call sent
+// without its role's temperature; a declined node says it is not counted).
+export function nodeLabel(n) {
   const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
   if (n.parent == null) {
     if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
@@ -43,8 +46,17 @@ export function nodeLabel(n, root = null, anchor = null) {
   if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {
-    const s = speed(n, root, anchor);
-    return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${fmtX(s.value)}` : ""}${tail}`;
+    const s = speedOf(n);
+    const marks = s ? (s.not_retimed ? " (not re-timed)" : "") + (s.reused ? " (reused)" : "") : "";
+    return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${s.short}${marks}` : ""}${tail}`;
   }
+  if (n.verdict === DECLINED) return `#${n.id} declined, not counted${tail}`;
   return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
+}
+
+// The longer words for a node (its aria-label and tooltip): the label, and for a declined node why it was.
+export function nodeDescription(n) {
+  const label = nodeLabel(n);
+  const why = n.verdict === DECLINED && n.reasons && n.reasons[0] ? n.reasons[0] : "";
+  return why ? `${label}: ${why}` : label;
 }

@@ -1,6 +1,7 @@
 """Stored runs for the browser tests of the run page: real rows in the test database, shaped like what the
 service records (the figures are the ones issue 18 found misleading: 24.38x vs a separately timed eager,
-a reference reading "1.29x vs eager", roofline 171%, timing_unstable everywhere)."""
+a reference reading "1.29x vs eager", roofline 171%, timing_unstable everywhere), each node's figure and the run's
+verdict computed by search.engine.verdict on the run's tree and stored the way the service stores them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import time
 from typing import Any
 
 from kernels.problem import reference_candidate
+from search.app.events import sync_run_totals
 from search.app.models import Node, Problem, Run, source_hash
+from search.app.service.runs import load_tree
+from search.engine.verdict import refresh
 from tests.kernels.conftest import CLAMP, RELU
 
 EVAL = {"timing_runs": 12, "warmup_runs": 2, "correctness_trials": 1, "baselines": ["eager", "compile"]}
@@ -28,9 +32,22 @@ def result(median: float, flags: list[str], roofline_pct: float | None = None) -
             "environment": {"device_name": "cpu", "torch": "2.x", "hostname": "test"}, "phases": []}
 
 
-def seeded_run(owner, best_ms: float = 20.05, name: str = "honest numbers") -> Run:
-    """A finished run: the reference (40.1 ms, unstable), a winner at `best_ms` (unstable, roofline 171%) and
-    a failed attempt with no source."""
+def store_verdict(run: Run) -> Run:
+    """What the service stores once a result or a re-time lands (search.app.service.retime.apply_verdict, without
+    its events): every node's figure (search.engine.verdict.refresh on the run's tree) and the run's verdict."""
+    tree = load_tree(run)
+    refresh(tree)
+    for node in tree:
+        Node.objects.filter(run=run, node_id=node.id).update(speed=node.speed)
+    sync_run_totals(run, tree)
+    run.refresh_from_db()
+    return run
+
+
+def seeded_run(owner, best_ms: float = 20.05, name: str = "honest numbers", roofline_pct: float | None = 171.0) -> Run:
+    """A finished run: the reference (40.1 ms, unstable), its best attempt at `best_ms` (unstable, at `roofline_pct`
+    of its roofline: beyond 100% and not re-timed, the run has no trustworthy winner) and a failed attempt with no
+    source."""
     problem, _ = Problem.objects.get_or_create(owner=owner, hash=source_hash(RELU),
                                                defaults={"name": "relu", "source": RELU})
     run = Run.objects.create(owner=owner, problem=problem, name=name, team="rules", status="finished", budget=3,
@@ -46,9 +63,9 @@ def seeded_run(owner, best_ms: float = 20.05, name: str = "honest numbers") -> R
                         source=CLAMP, runtime_ms=best_ms, speedup_vs_eager=round(51.8 / best_ms, 2),
                         instructions=["Fused Triton elementwise kernel for the relu (part 1/2: write the kernels "
                                       "here) [rules: fuse]", "Same move (fuse) (part 2/2) [rules: fuse]"],
-                        result=result(best_ms, ["timing_unstable", "isolation_reduced"], roofline_pct=171.0),
+                        result=result(best_ms, ["timing_unstable", "isolation_reduced"], roofline_pct=roofline_pct),
                         **common)
     Node.objects.create(node_id=2, parent=1, attempt=2, role="debug", status="failed", verdict="build_error",
                         source="", instructions=["fix shape: the output must keep the input's shape"],
                         reasons=["the candidate failed to build"], **common)
-    return run
+    return store_verdict(run)

@@ -40,7 +40,17 @@ def node(i: int, parent: int | None, status: str = "done", verdict: str | None =
     return {"id": i, "parent": parent, "attempt": i, "role": "root" if parent is None else role, "status": status,
             "verdict": verdict, "runtime_ms": 1.0 / speedup if verdict == "pass" else None,
             "speedup_vs_eager": speedup if verdict == "pass" else None, "speedup_vs_compile": None,
+            "speed": stored_speed(speedup, parent is None) if verdict == "pass" else None, "reasons": [],
             "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "calls": []}}
+
+
+def stored_speed(value: float, reference: bool = False, **marks: Any) -> dict[str, Any]:
+    """A node's stored figure in search.engine.verdict's shape (the browser renders it, computing nothing)."""
+    return {"value": value, "low": None, "high": None, "provenance": "reference" if reference else "search",
+            "retimed": False, "not_retimed": False, "unstable": False, "why": "", "outcome": "tie", "how": "",
+            "runtime_ms": 1.0 / value, "reference_ms": 1.0, "roofline_pct": None, "reused": False,
+            "class": "reference" if reference else "custom_kernel", "text": f"{value:.2f}× vs reference",
+            "short": f"{value:.2f}×", "reference": reference, **marks}
 
 
 class ScriptedSocket:
@@ -139,3 +149,23 @@ def test_the_tree_has_text_labels_keyboard_moves_and_collapse(page):
     screenshot(page, "tree-module")
     page.keyboard.press(" ")
     page.wait_for_function("() => document.querySelectorAll('#tree g.node').length === 5")
+
+
+def test_the_tree_renders_stored_figures_and_explains_declined_nodes(page):
+    """The label is the stored figure (never recomputed: a stored 3.00× on a node whose runtimes would say 2.50×),
+    with its marks; a declined node says it is not counted, and why; a node.speed event redraws the label."""
+    figure = node(1, 0, speedup=2.5)
+    figure["speed"] = stored_speed(3.0, not_retimed=True, reused=True, unstable=True)
+    declined = {**node(2, 0, "failed", "declined"), "reasons": ["nothing left to try from #0"]}
+    page.evaluate("(nodes) => window.t.state.applySnapshot({seq: 1, run: {attempts: 1}, nodes})",
+                  [node(0, None), figure, declined])
+    page.wait_for_function("() => document.querySelectorAll('#tree g.node').length === 3")
+    assert page.text_content("#tn-1 text.label") == "#1 pass ~3.00× (not re-timed) (reused)"
+    assert page.text_content("#tn-2 text.label") == "#2 declined, not counted"
+    assert page.get_attribute("#tn-2", "aria-label") == "#2 declined, not counted: nothing left to try from #0"
+    assert "st-declined" in page.get_attribute("#tn-2", "class")
+    assert page.evaluate("() => window.t.state.totals().attempts") == 1  # the declined node is free
+    page.evaluate("""() => window.t.state.applyEvent({seq: 2, type: "node.speed", node: 1, data: {changes: {speed:
+        {...window.t.state.nodes.get(1).speed, value: 1.36, short: "1.36×", not_retimed: false, reused: false,
+         unstable: false, provenance: "retimed"}}}})""")
+    page.wait_for_function("() => document.querySelector('#tn-1 text.label').textContent === '#1 pass 1.36×'")

@@ -8,6 +8,7 @@ from django.urls import reverse
 from search.app.models import Node, Run
 from search.app.service import control
 from search.app.service.settings import parse_run_settings
+from tests.web.seed import result, seeded_run, store_verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -134,6 +135,7 @@ def test_the_inspector_marks_anchors_and_filled_lines(client, owner, relu_source
     Node.objects.create(run=run, node_id=1, parent=0, attempt=1, role="plan+code", status="done", verdict="pass",
                         anchored_source=skeleton, source=filled, instructions=["fuse the relu into one pass"],
                         runtime_ms=1.0, speedup_vs_eager=2.0, created_at=0.0)
+    store_verdict(run)  # the figures the engine stores (search.engine.verdict)
     client.force_login(owner)
     html = client.get(reverse("pages:node", args=[run.pk, 1])).content.decode()
     assert "fuse the relu into one pass" in html
@@ -157,26 +159,29 @@ def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source
     assert ev["baselines"] == ["eager"] and ev["roofline"] is False  # the unticked box
 
 
-def test_every_speed_up_agrees_with_a_side_by_side_re_time(client, owner):
-    """Once an attempt was re-timed beside the reference, the others are measured through it (both attempts timed
-    by the same candidate protocol), never against a reference evaluation taken at another time."""
-    from tests.web.seed import seeded_run
-
+def test_a_re_time_moves_only_its_own_figure(client, owner):
+    """Once an attempt was re-timed beside the reference, that figure is its own (the side-by-side ratio); every other
+    attempt keeps its own figure (the search's, marked "not re-timed"), never rescaled through the re-timed one."""
     run = seeded_run(owner)  # reference 40.1 ms, #1 20.05 ms
     best = Node.objects.get(run=run, node_id=1)
-    best.result = {**best.result, "retime": {"state": "done", "speedup": 4.0, "spread": {"low": 3.5, "high": 4.5},
-                                              "unstable": False, "unstable_why": "", "at": 1.0,
-                                              "protocol": "reference and candidate alternately in one process",
-                                              "reference": {"median_ms": 8.0}, "candidate": {"median_ms": 2.0}}}
+    best.result = {**best.result, "roofline": None,
+                   "retime": {"state": "done", "speedup": 4.0, "spread": {"low": 3.5, "high": 4.5},
+                              "unstable": False, "unstable_why": "", "at": 1.0,
+                              "protocol": "reference and candidate alternately in one process",
+                              "reference": {"median_ms": 8.0}, "candidate": {"median_ms": 2.0}}}
     best.save()
     other = Node.objects.get(run=run, node_id=2)
     other.verdict, other.status, other.runtime_ms, other.source = "pass", "done", 40.1, best.source
-    other.result = {**best.result, "retime": None, "flags": []}
+    other.result = {**best.result, "retime": None, "flags": [], "timing": result(40.1, [])["timing"]}
     other.save()
+    store_verdict(run)
     client.force_login(owner)
     compare = client.get(reverse("pages:compare"), {"a": f"{run.pk}:1", "b": f"{run.pk}:2"}).content.decode()
     assert "4.00× vs reference (3.50–4.50×)" in compare  # the re-time itself
-    assert "2.00× vs reference (1.75–2.25×)" in compare  # 4.0 × 20.05 / 40.1, not 40.1 / 40.1 = 1.00×
+    assert "2.000 ms side by side with the reference" in compare  # its runtime in that protocol, not 20.05 ms
+    # #2 keeps the search's own figure (40.1 ms / 40.1 ms), not 4.0 × 20.05 / 40.1 = 2.00× through #1's re-time
+    assert "1.00× vs reference (0.67–1.50×) · not re-timed" in compare and "2.00×" not in compare
+    assert 'class="badge flag not-retimed"' in compare
     page = client.get(reverse("pages:run", args=[run.pk])).content.decode()
     assert "4.00× (#1)" in page
     assert "4.00×" in client.get(reverse("pages:runs")).content.decode()

@@ -14,22 +14,55 @@ from search.app.pages import speed as speeds
 
 
 def speed_of(run: Run, node: Node) -> dict[str, Any] | None:
+    """The node's stored figure (search.engine.verdict, stored by the service): what every view prints."""
     return speeds.speed(node)
 
 
+def fork_origin(run: Run) -> str:
+    """'run 12's node 7' for a fork (its root holds that node's ModelNew), '' for a run started from the problem."""
+    if run.forked_from_node is None:
+        return ""
+    return f"run {run.forked_from_run_id}'s node {run.forked_from_node}" if run.forked_from_run_id is not None \
+        else f"node {run.forked_from_node} of a deleted run"
+
+
+def holds(run: Run, node: Node) -> str:
+    """What kernel.py holds, in words."""
+    if node.parent is None:
+        origin = fork_origin(run)
+        if origin:
+            return (f"the ModelNew of {origin}: this fork's root, the starting point it searched from (not the "
+                    "reference: problem.py holds that)")
+        return "the reference itself (ModelNew = Model)"
+    return "the candidate (defines ModelNew; runs on its own)"
+
+
 def slower_note(run: Run, node: Node) -> str:
-    """Words for a download whose node does not beat the reference ('' when it does), or for the reference itself
-    when it is the run's answer (a finished run in which no attempt beat it)."""
+    """Words for a download that is not a trustworthy win ('' when it is one): the run's root kept as its answer (the
+    reference itself, or in a fork the node it was forked from), the best attempt of a run with no trustworthy
+    winner (beyond its roofline and not cleared by a re-time), or an attempt slower than the reference."""
     s = speed_of(run, node)
+    verdict = run.verdict or {}
+    best = verdict.get("best", run.best_node)
     if node.parent is None and run.status == Run.Status.FINISHED and node.verdict == "pass":
-        best = f" (the fastest correct attempt, node {run.best_node}, is downloadable with ?node={run.best_node})" \
-            if run.best_node is not None else ""
-        return (f"NOTE: {speeds.REFERENCE_FASTEST.lower()} in this run, so this file is the reference itself "
-                f"(ModelNew = Model), kept as the run's answer{best}.")
+        pointer = f" (the fastest correct attempt, node {best}, is downloadable with ?node={best})" \
+            if best is not None else ""
+        kept = f"this file is {holds(run, node)}, kept as the run's answer"
+        lead = "no attempt beat this fork's root" if fork_origin(run) else speeds.REFERENCE_FASTEST.lower()
+        return f"NOTE: {lead} in this run, so {kept}{pointer}."
+    if verdict.get("kind") == "untrusted" and node.node_id == best:
+        return (f"NOTE: {speeds.NO_TRUSTWORTHY_WINNER.lower()} in this run: {verdict.get('why') or ''}. This file is "
+                "its best attempt, for inspection, not a winner: check its output and time before trusting it.")
     if s is None or s["reference"] or s["value"] > 1.0:
         return ""
-    return (f"NOTE: this attempt is SLOWER than the reference ({s['value']:.2f}x its speed, timed the same way): "
-            "no faster kernel was found in this run; it is the best correct attempt, not a speed-up.")
+    return (f"NOTE: this attempt is SLOWER than the reference ({s['short'].replace('×', 'x')} its speed, timed the "
+            "same way): no faster kernel was found in this run; it is the best correct attempt, not a speed-up.")
+
+
+def fork_note(run: Run) -> str:
+    origin = fork_origin(run)
+    return (f"This run is a fork of {origin}: its root holds that node's ModelNew, and every speed-up in it is "
+            "against that root, not against problem.py's Model.") if origin else ""
 
 
 def header(run: Run, node: Node) -> str:
@@ -39,9 +72,12 @@ def header(run: Run, node: Node) -> str:
     ]
     s = speed_of(run, node)
     if node.runtime_ms is not None:
-        lines.append(f"# runtime: {node.runtime_ms:.4g} ms on {run.device}"
-                     + (f", {s['value']:.3g}x vs the reference{' (unstable timing)' if s['unstable'] else ''}"
+        runtime = s["runtime_ms"] if s and s.get("runtime_ms") is not None else node.runtime_ms
+        lines.append(f"# runtime: {runtime:.4g} ms on {run.device}"
+                     + (f", {s['text'].replace('×', 'x')}{' (unstable timing)' if s['unstable'] else ''}"
                         if s and not s["reference"] else ""))
+    if node.parent is None:
+        lines.append("# this file holds " + holds(run, node))
     if note := slower_note(run, node):
         lines.append("# " + note)
     for text in node.instructions or ([node.instruction] if node.instruction else []):
@@ -157,16 +193,46 @@ if __name__ == "__main__":
 '''
 
 
+def board(run: Run) -> list[Node]:
+    """The run's ten best correct attempts by their stored figures, in the run page's order (static/js/run_state.js
+    ranked: the figure, then the search's runtime, then the id); attempts without a figure after them."""
+    rows = list(run.nodes.filter(verdict="pass", parent__isnull=False))
+
+    def key(n: Node) -> tuple[float, float, int]:
+        value = (n.speed or {}).get("value")
+        return (-float(value) if value is not None else float("inf"), n.runtime_ms or float("inf"), n.node_id)
+
+    return sorted(rows, key=key)[:10]
+
+
+def board_entry(n: Node) -> dict[str, Any]:
+    s = n.speed or {}
+    return {"id": n.node_id, "speed": s.get("text"), "short": s.get("short"), "value": s.get("value"),
+            "low": s.get("low"), "high": s.get("high"), "runtime_ms": s.get("runtime_ms", n.runtime_ms),
+            "provenance": s.get("provenance"), "class": s.get("class"), "not_retimed": bool(s.get("not_retimed")),
+            "reused": bool(s.get("reused")), "unstable": bool(s.get("unstable")),
+            "search_runtime_ms": n.runtime_ms, "speedup_vs_eager": n.speedup_vs_eager,
+            "speedup_vs_compile": n.speedup_vs_compile}
+
+
 def report(run: Run, node: Node) -> dict[str, Any]:
-    board = [n.to_dict() for n in run.nodes.filter(verdict="pass").exclude(node_id=0).order_by("runtime_ms")[:10]]
     node_dict = node.to_dict()
     return {
         "run": run.to_dict(),
         "node": {k: v for k, v in node_dict.items() if k not in ("source",)},
+        "holds": holds(run, node),
+        "note": slower_note(run, node),
         "result": node.result,
-        "leaderboard": [{"id": n["id"], "runtime_ms": n["runtime_ms"], "speedup_vs_eager": n["speedup_vs_eager"],
-                         "speedup_vs_compile": n["speedup_vs_compile"]} for n in board],
+        "leaderboard": [board_entry(n) for n in board(run)],
     }
+
+
+PROVENANCE = {"retimed": "side by side with the reference in one process", "search": "by the search",
+              "reference": "the reference itself"}
+
+
+def marks_text(s: dict[str, Any] | None) -> str:
+    return ", ".join(m["text"] for m in speeds.marks(s)) or "—"
 
 
 def fmt_ms(value: Any) -> str:
@@ -178,23 +244,44 @@ def report_markdown(run: Run, node: Node) -> str:
     timing = result.get("timing") or {}
     baselines = result.get("baselines") or {}
     s = speed_of(run, node)
+    verdict = run.verdict or {}
+    declined = int(verdict.get("declined") or 0)
+    fork_root = node.parent is None and bool(fork_origin(run))
     rows = [
         ("Problem", run.problem.name), ("Run", f"{run.pk} ({run.team}, {run.status})"),
         ("Node", f"{node.node_id} (attempt {node.attempt}, {node.role})"), ("Verdict", node.verdict or node.status),
-        ("Runtime", fmt_ms(node.runtime_ms)),
-        ("Median / IQR", f"{fmt_ms(timing.get('median_ms'))} / {fmt_ms(timing.get('iqr_ms'))} over "
-                         f"{timing.get('runs', 'n/a')} runs"),
-        ("Speed-up vs the reference", speeds.text(s).replace("×", "x")
+        ("kernel.py holds", holds(run, node)),
+        ("Runtime", fmt_ms(s["runtime_ms"] if s and s.get("runtime_ms") is not None else node.runtime_ms)
+         + (f", timed {PROVENANCE.get(s['provenance'], s['provenance'])}" if s and not fork_root else "")),
+        ("Median / IQR (the search's evaluation)", f"{fmt_ms(timing.get('median_ms'))} / "
+                                                   f"{fmt_ms(timing.get('iqr_ms'))} over {timing.get('runs', 'n/a')} runs"),
+        ("Speed-up vs the reference", "1.00x (this fork's root: every speed-up in this run is against it)"
+         if fork_root else speeds.text(s).replace("×", "x")
          + (f" (unstable: {s['why']})" if s and s["unstable"] else "") + (f"; {s['how']}" if s else "")),
+        ("Class of win", "—" if fork_root else speeds.class_words(s) or "—"), ("Marks", marks_text(s)),
         ("Eager (baseline protocol)", fmt_ms(baselines.get("eager_ms"))),
         ("torch.compile (baseline protocol)", fmt_ms(baselines.get("compile_ms"))),
-        ("Device", run.device), ("Target", run.target), ("Attempts", f"{run.attempts} of {run.budget}"),
+        ("Device", run.device), ("Target", run.target),
+        ("Attempts", f"{run.attempts} of {run.budget}" + (f" ({declined} declined, not counted)" if declined else "")
+         + (f"; stopped: {run.stop_reason}" if run.status in Run.ENDED and run.attempts < run.budget
+            and run.stop_reason else "")),
         ("LLM cost", f"${run.cost_usd:.4f}"),
     ]
     lines = [f"# STARK Studio report: {run.problem.name}, node {node.node_id}", ""]
     if note := slower_note(run, node):
         lines += [f"**{note}**", ""]
+    if note := fork_note(run):
+        lines += [note, ""]
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    lines += ["", "## Leaderboard", "", "Each attempt's one figure (search/engine/verdict.py), with the runtime in the "
+              "protocol that gave it.", "", "| # | Node | vs reference | Runtime | Timed | Class | Marks |",
+              "|---|---|---|---|---|---|---|"]
+    for rank, n in enumerate(board(run), 1):
+        f = n.speed or {}
+        lines.append(f"| {rank} | {n.node_id}{' (this node)' if n.pk == node.pk else ''} | "
+                     f"{str(f.get('short') or '—').replace('×', 'x')} | "
+                     f"{fmt_ms(f.get('runtime_ms', n.runtime_ms))} | {PROVENANCE.get(f.get('provenance'), '—')} | "
+                     f"{speeds.class_words(f) or '—'} | {marks_text(f or None)} |")
     if node.instruction:
         lines += ["", "## Instruction", "", node.instruction]
     if node.reasons:
@@ -222,10 +309,10 @@ def build_bundle(run: Run, node: Node) -> bytes:
     environment = {"measured_in": result.get("environment"), "settings": result.get("settings"),
                    "run_settings": run.settings, "team": run.team, "team_options": run.team_options}
     note = slower_note(run, node)
+    fork = fork_note(run)
     readme = (f"STARK Studio bundle: run {run.pk}, node {node.node_id} ({run.problem.name})\n\n"
-              + (f"{note}\n\n" if note else "")
-              +
-              "kernel.py          the candidate (defines ModelNew; runs on its own)\n"
+              + (f"{note}\n\n" if note else "") + (f"{fork}\n\n" if fork else "")
+              + f"kernel.py          {holds(run, node)}\n"
               "problem.py         the reference (Model, get_inputs, get_init_inputs)\n"
               "check_and_time.py  checks kernel.py against problem.py, then times both: python check_and_time.py\n"
               "report.json/.md    the evaluation report from the run\n"

@@ -100,7 +100,7 @@ def node_view(node: Node) -> dict[str, Any]:
         "status": node.status,
         "role": node.role,
         "attempt": str(node.attempt),
-        "runtime": ms(node.runtime_ms),
+        "runtime": runtime_text(node, speed),
         "speed": speed,
         "speedup": speeds.text(speed),
         "speed_unstable": bool(speed and speed["unstable"]),
@@ -108,6 +108,7 @@ def node_view(node: Node) -> dict[str, Any]:
         "speed_class": speeds.class_words(speed),
         "not_retimed": bool(speed and speed.get("not_retimed")),
         "reused": bool(speed and speed.get("reused")),
+        "marks": speeds.marks(speed),
         "move": move_label(node),
         "roofline": roof["text"],
         "roof": roof,
@@ -139,6 +140,14 @@ def node_view(node: Node) -> dict[str, Any]:
         "instructions": node.instructions or ([node.instruction] if node.instruction else []),
         "wall_s": result.get("wall_s"),
     }
+
+
+def runtime_text(node: Node, speed: dict[str, Any] | None) -> str:
+    """The runtime in the protocol that gave the node's figure: side by side with the reference when it was re-timed
+    (the search's own time beside it), else the search's."""
+    if speed and speed.get("provenance") == "retimed" and speed.get("runtime_ms") is not None:
+        return f"{ms(speed['runtime_ms'])} side by side with the reference (the search timed {ms(node.runtime_ms)})"
+    return ms(node.runtime_ms)
 
 
 def temperature_text(value: Any) -> str:

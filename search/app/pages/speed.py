@@ -31,7 +31,38 @@ def faster(s: dict[str, Any] | None) -> bool:
 
 CLASS_WORDS = {"custom_kernel": "custom kernel", "configuration": "compiler/library configuration",
                "reference_equivalent": "reference-equivalent", "reference": "the reference"}
+CLASS_WHY = {
+    "custom_kernel": "its own CUDA/Triton/C++ code does the work",
+    "configuration": "the win comes from a compiler or library setting (torch.compile, CUDA graphs, cuDNN flags, "
+                     "layouts), not a kernel of its own",
+    "reference_equivalent": "it computes the way the reference does: no kernel of its own and no configuration "
+                            "change",
+}
 
 
 def class_words(s: dict[str, Any] | None) -> str:
     return CLASS_WORDS.get(str((s or {}).get("class") or ""), "")
+
+
+def marks(s: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """The marks a figure carries, in the order shown (static/js/speed.js marks says the same): unstable, not
+    re-timed, reused, and the class of win of an attempt; each {key, kind, class, text, title}."""
+    if not s:
+        return []
+    out = []
+    if s.get("unstable"):
+        out.append({"key": "unstable", "text": "unstable",
+                    "title": f"{s.get('why') or ''}; re-time it before trusting this number"})
+    if s.get("not_retimed"):
+        out.append({"key": "not-retimed", "text": "not re-timed",
+                    "title": "the search's figure: the run's contenders were re-timed side by side with the "
+                             "reference, this attempt was not"})
+    if s.get("reused"):
+        out.append({"key": "reused", "text": "reused",
+                    "title": "the harness reused an earlier identical evaluation's result: not a measurement of its "
+                             "own"})
+    cls = str(s.get("class") or "")
+    if not s.get("reference") and cls in CLASS_WHY:
+        out.append({"key": "class", "kind": "class", "class": cls, "text": CLASS_WORDS[cls],
+                    "title": f"class of win: {CLASS_WHY[cls]}"})
+    return [m for m in out if m["key"] not in skip]

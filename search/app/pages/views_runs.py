@@ -32,7 +32,9 @@ def runs_context(user) -> dict[str, Any]:
     rows = []
     for r in runs:
         speed = speeds.speed(best.get(r.pk))
-        rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": speeds.faster(speed)})
+        rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": speeds.faster(speed),
+                     "untrusted": (r.verdict or {}).get("kind") == "untrusted", "why": (r.verdict or {}).get("why"),
+                     "marks": speeds.marks(speed, skip=("unstable",))})
     return {"rows": rows, "active": any(r.status in Run.ACTIVE or r.status == Run.Status.PAUSED for r in runs)}
 
 
@@ -60,30 +62,42 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def header_context(run: Run) -> dict[str, Any]:
-    """The run header's figures as the server stored them (search.engine.verdict; static/js/run_page.js redraws
-    them live from the same stored data)."""
+    """The run header's figures as the server stored them (search.engine.verdict; static/js/run_page.js drawBest
+    redraws them live from the same stored data, in the same words)."""
     root = Node.objects.filter(run=run, parent__isnull=True).first()
     verdict = run.verdict or {}
-    out = {"best": "—", "spread": "", "unstable": False, "why": "", "class": "",
-           "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": "",
-           "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage"))}
+    out: dict[str, Any] = {
+        "best": "—", "spread": "", "unstable": False, "why": "", "class": "", "marks": [],
+        "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": "",
+        "attempts_note": attempts_note(run, int(verdict.get("declined") or 0)),
+        "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage"))}
     best, figure = verdict.get("best"), verdict.get("best_speed")
     if figure is not None and best is not None:
         out["unstable"], out["why"], out["class"] = bool(figure["unstable"]), figure["why"], speeds.class_words(figure)
+        out["marks"] = speeds.marks(figure, skip=("unstable",))
         if speeds.faster(figure):
             out["best"] = f"{figure['short']} (#{best})"
-            out["spread"] = figure["how"]
+            out["spread"] = f"{figure['text']} · {figure['how']}"
         else:
             out["best"] = "No faster kernel found yet"
             out["spread"] = f"best correct attempt #{best}: {figure['short']} the reference's speed · {figure['how']}"
     if run.winner == "reference":
         out["best"] = speeds.REFERENCE_FASTEST
-        if best is None:
+        if best is None or figure is None:
             out["spread"] = "no correct attempt · the reference is kept"
-    elif verdict.get("kind") == "untrusted":
+    elif run.winner == "untrusted":
         out["best"] = speeds.NO_TRUSTWORTHY_WINNER
         out["spread"] = str(verdict.get("why") or "")
     return out
+
+
+def attempts_note(run: Run, declined: int) -> str:
+    """'3 declined, not counted · stopped at 6 of 10: nothing left to select' (static/js/run_page.js attemptsNote
+    says the same live): declined nodes are free, and a run that ended short of its budget says why."""
+    parts = [f"{declined} declined, not counted"] if declined else []
+    if run.status in Run.ENDED and run.attempts < run.budget:
+        parts.append(f"stopped at {run.attempts} of {run.budget}" + (f": {run.stop_reason}" if run.stop_reason else ""))
+    return " · ".join(parts)
 
 
 @login_required
@@ -143,6 +157,6 @@ def metric_rows(sides: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, A
              ("Roofline", "roofline"), ("Max abs error", "max_abs_error"),
              ("Correctness trials", "trials"), ("Tokens in / out", "tokens"), ("Cost", "cost"),
              ("Flags", "flags")]
-    return [(label, [{"text": s["v"].get(key, ""), "unstable": key == "speedup" and s["v"]["speed_unstable"],
-                      "why": s["v"]["speed"]["why"] if s["v"]["speed"] else ""} for s in sides])
+    return [(label, [{"text": s["v"].get(key, ""), "marks": s["v"]["marks"] if key == "speedup" else []}
+                     for s in sides])
             for label, key in names]
