@@ -215,6 +215,7 @@ def eval_ceilings() -> dict[str, tuple[float, str]]:
                             "STARK_EVAL_MAX_BUILD_TIMEOUT_S"),
         "run_timeout_s": (envfloat("STARK_EVAL_MAX_RUN_TIMEOUT_S", 600.0, minimum=1), "STARK_EVAL_MAX_RUN_TIMEOUT_S"),
         "memory_limit_mb": (envint("STARK_EVAL_MAX_MEMORY_MB", 16384, minimum=256), "STARK_EVAL_MAX_MEMORY_MB"),
+        "disk_limit_mb": (envint("STARK_EVAL_MAX_DISK_MB", 16384, minimum=16), "STARK_EVAL_MAX_DISK_MB"),
     }
 
 

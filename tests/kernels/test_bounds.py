@@ -73,9 +73,10 @@ ATTACKS = {
     "hold_every_fd": ("def attack():\n    for fd in range(4096):\n        try:\n"
                       "            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n        except OSError:\n"
                       "            pass\n    forge(60.0)\n"),
-    # 600 MB into the sandbox's root: under bubblewrap an in-memory tmpfs outside every disk budget
-    "write_root": ("def attack():\n    with open('/stark-root-fill', 'wb') as handle:\n"
-                   "        for _ in range(75):\n            handle.write(b'x' * (8 << 20))\n"),
+    # 600 MB into the sandbox's root (under bubblewrap an in-memory tmpfs outside every disk budget), in files of
+    # 60 MB (RLIMIT_FSIZE, the disk budget, caps each file only)
+    "write_root": ("def attack():\n    for k in range(10):\n        with open(f'/stark-root-fill-{k}', 'wb') as out:\n"
+                   "            for _ in range(15):\n                out.write(b'x' * (4 << 20))\n"),
     # 300 processes that sleep (a linear fork bomb, so that this machine survives it on the old code)
     "fork_many": ("def attack():\n    for _ in range(300):\n        if os.fork() == 0:\n"
                   "            time.sleep(30)\n            os._exit(0)\n    time.sleep(3)\n"),
@@ -199,7 +200,8 @@ task = {"kind": "inspect", "problem_source": sys.stdin.read(), "device": "cpu", 
         "memory_limit_mb": 4096, "want": {}}
 run = run_worker(task, work, timeouts={"start": 120, "run": 120}, memory_limit_mb=4096, disk_limit_mb=512)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"grew_mb": (after - before) / 1024, "limit": run.limit_exceeded, "messages": len(run.messages)}))
+print(json.dumps({"grew_mb": (after - before) / 1024, "limit": getattr(run, "limit_exceeded", None),
+                  "messages": len(run.messages)}))
 '''
 
 

@@ -73,6 +73,7 @@ def test_the_operators_values_are_accepted_and_not_stored_with_the_run(client, r
     ("run_timeout_s", 1e9, "STARK_EVAL_MAX_RUN_TIMEOUT_S"),
     ("build_timeout_s", 86400, "STARK_EVAL_MAX_BUILD_TIMEOUT_S"),
     ("memory_limit_mb", 10**7, "STARK_EVAL_MAX_MEMORY_MB"),
+    ("disk_limit_mb", 10**7, "STARK_EVAL_MAX_DISK_MB"),
     ("timing_runs", 0, "STARK_EVAL_MAX_TIMING_RUNS"),
     ("timing_runs", 2.5, "whole number"),
     ("seed", "abc", "number"),

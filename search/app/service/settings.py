@@ -31,7 +31,8 @@ OPERATOR_EVAL_KEYS = {"sandbox": "the workers' sandbox (bubblewrap where it work
                       "exclusive_device": "always on: timings never overlap"}
 # Evaluation settings with an operator's ceiling (settings.STARK_EVAL_CEILINGS: name -> (ceiling, variable)).
 CEILING_TYPES = {"correctness_trials": (int, 1), "timing_runs": (int, 1), "warmup_runs": (int, 0),
-                 "build_timeout_s": (float, 1), "run_timeout_s": (float, 1), "memory_limit_mb": (int, 256)}
+                 "build_timeout_s": (float, 1), "run_timeout_s": (float, 1), "memory_limit_mb": (int, 256),
+                 "disk_limit_mb": (int, 16)}
 # The other numbers and switches of EvalSettings a run may set: (type, low, high).
 EVAL_NUMBERS = {"seed": (int, 0, 2**31 - 1), "atol": (float, 0, 1e6), "rtol": (float, 0, 1e6),
                 "roofline_margin": (float, 1, 1e6), "precision_flag_fraction": (float, 0, 1),
@@ -109,8 +110,9 @@ def _check_ceilings(raw: dict[str, Any], defaults: dict[str, Any]) -> None:
     and switches must have their type (a string "false" would be a true switch; a string seed breaks a worker)."""
     for key, (ceiling, variable) in django_settings.STARK_EVAL_CEILINGS.items():
         kind, low = CEILING_TYPES[key]
-        if raw.get(key) is None:
-            if defaults[key] > ceiling:
+        if raw.get(key) is None:  # disk_limit_mb None: memory_limit_mb's
+            default = defaults[key] if defaults[key] is not None else raw.get("memory_limit_mb") or defaults["memory_limit_mb"]
+            if default > ceiling:
                 raw[key] = kind(ceiling)
             continue
         raw[key] = _eval_number(key, raw[key], kind, low, ceiling, f" (this server's ceiling, {variable})")
