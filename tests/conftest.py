@@ -100,8 +100,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings is not None and settings.configured:
         settings.STARK_RETIME_AT_END = os.environ["STARK_RETIME_AT_END"].lower() in ("1", "true", "yes", "on")
         # A fast hasher in this process (each real PBKDF2 hash costs ~0.5 s here, and the login tests hash dozens);
-        # the servers and workers the tests start keep the product's hashers.
-        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+        # the servers the tests start keep the product's hashers and verify its hashes (tests/fast_hasher.py).
+        settings.PASSWORD_HASHERS = ["tests.fast_hasher.OneIterationPBKDF2",
+                                     "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     # Asked once per process and cached (the openai/anthropic SDKs ask for their headers, running `uname -p`): ask
     # before the spawn guard watches, so whichever test builds the first client is not taken for a spawner.
     platform.processor()

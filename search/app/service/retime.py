@@ -105,7 +105,7 @@ def apply_verdict(run: Run) -> None:
     what changed, with node.speed events and, when the best attempt moved, a run.status event (call under the run
     lock). Only measured figures change: a re-time never rescales another attempt's figure."""
     tree = load_tree(run)
-    before = run.best_node
+    before, verdict_before = run.best_node, dict(run.verdict or {})
     for node_id in refresh(tree):
         figure = tree[node_id].speed
         Node.objects.filter(run=run, node_id=node_id).update(speed=figure)
@@ -117,6 +117,8 @@ def apply_verdict(run: Run) -> None:
                   f"the search's fastest #{search_best}, so it is the run's best")
         store_event(run.pk, "run.status", None, {"status": run.status, "reason": reason, "best": run.best_node,
                                                  "run": run.to_dict()})
+    elif run.verdict != verdict_before:  # e.g. a re-time cleared a winner beyond its roofline: the pages follow
+        store_event(run.pk, "run.progress", None, {"run": run.to_dict()})
 
 
 def settle_winner(run: Run) -> list[int]:
