@@ -76,8 +76,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
             continue
         print(summary.text(), file=out, flush=True)
         if getattr(args, "retime", False) and tree.root.correct:
-            figures = retime_winner(tree, args.device)
-            print(retime_text(figures), file=out, flush=True)
+            retime_winner(tree, args.device)
+            print(retime_text(tree), file=out, flush=True)
             if tree_file:
                 tree.save(tree_file)
         records.append(problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started))

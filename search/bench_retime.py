@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from search.engine.contenders import chosen_node, further_contenders, retime_contenders, usable
 from search.engine.tree import Tree
+from search.engine.verdict import run_verdict
 
 ROUNDS = 4
 MAX_RETIMES = 8  # contenders in all, the further ones included (as the service's end-of-run re-time)
@@ -130,33 +131,15 @@ def store_on_node(tree: Tree, node_id: int, entry: dict[str, Any]) -> None:
     node.result = {**(node.result or {}), "retime": state}
 
 
-def retimed_figures(retime: dict[str, Any] | None) -> dict[str, Any] | None:
-    """From tree.meta["retime"]: whether the best attempt beat the reference side by side, and the winner's speed-up
-    vs eager and both compile modes (the winner being that attempt, or the reference at 1.0x). None when there was
-    no re-time, or when the best attempt's own re-time failed or stayed unstable (then the search's figures stand).
-    An unstable or failed compile-mode entry gives no figure (the search's stands for it)."""
-    if not retime:
-        return None
-    entry = retime.get("best")
-    if retime.get("node") is not None and not usable(entry):  # nothing trustworthy side by side for the attempt
-        return None
-    best = (entry or {}).get("speedup")
-    attempt_wins = best is not None and best > 1.0
-    mine = best if attempt_wins else 1.0
-    out: dict[str, Any] = {"attempt_wins": attempt_wins, "speedup_vs_eager": mine}
-    for key in COMPILE_MODES:
-        theirs = (retime.get(key) or {}).get("speedup") if usable(retime.get(key)) else None
-        out[f"speedup_vs_{key}"] = None if not theirs else mine / theirs
-    return out
+def retime_text(tree: Tree) -> str:
+    """One progress line per re-time: each candidate's ratio to the reference, side by side, and the run's verdict
+    (search.engine.verdict: who won, and why)."""
+    retime = tree.meta.get("retime") or {}
 
-
-def retime_text(retime: dict[str, Any]) -> str:
-    """One progress line per re-time: each candidate's ratio to the reference, side by side, and which contender
-    won when it is not the search's best."""
     def figure(entry: dict[str, Any]) -> str:
         if "error" in entry:
             return f"error ({entry['error'][:120]})"
-        return f"{entry['speedup']:.3g}x the reference" + (" (UNSTABLE: not used)" if entry.get("unstable") else "")
+        return f"{entry['speedup']:.3g}x the reference" + (" (UNSTABLE)" if entry.get("unstable") else "")
 
     node, search_best = retime.get("node"), retime.get("search_best", retime.get("node"))
     parts = [f"best attempt #{node}: {figure(retime['best'])}"] if retime.get("best") is not None else []
@@ -164,17 +147,13 @@ def retime_text(retime: dict[str, Any]) -> str:
     parts += [f"{label}: {figure(retime[key])}" for key, label in (
         ("compile", "torch.compile(default)"), ("compile_max_autotune", "torch.compile(max-autotune-no-cudagraphs)"))
         if retime.get(key) is not None]
-    figures = retimed_figures(retime)
-    if figures is None:
-        verdict = "the best attempt's re-time is not usable: the search's figures decide"
-    else:
-        verdict = ("the best attempt beats the reference" if figures.get("attempt_wins")
-                   else "the reference is fastest: no attempt beat it")
-    if node != search_best:
-        verdict += f" (#{node} side by side, not the search's fastest #{search_best})"
+    verdict = run_verdict(tree)
+    words = str(verdict["why"])
+    if verdict["best"] is not None and verdict["best"] != search_best:
+        words += f" (#{verdict['best']} side by side, not the search's fastest #{search_best})"
     note = retime_note(retime)
-    return (f"re-timed side by side ({retime['rounds']} rounds, {retime['wall_s']} s): " + "; ".join(parts)
-            + f"; {verdict}" + (f" ({note})" if note else ""))
+    return (f"re-timed side by side ({retime.get('rounds')} rounds, {retime.get('wall_s')} s): " + "; ".join(parts)
+            + f"; {words}" + (f" ({note})" if note else ""))
 
 
 def needs_retime(tree: Tree) -> bool:
@@ -222,7 +201,7 @@ def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
             continue
         device = args.device or str(tree.settings.get("device") or "cpu")
         print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=out, flush=True)
-        figures = retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force)
+        retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force)
         tree.save(name)
-        print(retime_text(figures), file=out, flush=True)
+        print(retime_text(tree), file=out, flush=True)
     return 1 if failed else 0

@@ -82,9 +82,9 @@ def test_the_bench_record_and_the_table_report_the_contender_that_won() -> None:
     assert r["winner"] == "attempt" and r["best"] == 1 and r["search_best_attempt"] == 5
     assert r["speedup_vs_eager"] == pytest.approx(3.44) and r["speedup_vs_compile"] == pytest.approx(1.0)
     assert r["search_speedups"]["vs_eager"] == 3.25  # the winner's own search figure, not the search's best's
-    text = retime_text(tree.meta["retime"])
+    text = retime_text(tree)
     assert "best attempt #1: 3.44x the reference; attempt #5: 3.32x the reference; attempt #3: 3.4x" in text, text
-    assert "the best attempt beats the reference (#1 side by side, not the search's fastest #5)" in text, text
+    assert "#1 is 3.44× vs reference (#1 side by side, not the search's fastest #5)" in text, text
 
 
 def test_needs_retime_until_every_contender_and_compile_mode_is_usable() -> None:
