@@ -4,7 +4,7 @@
 
 For each problem (Linear -> elementwise epilogue, M = 1024..2048, K = N = 8192 fp32, KernelBench's current level-2
 sizes; a conv -> epilogue; a launch-bound chain of small ops) it renders the team's own candidates with the real
-renderer (search.teams.rules.candidate.render) and times them side by side with triton.testing.do_bench (median and
+renderer (search.teams.rules.rendering.candidate.render) and times them side by side with triton.testing.do_bench (median and
 the 20-80% spread, ms): eager, torch.compile default and max-autotune-no-cudagraphs, the team's fused epilogue
 (`fuse-all`), gemm=cublaslt (bias + ReLU/tanh-GELU inside cuBLASLt), gemm=triton (the Triton GEMM template with the
 epilogue in registers), channels_last + fuse for the conv, cuda-graph (+ compile) for the launch-bound chain.
@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from search.teams.rules.candidate import render  # noqa: E402
-from search.teams.rules.fusion import analyse  # noqa: E402
-from search.teams.rules.problem import LoadedProblem  # noqa: E402
-from search.teams.rules.recipe import Recipe  # noqa: E402
+from search.teams.rules.analysis.forward import analyse  # noqa: E402
+from search.teams.rules.analysis.problem import LoadedProblem  # noqa: E402
+from search.teams.rules.planning.recipe import Recipe  # noqa: E402
+from search.teams.rules.rendering.candidate import render  # noqa: E402
 
 DEVICE = "cuda"
 LINEAR = '''import torch

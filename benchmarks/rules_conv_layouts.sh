@@ -112,11 +112,11 @@ for path in files:
 # same way: channels-last + cudnn-autotune, and conv-epilogue-nhwc + cudnn-autotune (the NHWC/NDHWC Triton kernels).
 sys.path.insert(0, os.getcwd())
 try:
-    from search.teams.rules.candidate import render
-    from search.teams.rules.facts import facts_of
-    from search.teams.rules.fusion import analyse
-    from search.teams.rules.recipe import Recipe
-    from search.teams.rules.rewrite import variants
+    from search.teams.rules.rendering.candidate import render
+    from search.teams.rules.analysis.facts import facts_of
+    from search.teams.rules.analysis.forward import analyse
+    from search.teams.rules.planning.recipe import Recipe
+    from search.teams.rules.rewrites.passes import variants
     from search.teams.rules.traced import dtypes
     rendering = None
 except Exception as exc:  # noqa: BLE001

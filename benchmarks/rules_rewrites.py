@@ -57,10 +57,10 @@ CPU_SIZES: dict[str, dict[str, Any]] = {
 def render(out: Path, cpu_sizes: bool = False) -> None:
     """Trace every problem (this executes the bundled problems' sources: trusted files of this repository) and write
     the candidate with all the rewrites that apply; cpu_sizes: at the reduced sizes `time --device cpu` runs."""
-    from search.teams.rules.candidate import render as render_candidate
-    from search.teams.rules.fusion import analyse
-    from search.teams.rules.recipe import Recipe
-    from search.teams.rules.rewrite import applicable
+    from search.teams.rules.analysis.forward import analyse
+    from search.teams.rules.planning.recipe import Recipe
+    from search.teams.rules.rendering.candidate import render as render_candidate
+    from search.teams.rules.rewrites.passes import applicable
 
     out.mkdir(parents=True, exist_ok=True)
     for path in PROBLEMS:

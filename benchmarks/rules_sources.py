@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from search.engine.context import build_window  # noqa: E402
 from search.engine.tree import Tree  # noqa: E402
-from search.teams.rules.agents import RulesContext  # noqa: E402
-from search.teams.rules.recipe import Recipe  # noqa: E402
+from search.teams.rules.planning.recipe import Recipe  # noqa: E402
+from search.teams.rules.planning.roles import RulesContext  # noqa: E402
 from tests.teams import rules_problems  # noqa: E402
 
 BACKENDS = {"cpu": ("cpp-omp", "cpp-serial"), "cuda": ("triton", "cuda")}

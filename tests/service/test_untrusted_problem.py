@@ -91,7 +91,7 @@ else:
 def test_a_problem_that_escalates_its_owner_when_django_is_loaded_does_nothing(rules_workers, django_user_model,
                                                                                tmp_path):
     from search.app.models import Node
-    from search.teams.rules.recipe import recipe_of
+    from search.teams.rules.planning.recipe import recipe_of
 
     bob = django_user_model.objects.create_user("bob", password="pw-bob-123")
     assert not bob.is_staff and not bob.is_superuser

@@ -1,4 +1,4 @@
-"""Small KernelBench-style problems for the rules team's layout and cuDNN moves (search.teams.rules.convs): a
+"""Small KernelBench-style problems for the rules team's layout and cuDNN moves (search.teams.rules.analysis.convs): a
 convolution of each rank (1-D: no channels-last format; 2-D: NHWC; 3-D: NDHWC), a forward whose `view` breaks on a
 channels-last tensor, and a forward whose FLOPs are mostly a GEMM (not conv-dominated)."""
 

@@ -1,4 +1,4 @@
-"""Small KernelBench level-2-style problems for the exact rewrites (search.teams.rules.rewrite): one per rewrite that
+"""Small KernelBench level-2-style problems for the exact rewrites (search.teams.rules.rewrites.passes): one per rewrite that
 applies (named after it), and one per rewrite whose precondition fails (NO_*: the rewrite must not fire)."""
 
 from __future__ import annotations

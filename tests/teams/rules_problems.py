@@ -79,7 +79,7 @@ def get_init_inputs():
     return [16, 8]
 '''
 
-# GEMMs with epilogues (search.teams.rules.gemms): F.linear -> tanh-GELU (cuBLASLt-able) -> scale, then a matmul
+# GEMMs with epilogues (search.teams.rules.analysis.gemms): F.linear -> tanh-GELU (cuBLASLt-able) -> scale, then a matmul
 # with a [K, N] parameter -> per-column subtract -> ReLU -> per-row scale; sizes off the 16-wide tiles.
 GEMM_EPILOGUES = HEADER + '''class Model(nn.Module):
     def __init__(self, n_in, n_hidden, n_out, batch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from search.teams.rules.fusion import Analysis, analyse
+from search.teams.rules.analysis.forward import Analysis, analyse
 from search.teams.rules.traced import dtypes
 from tests.teams import layout_problems, rewrite_problems, rules_problems
 

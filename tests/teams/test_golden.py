@@ -6,7 +6,7 @@ scale benchmark's (benchmarks/problems/kb_scale). For each, every fusion the tra
 backend of the device (cpp-omp and cpp-serial traced for the CPU, triton and cuda traced for CUDA, as the team's
 tracing child does); a problem with no fusion gets the reference restructured (`none`); a problem with GEMM
 epilogues also gets them written by each GEMM writer that applies (gemm-triton, gemm-cublaslt), traced for CUDA.
-Every problem where an exact rewrite applies (search.teams.rules.rewrite; the rewrite tests' problems,
+Every problem where an exact rewrite applies (search.teams.rules.rewrites.passes; the rewrite tests' problems,
 tests/teams/rewrite_problems.py, too) also gets `rewrite.golden`: the candidate with all of them, traced for the CPU.
 Every problem with a convolution (the layout tests' problems, tests/teams/layout_problems.py, too) gets
 `layout.golden`: cuDNN autotuning and channels-last where offered, over its rewrites, compiled, traced for CUDA;
@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from search.teams.rules.candidate import render
-from search.teams.rules.convs import conv_facts
-from search.teams.rules.facts import facts_of
-from search.teams.rules.fusion import Analysis
-from search.teams.rules.recipe import GEMM_MODES, Recipe
-from search.teams.rules.rewrite import applicable
+from search.teams.rules.analysis.convs import conv_facts
+from search.teams.rules.analysis.facts import facts_of
+from search.teams.rules.analysis.forward import Analysis
+from search.teams.rules.planning.recipe import GEMM_MODES, Recipe
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rewrites.passes import applicable
 from tests.teams.samples import ROOT, analysis, problems, with_rewrite_problems
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

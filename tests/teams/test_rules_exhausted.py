@@ -13,7 +13,7 @@ from search.engine.events import Event
 from search.engine.loop import run as run_loop
 from search.engine.tree import Tree
 from search.teams import get_team
-from search.teams.rules.recipe import Recipe, recipe_of
+from search.teams.rules.planning.recipe import Recipe, recipe_of
 from tests.teams import rules_problems as P
 
 FAST = {"device": "cpu", "timing_runs": 3, "warmup_runs": 1, "correctness_trials": 1, "baselines": ["eager"],

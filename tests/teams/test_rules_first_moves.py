@@ -19,11 +19,11 @@ from search.engine.node import Node
 from search.engine.policies import AdaptiveEpsilonGreedy, policy_from_dict
 from search.engine.tree import Tree
 from search.teams.rules import build_team
-from search.teams.rules.facts import Facts, RegionFacts, facts_of
-from search.teams.rules.fusion import analyse
-from search.teams.rules.moves import GPU_FIRST, candidate_moves, choose
-from search.teams.rules.recipe import Recipe, recipe_of
-from search.teams.rules.stop import at_roofline, attempt_at_roofline
+from search.teams.rules.analysis.facts import Facts, RegionFacts, facts_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.planning.moves import GPU_FIRST, candidate_moves, choose
+from search.teams.rules.planning.recipe import Recipe, recipe_of
+from search.teams.rules.planning.stop import at_roofline, attempt_at_roofline
 from tests.teams import rules_problems as P
 from tests.teams.test_rules_protocol import attempt, passed
 

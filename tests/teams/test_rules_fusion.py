@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from search.teams.rules.fusion import analyse, forward_source
-from search.teams.rules.graph import classify
-from search.teams.rules.kinds import Reduction, Region
-from search.teams.rules.ops import expression, read_op
+from search.teams.rules.analysis.forward import analyse, forward_source
+from search.teams.rules.analysis.graph import classify
+from search.teams.rules.analysis.kinds import Reduction, Region
+from search.teams.rules.analysis.ops import expression, read_op
 from tests.teams import rules_problems as P
 
 

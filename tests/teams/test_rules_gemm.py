@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import Facts, facts_of
-from search.teams.rules.fusion import analyse
-from search.teams.rules.moves import candidate_moves, fixes
-from search.teams.rules.recipe import Recipe
+from search.teams.rules.analysis.facts import Facts, facts_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.planning.moves import candidate_moves, fixes
+from search.teams.rules.planning.recipe import Recipe
+from search.teams.rules.rendering.candidate import render
 from tests.teams import rules_problems as P
 from tests.teams.test_rules_kernels import assert_matches_reference, import_candidate
 
@@ -246,7 +246,7 @@ def test_every_sample_gemm_candidate_is_valid_python_with_distinct_parameters() 
 def test_the_plan_and_code_roles_play_the_cublaslt_move_through_the_tracing_child() -> None:
     from search.engine.tree import Tree
     from search.teams.rules import build_team
-    from search.teams.rules.recipe import recipe_of
+    from search.teams.rules.planning.recipe import recipe_of
     from tests.teams.test_rules_protocol import attempt, passed
 
     tree = Tree(P.GEMM_EPILOGUES, {"device": "cuda"})

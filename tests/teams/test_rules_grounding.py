@@ -9,11 +9,11 @@ import pytest
 from search.engine.anchors import parse_anchors, strip_markers
 from search.engine.grounding import check_filled, check_skeleton
 from search.engine.tree import Tree
-from search.teams.rules.anchoring import anchor, fill
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import facts_of
-from search.teams.rules.moves import candidate_moves
-from search.teams.rules.recipe import Recipe
+from search.teams.rules.analysis.facts import facts_of
+from search.teams.rules.planning.anchoring import anchor, fill
+from search.teams.rules.planning.moves import candidate_moves
+from search.teams.rules.planning.recipe import Recipe
+from search.teams.rules.rendering.candidate import render
 from tests.teams import rules_problems as P
 from tests.teams.samples import analysis, problems
 

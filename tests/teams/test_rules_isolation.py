@@ -16,9 +16,9 @@ from search.engine.agents import AgentError
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from search.teams.rules import build_team
-from search.teams.rules.candidate import render
-from search.teams.rules.fusion import analyse
-from search.teams.rules.recipe import recipe_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.planning.recipe import recipe_of
+from search.teams.rules.rendering.candidate import render
 from tests.teams import rules_problems as P
 from tests.teams.processes import running_with
 
@@ -72,14 +72,14 @@ child = tree.add_child(0, "plan+code", status="planning")
 plan = team.plan.plan(build_window(tree, "plan", 0, attempt=child.attempt, device={"device": "cpu"}))
 code = team.code.code(build_window(tree, "code", 0, attempt=child.attempt, device={"device": "cpu"}), plan)
 assert "Recipe: fuse=" in code.source
-print(sorted(m for m in ("search.teams.rules.problem", "search.teams.rules.fusion", "search.teams.rules.traced")
+print(sorted(m for m in ("search.teams.rules.analysis.problem", "search.teams.rules.analysis.forward", "search.teams.rules.traced")
              if m in sys.modules))
 """
 
 
 def test_the_process_running_the_team_never_loads_the_problem_loader_or_the_tracer() -> None:
     """Structural: a whole plan and code step in a fresh process, and the modules that execute and trace a problem
-    (search.teams.rules.problem, .fusion, .traced) are never imported there."""
+    (search.teams.rules.analysis.problem, .fusion, .traced) are never imported there."""
     done = subprocess.run([sys.executable, "-c", TEAM_PROCESS], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -122,7 +122,7 @@ def test_the_child_sees_no_secret_and_no_django(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "stark_web.settings")
     spy = ("import os, sys\nraise RuntimeError(f\"key={os.environ.get('ANTHROPIC_API_KEY')} "
            "django={'django' in sys.modules} settings={os.environ.get('DJANGO_SETTINGS_MODULE')}\")\n")
-    from search.teams.rules.agents import RulesContext
+    from search.teams.rules.planning.roles import RulesContext
 
     ctx = RulesContext()
     tree = Tree(P.HEADER + spy + P.RELU.removeprefix(P.HEADER), {"device": "cpu"})

@@ -15,12 +15,12 @@ from types import ModuleType
 import pytest
 import torch
 
-from search.teams.rules.candidate import render
-from search.teams.rules.fusion import analyse
-from search.teams.rules.kinds import Reduction
-from search.teams.rules.problem import load_problem
-from search.teams.rules.recipe import Recipe
-from search.teams.rules.writers.table import WRITERS, names_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.analysis.kinds import Reduction
+from search.teams.rules.analysis.problem import load_problem
+from search.teams.rules.planning.recipe import Recipe
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rendering.table import WRITERS, names_of
 from tests.teams import rules_problems as P
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_the_cuda_kernels_compile_with_nvcc(tmp_path: Path) -> None:
 @pytest.mark.gpu
 def test_the_gpu_candidates_match_the_reference_on_cuda(tmp_path: Path) -> None:
     """Triton and CUDA C++ fused kernels, with CUDA graphs and channels_last, on a real GPU."""
-    from search.teams.rules.agents import RulesContext  # noqa: F401 - imported for the same module graph
+    from search.teams.rules.planning.roles import RulesContext  # noqa: F401 - imported for the same module graph
 
     a = analyse(P.CONV_CHAIN, (torch.float32, torch.float16, torch.bfloat16))
     for k, recipe in enumerate([Recipe(fused=(0,), backend="triton", cuda_graph=True),

@@ -1,9 +1,9 @@
-"""The rules team's convolution layout and configuration moves (search.teams.rules.convs, .combos.layout_moves):
+"""The rules team's convolution layout and configuration moves (search.teams.rules.analysis.convs, .combos.layout_moves):
 channels-last follows the rank of the convolutions (4-D NHWC, 5-D NDHWC, none for 1-D) and stays out of a forward
 whose `view` breaks in it; cudnn-autotune runs the forward in a cuDNN benchmark scope that keeps and restores every
 other flag; both come first on a conv-dominated forward; their candidates match the reference on the CPU, composed
 with the rewrites and the harness passes them. A move that failed because of itself is not played again in another
-branch of the same tree (search.teams.rules.failures)."""
+branch of the same tree (search.teams.rules.planning.failures)."""
 
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ from search.engine.grounding import check_filled, check_skeleton
 from search.engine.node import Node
 from search.engine.tree import Tree
 from search.teams.rules import build_team
-from search.teams.rules.anchoring import anchor, fill
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import Facts, facts_of
-from search.teams.rules.failures import Failure, added_parts, failed_here, failure_of, normalized
-from search.teams.rules.moves import GPU_FIRST, candidate_moves, changed_aspects, fixes
-from search.teams.rules.problem import load_problem
-from search.teams.rules.recipe import Recipe, recipe_of
-from search.teams.rules.rewrite import variants
+from search.teams.rules.analysis.facts import Facts, facts_of
+from search.teams.rules.analysis.problem import load_problem
+from search.teams.rules.planning.anchoring import anchor, fill
+from search.teams.rules.planning.failures import Failure, added_parts, failed_here, failure_of, normalized
+from search.teams.rules.planning.moves import GPU_FIRST, candidate_moves, changed_aspects, fixes
+from search.teams.rules.planning.recipe import Recipe, recipe_of
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rewrites.passes import variants
 from tests.teams.samples import analysis, with_rewrite_problems
 from tests.teams.test_rules_kernels import import_candidate
 

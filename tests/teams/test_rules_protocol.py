@@ -12,12 +12,12 @@ from search.engine.grounding import check_filled, check_skeleton
 from search.engine.tree import Tree
 from search.teams import get_team
 from search.teams.rules import build_team
-from search.teams.rules.anchoring import tag_of
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import facts_of
-from search.teams.rules.fusion import analyse
-from search.teams.rules.moves import WHY, candidate_moves
-from search.teams.rules.recipe import Recipe, recipe_of
+from search.teams.rules.analysis.facts import facts_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.planning.anchoring import tag_of
+from search.teams.rules.planning.moves import WHY, candidate_moves
+from search.teams.rules.planning.recipe import Recipe, recipe_of
+from search.teams.rules.rendering.candidate import render
 from tests.teams import rules_problems as P
 
 

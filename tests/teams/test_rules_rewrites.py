@@ -1,4 +1,4 @@
-"""The rules team's exact rewrites (search.teams.rules.rewrite): each fires where its precondition holds, and only
+"""The rules team's exact rewrites (search.teams.rules.rewrites.passes): each fires where its precondition holds, and only
 there; the candidate it renders matches the reference numerically on the CPU (eval mode, as the harness builds
 models), keeps the reference's state_dict, follows load_state_dict, .to() and training mode; the moves list them
 first and compose them with fusions; the debug role undoes them."""
@@ -16,13 +16,13 @@ from types import ModuleType
 import pytest
 import torch
 
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import Facts, facts_of
-from search.teams.rules.fusion import Analysis, analyse
-from search.teams.rules.moves import candidate_moves, fixes
-from search.teams.rules.problem import load_problem
-from search.teams.rules.recipe import REWRITES, Recipe, recipe_of
-from search.teams.rules.rewrite import applicable, variants
+from search.teams.rules.analysis.facts import Facts, facts_of
+from search.teams.rules.analysis.forward import Analysis, analyse
+from search.teams.rules.analysis.problem import load_problem
+from search.teams.rules.planning.moves import candidate_moves, fixes
+from search.teams.rules.planning.recipe import REWRITES, Recipe, recipe_of
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rewrites.passes import applicable, variants
 from tests.teams import rewrite_problems as R
 from tests.teams.samples import problems
 

@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from kernels import EvalSettings, evaluate
-from search.teams.rules.candidate import render
-from search.teams.rules.fusion import analyse
-from search.teams.rules.kinds import Reduction, RowOp
-from search.teams.rules.problem import load_problem
-from search.teams.rules.recipe import Recipe
-from search.teams.rules.writers import cuda
-from search.teams.rules.writers.table import WRITERS, kernel_section, names_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.analysis.kinds import Reduction, RowOp
+from search.teams.rules.analysis.problem import load_problem
+from search.teams.rules.planning.recipe import Recipe
+from search.teams.rules.rendering import cuda
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rendering.table import WRITERS, kernel_section, names_of
 from tests.teams import rules_problems as P
 from tests.teams.test_rules_kernels import import_candidate
 

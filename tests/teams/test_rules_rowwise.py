@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from search.teams.rules.fusion import analyse, forward_source
-from search.teams.rules.kinds import Reduction, Region, RowOp
-from search.teams.rules.writers.rowmath import Lang, row_plan
+from search.teams.rules.analysis.forward import analyse, forward_source
+from search.teams.rules.analysis.kinds import Reduction, Region, RowOp
+from search.teams.rules.rendering.rowmath import Lang, row_plan
 from tests.teams import rules_problems as P
 
 ROOT = Path(__file__).resolve().parents[2]

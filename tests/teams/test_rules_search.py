@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from search.engine.anchors import parse_anchors
-from search.teams.rules.recipe import recipe_of
+from search.teams.rules.planning.recipe import recipe_of
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 

@@ -1,4 +1,4 @@
-"""conv-to-window-sums (search.teams.rules.window_sums): a convolution only summed or averaged over its whole map
+"""conv-to-window-sums (search.teams.rules.rewrites.window_sums): a convolution only summed or averaged over its whole map
 becomes window sums of its input and one small GEMM; over some spatial dims, window sums along them and a convolution
 over the others. Checked over the geometries a convolution has (1-D/2-D/3-D, plain and transposed, strides, paddings,
 dilations, output paddings, groups, with and without bias) and the ways of reducing it (sum/mean with or without
@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from kernels.correctness import compare
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import facts_of
-from search.teams.rules.fusion import analyse
-from search.teams.rules.moves import candidate_moves
-from search.teams.rules.problem import load_problem
-from search.teams.rules.recipe import Recipe, recipe_of
-from search.teams.rules.rewrite import applicable, rewritten, variants
+from search.teams.rules.analysis.facts import facts_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.analysis.problem import load_problem
+from search.teams.rules.planning.moves import candidate_moves
+from search.teams.rules.planning.recipe import Recipe, recipe_of
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rewrites.passes import applicable, rewritten, variants
 from tests.teams import rewrite_problems as R
 from tests.teams.rewrite_problems import problem
 from tests.teams.test_rules_kernels import import_candidate

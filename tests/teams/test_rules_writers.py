@@ -1,4 +1,4 @@
-"""The table of kernel writers (search.teams.rules.writers): complete over fusion kinds x backends, and each writer
+"""The table of kernel writers (search.teams.rules.rendering): complete over fusion kinds x backends, and each writer
 declares the locals its generated code declares, so a kernel parameter never collides with one. Pure text: no
 kernel is built here (test_rules_kernels.py and test_rules_row_kernels.py build them; test_golden.py pins them)."""
 
@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from search.teams.rules.fusion import analyse
-from search.teams.rules.kinds import FUSION_KINDS, Fusion
-from search.teams.rules.writers.base import Backend, Writer, reserved_pattern
-from search.teams.rules.writers.table import BACKENDS, RESERVED, WRITERS, kernel_section, names_of
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.analysis.kinds import FUSION_KINDS, Fusion
+from search.teams.rules.rendering.base import Backend, Writer, reserved_pattern
+from search.teams.rules.rendering.table import BACKENDS, RESERVED, WRITERS, kernel_section, names_of
 from tests.teams import rules_problems as P
 from tests.teams.samples import analysis, problems
 

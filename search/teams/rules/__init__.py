@@ -3,7 +3,17 @@ BatchNorm folded into the weights, redundant ops dropped, diag(a) @ B broadcast,
 the traced forward for elementwise chains and lone ops, sum/mean/max reductions, and row-wise softmax, log_softmax,
 layer and RMS norm; torch.compile, CUDA graphs, channels_last) played through the same plan -> anchors -> code protocol as
 the LLM agents, so it needs no API key and its trees look the same in the UI. The problem is traced, and candidates
-rendered, only in an isolated harness child (search.teams.rules.remote)."""
+rendered, only in an isolated harness child (search.teams.rules.remote).
+
+A small compiler in four parts, each a subpackage:
+
+    analysis/   trace the problem: the forward with shapes, its fusions, the plain Facts      (child side)
+    rewrites/   exact graph rewrites of the traced forward                                    (child side)
+    rendering/  the candidate file and its kernel writers (C++ for the CPU, CUDA, Triton)     (child side)
+    planning/   recipes, moves, stop rules and the plan/code/debug roles                      (server side)
+
+with the process boundary at the top: traced (the child's entry point, allow-listed by the harness) and remote (the
+server side that asks it)."""
 
 from __future__ import annotations
 
@@ -11,8 +21,8 @@ from typing import Any
 
 from search.engine.agents import Team
 from search.engine.policies import get_policy
-from search.teams.rules.agents import RulesCode, RulesContext, RulesDebug, RulesPlan
-from search.teams.rules.moves import GPU_FIRST
+from search.teams.rules.planning.moves import GPU_FIRST
+from search.teams.rules.planning.roles import RulesCode, RulesContext, RulesDebug, RulesPlan
 
 POLICY_PARAMS = ("n_root", "n_child", "eps")
 SETTINGS = ("max_reasks", "max_agent_retries", "top_r", "context_tokens")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from search.engine.agents import AgentError
-from search.teams.rules.facts import Facts
-from search.teams.rules.moves import candidate_moves, fixes
-from search.teams.rules.recipe import Recipe
+from search.teams.rules.analysis.facts import Facts
+from search.teams.rules.planning.moves import candidate_moves, fixes
+from search.teams.rules.planning.recipe import Recipe
 
 FUNCTION = "search.teams.rules.traced.analyse_and_render"
 LOADED = "imported"  # the step the child reports once the problem's module-level code has run

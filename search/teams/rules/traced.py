@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from search.teams.rules.candidate import render
-from search.teams.rules.facts import facts_of
-from search.teams.rules.fusion import analyse
+from search.teams.rules.analysis.facts import facts_of
+from search.teams.rules.analysis.forward import analyse
 from search.teams.rules.remote import LOADED, Request, expand
-from search.teams.rules.rewrite import variants
+from search.teams.rules.rendering.candidate import render
+from search.teams.rules.rewrites.passes import variants
 
 
 def dtypes(cuda: bool) -> tuple[torch.dtype, ...]:
