@@ -17,6 +17,7 @@ from search.engine.tree import Tree
 from search.engine.verdict import run_verdict, speeds
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
+from search.llm.streaming import notices as stream_notices
 from search.llm.temperature import dropped, notices
 from search.teams import TEAM_NAMES
 
@@ -46,7 +47,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key-env", default=None, metavar="NAME",
                    help="environment variable holding the key for --base-url (default: STARK_LLM_API_KEY for "
                         "openai-compatible, else none; see docs/llm.md, Keys)")
-    g.add_argument("--max-tokens", type=int, default=None, help="answer token limit per call")
+    g.add_argument("--max-tokens", type=int, default=None,
+                   help="answer token limit per call (default 8192; reasoning models get headroom for their "
+                        "reasoning on top, and a cut-off answer is asked once more with twice the limit)")
+    g.add_argument("--no-stream", dest="stream", action="store_false", default=None,
+                   help="send every call without streaming (default: streamed; a model the server refuses to stream "
+                        "is sent again without it anyway, and the summary says so)")
+    g.add_argument("--timeout", dest="timeout_s", type=float, default=None, metavar="SECONDS",
+                   help="seconds a call may take to answer (default 600; connecting gets 10)")
     g.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
                    help="reasoning models: OpenAI's reasoning_effort, or an Anthropic thinking budget (minimal "
                         "1,024 ... high 16,384 tokens on top of --max-tokens); the temperature is then not sent")
@@ -157,7 +165,7 @@ def temperature_lines(tree: Tree) -> list[str]:
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     tree, summary = search_problem(args.problem, args, out, tree_file=args.out, events_file=args.events)
     print(summary.text(), file=out)
-    for line in temperature_lines(tree):
+    for line in [*temperature_lines(tree), *stream_notices(node.usage for node in tree)]:
         print(line, file=out)
     if args.out:
         print(f"tree written to {args.out}", file=out)

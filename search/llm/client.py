@@ -18,6 +18,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from search.llm.errors import ContextTooLong, LLMError
@@ -26,6 +27,7 @@ from search.llm.pricing import Price, estimate_cost, load_prices, price_for
 from search.llm.providers import Message, TextCallback, make_provider, prompt_text
 from search.llm.records import CallRecord, Completion, CostMeter
 from search.llm.settings import KEY_ENV, RoleSettings
+from search.llm.streaming import StreamMemory
 from search.llm.temperature import REASONING, REFUSED, TemperatureMemory, strict_error
 from search.llm.tokens import estimate_tokens
 
@@ -42,23 +44,27 @@ class LLMClient:
 
     def __init__(self, settings: RoleSettings, prices: dict[str, Price] | None = None,
                  meter: CostMeter | None = None, sleep: Callable[[float], None] = time.sleep,
-                 temperatures: TemperatureMemory | None = None) -> None:
+                 temperatures: TemperatureMemory | None = None, streams: StreamMemory | None = None) -> None:
         self.settings = settings
         self.prices = load_prices() if prices is None else prices
         self.meter = meter
         self.sleep = sleep
         self.temperatures = TemperatureMemory() if temperatures is None else temperatures
+        self.streams = StreamMemory() if streams is None else streams
         self.provider = make_provider(settings)
 
     def __repr__(self) -> str:
         return f"LLMClient({self.settings!r})"
 
     def complete(self, system: str, prompt: str | list[Message], on_text: TextCallback | None = None,
-                 prompt_version: str = "", cached_prefix: str = "") -> tuple[str, CallRecord]:
+                 prompt_version: str = "", cached_prefix: str = "",
+                 max_tokens: int | None = None) -> tuple[str, CallRecord]:
         """Send `system` + `prompt` (a user message, or a whole conversation) and return the text
         with its call record. `cached_prefix` starts the user message and is marked for the provider's
-        prompt cache (the context window: re-asks and retries send it again). Raises LLMError (permanent
-        or after the last retry)."""
+        prompt cache (the context window: re-asks and retries send it again). `max_tokens` replaces the role's
+        answer limit for this call (a re-ask of a cut-off answer). Raises LLMError (permanent or after the last
+        retry)."""
+        settings = self.settings if max_tokens is None else replace(self.settings, max_tokens=max_tokens)
         if isinstance(prompt, str):
             content: Any = prompt
             if cached_prefix:
@@ -68,9 +74,9 @@ class LLMClient:
             messages = list(prompt)
         held = 0.0
         if self.meter is not None:
-            held = self.meter.reserve(self.worst_case_usd(system, messages), f"this {self.settings.role} call")
+            held = self.meter.reserve(self.worst_case_usd(system, messages, settings), f"this {settings.role} call")
         try:
-            text, record = self._complete(system, messages, on_text, prompt_version)
+            text, record = self._complete(settings, system, messages, on_text, prompt_version)
         except BaseException:
             if self.meter is not None:
                 self.meter.settle(held)
@@ -87,26 +93,38 @@ class LLMClient:
             return counted, f"{self.settings.provider} counter"
         return estimate_tokens(text), "estimate"
 
-    def worst_case_usd(self, system: str, messages: list[Message]) -> float:
+    def worst_case_usd(self, system: str, messages: list[Message], settings: RoleSettings | None = None) -> float:
         """The most this call can cost: every input token at the dearer of the input and cache-write
-        prices (a code-aware estimate of the prompt), and the whole answer limit."""
-        price = price_for(self.settings.model, self.prices)
+        prices (a code-aware estimate of the prompt), and the whole answer limit with its reasoning headroom."""
+        settings = settings or self.settings
+        price = price_for(settings.model, self.prices)
         if price is None:
             return 0.0
         tokens = estimate_tokens(prompt_text(system, messages))
         per_input = max(price.input, price.cache_write or 0.0)
-        answer = self.settings.max_tokens + self.settings.thinking_budget
+        answer = settings.answer_limit
         return (tokens * per_input + answer * price.output) / 1_000_000
 
-    def _complete(self, system: str, messages: list[Message], on_text: TextCallback | None,
+    def _complete(self, settings: RoleSettings, system: str, messages: list[Message], on_text: TextCallback | None,
                   prompt_version: str) -> tuple[str, CallRecord]:
-        settings = self.settings
+        asked = settings
         notes: list[str] = []
-        dropped = ""
+        dropped = stream_note = ""
         refusal = self.temperatures.refused(settings) if settings.temperature is not None else None
+        if settings.stream and (why := self.streams.refused(settings)) is not None:
+            stream_note = f"not streamed: {settings.model} refused to stream earlier in this run ({why})"
+            settings = replace(settings, stream=False)
+            notes.append(stream_note)
         if settings.temperature is not None and settings.reasoning_effort:
+            if self.temperatures.strict:  # thinking forbids the role's temperature, like a refusal
+                raise strict_error(settings, settings.temperature,
+                                   f"with reasoning effort {settings.reasoning_effort} it takes no temperature; "
+                                   "or leave the reasoning effort out")
             settings, dropped = settings.without_temperature(), REASONING
-            notes.append(f"temperature {self.settings.temperature} not sent: reasoning effort "
+            if on_text is not None:
+                on_text(f"\n[{settings.model} thinks ({settings.reasoning_effort}): the {settings.role} agent's "
+                        f"temperature {asked.temperature:g} is not sent]\n")
+            notes.append(f"temperature {asked.temperature} not sent: reasoning effort "
                          f"{settings.reasoning_effort}" + (f" (thinking budget {settings.thinking_budget} tokens)"
                                                            if settings.thinking_budget else "")
                          + " takes none")
@@ -139,6 +157,17 @@ class LLMClient:
                                 f"{settings.temperature:g}; re-sent without one]\n")
                     settings, dropped = settings.without_temperature(), REFUSED
                     continue
+                if failure.kind == "stream" and settings.stream:
+                    stream_note = (f"{failure.message}; re-sent without streaming, and this run's later calls to "
+                                   f"{settings.model} are not streamed (--no-stream asks for none)")
+                    notes.append(stream_note)
+                    if self.streams.refuse(settings, failure.message[:300]):
+                        log.warning("%s refused to stream %s; sending without streaming", settings.provider,
+                                    settings.model)
+                    if on_text is not None:
+                        on_text(f"\n[{settings.model} cannot be streamed here; re-sent without streaming]\n")
+                    settings = replace(settings, stream=False)
+                    continue
                 if failure.kind == "context":
                     raise ContextTooLong(failure.message, status=failure.status) from exc
                 if failure.permanent:
@@ -156,6 +185,8 @@ class LLMClient:
                 self.sleep(delay)
                 retries += 1
         record = self._record(settings, completion, time.monotonic() - started, retries, notes, prompt_version)
+        record.temperature_requested = asked.temperature
+        record.stream_requested, record.stream_note = asked.stream, stream_note
         if dropped:
             record.temperature_dropped = dropped
             record.temperature_note = next((n for n in notes if "temperature" in n), "")
@@ -191,5 +222,5 @@ class LLMClient:
                                    completion.cache_read_tokens, completion.cache_write_tokens),
             price_known=price is not None, latency_s=round(latency, 3), retries=retries,
             streamed=settings.stream, prompt_version=prompt_version, stop_reason=completion.stop_reason,
-            notes=notes)
+            notes=notes, reasoning_tokens=completion.reasoning_tokens, max_tokens_sent=settings.answer_limit)
         return record

@@ -10,6 +10,8 @@ then the HTTP status, so that a retry is made only where it can help.
   MAX_RETRY_AFTER_S.
 - context: the prompt plus the answer limit exceed the model's context (the agent shrinks its window once).
 - temperature: the model does not take a temperature (re-sent without one).
+- stream: the server refuses to stream this model (OpenAI's 400 "Your organization must be verified to stream this
+  model", a server without streaming): the same call is sent again without streaming.
 An exception that is none of these (a TypeError from a wrong SDK call, say) is not classified: it is a crash.
 """
 
@@ -33,6 +35,10 @@ QUOTA_RE = re.compile(r"credit balance|insufficient[_ ]quota|exceeded your curre
 CONTEXT_RE = re.compile(
     r"context[_ ]length|maximum context|context window|prompt is too long|too many (input )?tokens|"
     r"exceeds? (the )?(model'?s? )?context|input length and `?max_tokens`? exceed", re.IGNORECASE)
+# A refusal to stream (not a failure of the stream): OpenAI answers 400 with param "stream" to unverified organisations.
+STREAM_RE = re.compile(r"(verified|verify|allowed|permitted|access) to stream|stream(ing)? (is |are )?(not |un)"
+                       r"(supported|available|allowed|enabled)|does not support stream|cannot stream|"
+                       r"unsupported[^.]{0,40}\bstream", re.IGNORECASE)
 BILLING_PAGE = {"anthropic": "https://console.anthropic.com/settings/billing",
                 "openai": "https://platform.openai.com/settings/organization/billing"}
 # Waits longer than this are not sat out: the run stops and says when to try again.
@@ -50,7 +56,7 @@ ANSWER_ERRORS: tuple[type[Exception], ...] = (UnreadableStream, json.JSONDecodeE
 
 @dataclass(frozen=True)
 class Failure:
-    kind: str  # "transient" | "quota" | "permanent" | "context" | "temperature"
+    kind: str  # "transient" | "quota" | "permanent" | "context" | "temperature" | "stream"
     message: str
     status: int | None = None
     retry_after_s: float | None = None
@@ -96,6 +102,13 @@ def error_fields(exc: BaseException) -> tuple[str, str, str]:
     return str(error.get("type") or ""), str(error.get("code") or ""), str(message)
 
 
+def error_param(exc: BaseException) -> str:
+    """The body's `param` (OpenAI names the refused parameter there), or ""."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else body
+    return str(error.get("param") or "") if isinstance(error, dict) else ""
+
+
 def _status(exc: BaseException) -> int | None:
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
@@ -126,6 +139,9 @@ def classify(exc: BaseException, errors: Any, provider: str, where: str, timeout
                        status)
     if (status in (400, 413, 422) or midstream) and CONTEXT_RE.search(text):
         return Failure("context", f"{where}: the prompt does not fit {model}'s context ({shown}: {detail})", status)
+    if status in (400, 403, 422) and (STREAM_RE.search(text) or error_param(exc) == "stream"
+                                      and "stream" in text.lower()):
+        return Failure("stream", f"{where} refused to stream {model} ({shown}: {detail})", status)
     if status in (400, 422) and "temperature" in text.lower():
         return Failure("temperature", f"{where} refused the temperature ({shown}: {detail})", status)
     if wait is not None and wait > MAX_RETRY_AFTER_S:

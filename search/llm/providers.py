@@ -10,8 +10,11 @@ and failures inside a stream (which the SDKs never retry), and counts each retry
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +40,38 @@ def flat(content: str | list[dict[str, Any]]) -> str:
 def prompt_text(system: str, messages: list[Message]) -> str:
     """All the text of a request, for token estimates."""
     return system + "".join(flat(m["content"]) for m in messages)
+
+
+# Anthropic's adaptive thinking takes an effort instead of a budget (output_config.effort has no "minimal").
+ANTHROPIC_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+_CLAUDE_VERSION = re.compile(r"^claude-[a-z]+-(\d{1,2})(?:-(\d{1,2}))?(?:-\d{8})?$")
+
+
+def adaptive_thinking(model: str) -> bool:
+    """Whether `model` takes `thinking: {type: adaptive}`: those the installed SDK warns about for `enabled`
+    (MODELS_TO_WARN_WITH_THINKING_ENABLED), and Claude 4.6 and later; older models get a budget (`enabled`)."""
+    try:
+        from anthropic._data import MODELS_TO_WARN_WITH_THINKING_ENABLED as warned
+    except ImportError:
+        warned = ()
+    if model in warned:
+        return True
+    match = _CLAUDE_VERSION.match(model)
+    return match is not None and (int(match.group(1)), int(match.group(2) or 0)) >= (4, 6)
+
+
+@functools.cache
+def _parameters(func: Any) -> frozenset[str]:
+    try:
+        return frozenset(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return frozenset()
+
+
+def typed(create: Any, kwargs: dict[str, Any], extra: dict[str, Any], name: str, value: Any) -> None:
+    """Pass `name` as the SDK method's own (typed) parameter where the installed SDK has it, else as a body field
+    (SDKs older than the parameter, down to pyproject's floor versions)."""
+    (kwargs if name in _parameters(getattr(create, "__func__", create)) else extra)[name] = value
 
 
 def anthropic_messages(messages: list[Message], caching: bool) -> list[dict[str, Any]]:
@@ -88,14 +123,18 @@ class AnthropicProvider:
         block: dict[str, Any] = {"type": "text", "text": system}
         if settings.prompt_caching:
             block["cache_control"] = {"type": "ephemeral"}
-        kwargs: dict[str, Any] = {"model": settings.model, "max_tokens": settings.max_tokens,
+        kwargs: dict[str, Any] = {"model": settings.model, "max_tokens": settings.answer_limit,
                                   "system": [block], "messages": anthropic_messages(messages, settings.prompt_caching)}
         extra: dict[str, Any] = {}
-        if settings.temperature is not None:
+        if settings.temperature is not None:  # not a parameter of the 2.x SDK: a body field (docs/llm.md)
             extra["temperature"] = settings.temperature
-        if settings.thinking_budget:  # thinking counts in max_tokens: the answer keeps its own limit
-            kwargs["max_tokens"] = settings.max_tokens + settings.thinking_budget
-            extra["thinking"] = {"type": "enabled", "budget_tokens": settings.thinking_budget}
+        if settings.thinking_budget:  # thinking counts in max_tokens: answer_limit adds it to the answer's own limit
+            create = self.client.messages.create
+            if adaptive_thinking(settings.model):
+                typed(create, kwargs, extra, "thinking", {"type": "adaptive"})
+                typed(create, kwargs, extra, "output_config", {"effort": ANTHROPIC_EFFORT[settings.reasoning_effort or "medium"]})
+            else:
+                typed(create, kwargs, extra, "thinking", {"type": "enabled", "budget_tokens": settings.thinking_budget})
         if extra:  # body fields, so that SDKs older than the parameters send them too
             kwargs["extra_body"] = extra
         if settings.stream:
@@ -118,9 +157,15 @@ class AnthropicProvider:
         usage = message.usage
         cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
         cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
+        thinking = getattr(getattr(usage, "output_tokens_details", None), "thinking_tokens", None)
+        if thinking is None and settings.thinking_budget:  # an SDK or server without the count: estimate the blocks
+            thought = "".join(getattr(b, "thinking", "") or "" for b in message.content
+                              if getattr(b, "type", "") == "thinking")
+            thinking = estimate_tokens(thought) if thought else 0
         return Completion(text=text, input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
                           output_tokens=usage.output_tokens or 0, cache_read_tokens=cache_read,
-                          cache_write_tokens=cache_write, stop_reason=message.stop_reason)
+                          cache_write_tokens=cache_write, stop_reason=message.stop_reason,
+                          reasoning_tokens=int(thinking or 0))
 
 
 class OpenAIProvider:
@@ -150,19 +195,22 @@ class OpenAIProvider:
                                                *({"role": m["role"], "content": flat(m["content"])} for m in messages)]}
         # api.openai.com wants max_completion_tokens (reasoning models reject max_tokens);
         # local servers (Ollama, llama.cpp, older vLLM) only know max_tokens.
+        # Both count a reasoning model's hidden reasoning: answer_limit adds headroom for it.
         if self.name == "openai":
-            kwargs["max_completion_tokens"] = settings.max_tokens
+            kwargs["max_completion_tokens"] = settings.answer_limit
         else:
-            kwargs["max_tokens"] = settings.max_tokens
+            kwargs["max_tokens"] = settings.answer_limit
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         extra: dict[str, Any] = {}  # body fields, so that SDKs older than the parameters send them too
+        create = self.client.chat.completions.create
         if self.name == "openai" and settings.prompt_caching:
             # OpenAI caches long prefixes by itself (the system prompt, then the context window); a key per
             # system prompt routes calls to the same cache.
-            extra["prompt_cache_key"] = "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24]
+            typed(create, kwargs, extra, "prompt_cache_key",
+                  "stark-" + hashlib.sha256(system.encode()).hexdigest()[:24])
         if settings.reasoning_effort:
-            extra["reasoning_effort"] = settings.reasoning_effort
+            typed(create, kwargs, extra, "reasoning_effort", settings.reasoning_effort)
         if extra:
             kwargs["extra_body"] = extra
         if settings.stream:
@@ -207,9 +255,10 @@ class OpenAIProvider:
                               output_tokens=estimate_tokens(text), stop_reason=finish, usage_reported=False)
         details = getattr(usage, "prompt_tokens_details", None)
         cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+        reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
         return Completion(text=text, input_tokens=usage.prompt_tokens or 0,
                           output_tokens=usage.completion_tokens or 0, cache_read_tokens=cached,
-                          stop_reason=finish)
+                          stop_reason=finish, reasoning_tokens=int(reasoning or 0))
 
 
 def make_provider(settings: RoleSettings) -> AnthropicProvider | OpenAIProvider:

@@ -20,6 +20,7 @@ class Completion:
     cache_write_tokens: int = 0
     stop_reason: str | None = None
     usage_reported: bool = True
+    reasoning_tokens: int = 0  # hidden reasoning / thinking, part of output_tokens (and billed as output)
 
 
 @dataclass
@@ -47,6 +48,10 @@ class CallRecord:
     notes: list[str] = field(default_factory=list)
     temperature_dropped: str = ""
     temperature_note: str = ""
+    reasoning_tokens: int = 0  # of output_tokens, the model's hidden reasoning (OpenAI) or thinking (Anthropic)
+    max_tokens_sent: int = 0  # the request's token limit: the answer's own plus the reasoning headroom
+    stream_requested: bool = False  # streaming was asked for; `streamed` says whether this call streamed
+    stream_note: str = ""  # why it did not (the server refused to stream the model)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +72,7 @@ class CostMeter:
         self.input_tokens = 0
         self.cache_read_tokens = 0
         self.cache_write_tokens = 0
+        self.reasoning_tokens = 0
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
 
@@ -97,6 +103,7 @@ class CostMeter:
         self.input_tokens += record.input_tokens
         self.cache_read_tokens += record.cache_read_tokens
         self.cache_write_tokens += record.cache_write_tokens
+        self.reasoning_tokens += record.reasoning_tokens
 
     def summary(self) -> dict[str, Any]:
         """Totals for the run's usage record, with the share of input tokens read from the prompt cache."""
@@ -104,4 +111,4 @@ class CostMeter:
             rate = self.cache_read_tokens / self.input_tokens if self.input_tokens else 0.0
             return {"calls": self.calls, "cost_usd": round(self.spent_usd, 8), "input_tokens": self.input_tokens,
                     "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens,
-                    "cache_hit_rate": round(rate, 4), "limit_usd": self.limit_usd}
+                    "reasoning_tokens": self.reasoning_tokens, "cache_hit_rate": round(rate, 4), "limit_usd": self.limit_usd}

@@ -8,6 +8,7 @@ the provider's default. Keys come from options or the environment and never appe
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -15,15 +16,19 @@ from urllib.parse import urlsplit, urlunsplit
 from search.llm.errors import ConfigError
 from search.llm.keys import BASE_URL_ENV, NO_KEY, resolve_key
 from search.llm.keys import KEY_ENV as KEY_ENV  # re-exported: client, pages and docs tests read it here
+from search.llm.models import DEFAULT_MODEL as DEFAULT_MODEL  # the dated table (search.llm.models)
 
 PROVIDERS = ("anthropic", "openai", "openai-compatible")
 CONFIGURABLE_ROLES = ("plan", "code", "debug")  # the roles a run configures one by one (--plan-model, ...)
 ROLES = (*CONFIGURABLE_ROLES, "single")  # and the single-agent baselines' one role
 DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
-DEFAULT_MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-5"}
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
-# Anthropic has no effort levels: an extended-thinking budget (tokens, at least 1,024) stands for each.
+# Tokens of reasoning per effort, on top of the answer's own limit: Anthropic's thinking budget (at least 1,024),
+# and the headroom added to OpenAI's max_completion_tokens (which counts the hidden reasoning too).
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+# OpenAI models that reason even without reasoning_effort (their default effort is medium): gpt-5 and later
+# (not the -chat models), o1/o3/o4.
+OPENAI_REASONING_MODEL = re.compile(r"^(o[1-9]|gpt-([5-9]|\d{2}))(?!.*-chat)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,23 @@ class RoleSettings:
     def thinking_budget(self) -> int:
         """Tokens of Anthropic extended thinking, on top of max_tokens (0: off, or not Anthropic)."""
         return THINKING_BUDGET[self.reasoning_effort] if self.reasoning_effort and self.provider == "anthropic" else 0
+
+    @property
+    def reasoning_headroom(self) -> int:
+        """Tokens added to the answer's limit for hidden reasoning: Anthropic's thinking budget; on api.openai.com the
+        effort's budget for a reasoning model (medium's when no effort is set); elsewhere the effort's, if set."""
+        if self.provider == "anthropic":
+            return self.thinking_budget
+        if self.reasoning_effort:
+            return THINKING_BUDGET[self.reasoning_effort]
+        if self.provider == "openai" and OPENAI_REASONING_MODEL.match(self.model):
+            return THINKING_BUDGET["medium"]
+        return 0
+
+    @property
+    def answer_limit(self) -> int:
+        """What the request's token limit says: the answer's own limit plus the reasoning headroom."""
+        return self.max_tokens + self.reasoning_headroom
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe description for logs and the run record: everything except the key."""

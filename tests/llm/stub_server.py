@@ -33,6 +33,12 @@ ANTHROPIC_ERROR_TYPES = {
     529: "overloaded_error",
 }
 
+# What a server that will not stream a model answers (400): OpenAI's to unverified organisations, a gateway's.
+REFUSED_STREAM = {
+    "openai": "Your organization must be verified to stream this model. Please go to: "
+              "https://platform.openai.com/settings/organization/general and click on Verify Organization.",
+    "anthropic": "streaming is not supported by this gateway",
+}
 # What each vendor answers (400) to a temperature the model does not take.
 REJECTED_TEMPERATURE = {
     "anthropic": "temperature is not supported for this model (got {})",
@@ -59,9 +65,11 @@ class Reply:
     truncated: bool = False  # stop_reason "max_tokens" (Anthropic) / finish_reason "length" (OpenAI)
     error_type: str | None = None  # the body's error type (default: the vendor's type for the status)
     error_code: str | None = None  # OpenAI's `code` (e.g. insufficient_quota)
+    error_param: str | None = None  # OpenAI's `param` (the refused parameter, e.g. "stream")
     # A streamed answer that fails after this many text chunks with an error *inside* the 200 stream
     # (Anthropic `event: error`, OpenAI `data: {"error": ...}`), as the vendors do when they overload.
     stream_error_after: int | None = None
+    reasoning_tokens: int = 0  # hidden reasoning (OpenAI completion_tokens_details) / thinking (Anthropic)
 
 
 @dataclass
@@ -121,12 +129,13 @@ class StubLLMServer:
 
     def __init__(self, responder: Callable[[RecordedRequest], Reply] | None = None,
                  host: str = "127.0.0.1", port: int = 0, required_key: str | None = None,
-                 reject_temperature: Callable[[float], bool] | None = None) -> None:
+                 reject_temperature: Callable[[float], bool] | None = None, refuse_stream: bool = False) -> None:
         self.responder = responder or (lambda request: Reply())
         self.required_key = required_key  # when set, any other credential gets a 401 like the real APIs
         # When set, a request whose temperature it holds true for gets the vendor's 400 (a model that takes no
         # temperature, or only some values): `lambda t: True` refuses every temperature, `lambda t: t > 0.5` 0.8.
         self.reject_temperature = reject_temperature
+        self.refuse_stream = refuse_stream  # when set, a streamed request gets the vendor's 400 (REFUSED_STREAM)
         self.script: list[Reply] = []
         self.requests: list[RecordedRequest] = []
         self.cached_prefixes: set[str] = set()
@@ -167,6 +176,9 @@ class StubLLMServer:
             self.requests.append(request)
             if self.required_key is not None and request.credential != self.required_key:
                 return Reply(status=401, error_message="invalid x-api-key")
+            if self.refuse_stream and request.body.get("stream"):
+                return Reply(status=400, error_message=REFUSED_STREAM[request.api], error_type="invalid_request_error",
+                             error_code="unsupported_value", error_param="stream")
             temperature = request.temperature
             if temperature is not None and self.reject_temperature is not None and self.reject_temperature(temperature):
                 return Reply(status=400, error_message=REJECTED_TEMPERATURE[request.api].format(temperature))
@@ -282,6 +294,7 @@ def _error_body(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
         kind = reply.error_type or ANTHROPIC_ERROR_TYPES.get(reply.status if reply.status != 200 else 529, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": message, "type": reply.error_type or "stub_error",
+                      "param": reply.error_param,
                       "code": reply.error_code if reply.error_code is not None else reply.status}}
 
 
@@ -305,9 +318,11 @@ def _anthropic_message(request: RecordedRequest, reply: Reply) -> dict[str, Any]
         "model": request.body.get("model", "stub"),
         "content": [{"type": "text", "text": reply.text}],
         "stop_reason": "max_tokens" if reply.truncated else "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out,
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out + reply.reasoning_tokens,
                   "cache_read_input_tokens": reply.cache_read_tokens,
-                  "cache_creation_input_tokens": reply.cache_write_tokens},
+                  "cache_creation_input_tokens": reply.cache_write_tokens,
+                  **({"output_tokens_details": {"thinking_tokens": reply.reasoning_tokens}}
+                     if reply.reasoning_tokens else {})},
     }
 
 
@@ -333,16 +348,19 @@ def _anthropic_events(request: RecordedRequest, reply: Reply) -> list[str]:
     out.append(_sse("message_delta", {"type": "message_delta",
                                       "delta": {"stop_reason": "max_tokens" if reply.truncated else "end_turn",
                                                 "stop_sequence": None},
-                                      "usage": {"output_tokens": tokens_out}}))
+                                      "usage": {"output_tokens": tokens_out + reply.reasoning_tokens,
+                                                **({"output_tokens_details": {"thinking_tokens": reply.reasoning_tokens}}
+                                                   if reply.reasoning_tokens else {})}}))
     out.append(_sse("message_stop", {"type": "message_stop"}))
     return out
 
 
 def _openai_usage(request: RecordedRequest, reply: Reply) -> dict[str, Any]:
     tokens_in, tokens_out = _usage(request, reply)
-    return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-            "total_tokens": tokens_in + tokens_out,
-            "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens}}
+    return {"prompt_tokens": tokens_in, "completion_tokens": tokens_out + reply.reasoning_tokens,
+            "total_tokens": tokens_in + tokens_out + reply.reasoning_tokens,
+            "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
+            "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens}}
 
 
 def _openai_completion(request: RecordedRequest, reply: Reply) -> dict[str, Any]:

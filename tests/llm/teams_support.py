@@ -42,3 +42,19 @@ def add_failed_child(engine: Engine, results: dict[str, Any]) -> int:
     child = engine.tree.add_child(0, "plan+code", source=results["broken_source"]["source"])
     engine.record(child.id, results["broken"])
     return child.id
+
+
+def passing(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """A stand-in evaluation (no process): every candidate passes at 1 ms, for tests of the agents' side only."""
+    return {"verdict": "pass", "reasons": [], "logs": {"build": "", "run": ""}, "timing": {"median_ms": 1.0},
+            "speedup_vs_eager": 1.0, "speedup_vs_compile": None}
+
+
+def quick_engine(team_name: str, opts: dict[str, Any], events: list[Event] | None = None,
+                 budget: int = 3) -> Engine:
+    """An engine around an LLM team whose candidates are judged by `passing` (no harness process)."""
+    tree = Tree(PROBLEM, {"target": "cpp", "device": "cpu", "budget": budget, "seed": 0})
+    sink = (events if events is not None else []).append
+    engine = Engine(tree, get_team(team_name, opts), passing, sink)
+    engine.record(0, passing(PROBLEM, tree.root.source, {}))
+    return engine

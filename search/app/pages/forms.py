@@ -56,6 +56,13 @@ class NewRunForm(forms.Form):
         help_text="stop the run with an error when a model refuses a role's temperature (plan 0.8, code and debug "
                   "0.1), instead of letting that role run without it")
 
+    no_stream = forms.BooleanField(
+        required=False, label="Don't stream",
+        help_text="send every LLM call without streaming (a model the provider refuses to stream is sent again "
+                  "without it anyway, and the run says so)")
+    timeout_s = forms.FloatField(required=False, min_value=1, max_value=3600, label="LLM call timeout (s)",
+                                 help_text="seconds one call may take to answer (default 600)")
+
     eval_correctness_trials = forms.IntegerField(required=False, min_value=1, max_value=100, initial=5, label="Correctness trials")
     eval_timing_runs = forms.IntegerField(required=False, min_value=1, max_value=10000, initial=100, label="Timed runs")
     eval_warmup_runs = forms.IntegerField(required=False, min_value=0, max_value=1000, initial=10, label="Warm-up runs")
@@ -87,6 +94,10 @@ class NewRunForm(forms.Form):
                     data[key] = d[key]
             if d.get("strict_temperatures"):
                 data["strict_temperatures"] = True
+            if d.get("no_stream"):
+                data["stream"] = False
+            if d.get("timeout_s"):
+                data["timeout_s"] = d["timeout_s"]
         given = {"correctness_trials": d.get("eval_correctness_trials"), "timing_runs": d.get("eval_timing_runs"),
                  "warmup_runs": d.get("eval_warmup_runs"), "baselines": d.get("eval_baselines") or None}
         data["eval"] = {k: v for k, v in given.items() if v is not None}

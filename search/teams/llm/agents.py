@@ -30,6 +30,8 @@ from search.teams.llm.prompts import single as single_prompt
 from search.teams.llm.prompts.common import target_of
 
 DEFAULT_CONTEXT_TOKENS = 30_000
+TRUNCATED = ("max_tokens", "length")  # Anthropic's stop_reason, OpenAI's finish_reason: cut at the token limit
+MAX_ANSWER_TOKENS = 64_000  # the enlarged re-ask of a cut-off answer asks at most this
 Answer = TypeVar("Answer", PlanAnswer, CodeAnswer)
 
 
@@ -113,23 +115,49 @@ class LLMAgent:
                                  permanent=True) from again
             record.notes.append(f"context-length error: window shrunk from {window_tokens} to {smaller} tokens "
                                 "(and kept so for this agent's later calls)")
-            self.shrunk_to = smaller
+            self.shrunk_to = budget = smaller
         if note:
             record.notes.append(note)
         usage = usage_of(record)
         try:
             answer = parse(text)
         except MalformedAnswer as exc:
-            message = exc.message
-            if record.stop_reason in ("max_tokens", "length"):
-                message += (f" (the answer stopped at the output limit of {self.client.settings.max_tokens} "
-                            "tokens; raise --max-tokens)")
-            raise MalformedAnswer(message, usage=usage, text=text) from None
+            if record.stop_reason not in TRUNCATED:
+                raise MalformedAnswer(exc.message, usage=usage, text=text) from None
+            answer, usage = self.ask_larger(window, system, user, version, parse, budget, record, usage)
         answer.usage = usage
         return answer
 
+    def ask_larger(self, window: ContextWindow, system: str, user: Callable[[int | None], str], version: str,
+                   parse: Callable[[str], Answer], budget: int | None, cut: CallRecord,
+                   usage: Usage) -> tuple[Answer, Usage]:
+        """An answer cut off at the token limit (or left empty by a model that spent it on reasoning) is asked
+        once more with twice the limit; cut off again, the attempt fails naming --max-tokens."""
+        limit = self.client.settings.max_tokens
+        larger = min(limit * 2, MAX_ANSWER_TOKENS)
+        thought = f", {cut.reasoning_tokens} of them reasoning" if cut.reasoning_tokens else ""
+        why = f"the answer stopped at the output limit ({cut.max_tokens_sent or limit} tokens sent{thought})"
+        window.stream(f"\n[{why}: asked again with an answer limit of {larger}]\n")
+        try:
+            text, record = self.call(window, system, user, budget, version, max_tokens=larger)
+        except ContextTooLong as exc:
+            raise MalformedAnswer(f"{why}, and an answer limit of {larger} does not fit {self.client.settings.model}'s "
+                                  f"context ({exc.message}); lower --context-tokens or the reasoning effort",
+                                  usage=usage) from None
+        record.notes.append(f"{why}: asked again once with an answer limit of {larger} instead of {limit}")
+        usage = usage + usage_of(record)
+        try:
+            return parse(text), usage
+        except MalformedAnswer as exc:
+            message = exc.message
+            if record.stop_reason in TRUNCATED:
+                message += (f" (the answer stopped at the output limit twice, with {limit} and then {larger} answer "
+                            f"tokens{' plus reasoning headroom' if cut.max_tokens_sent > limit else ''}: raise "
+                            f"--max-tokens (now {limit})" + (" or lower the reasoning effort" if thought else "") + ")")
+            raise MalformedAnswer(message, usage=usage, text=text) from None
+
     def call(self, window: ContextWindow, system: str, user: Callable[[int | None], str], budget: int | None,
-             version: str) -> tuple[str, CallRecord]:
+             version: str, max_tokens: int | None = None) -> tuple[str, CallRecord]:
         """Send the prompt for `budget`, the window marked as a cacheable prefix (re-asks' feedback follows
         it, so they read it back). Provider failures become AgentError, except ContextTooLong."""
         prompt = user(budget)
@@ -137,7 +165,8 @@ class LLMAgent:
         prefix, rest = (rendered, prompt[len(rendered):]) if prompt.startswith(rendered) else ("", prompt)
         stream = StreamBatcher(window.stream)
         try:
-            return self.client.complete(system, rest, on_text=stream, prompt_version=version, cached_prefix=prefix)
+            return self.client.complete(system, rest, on_text=stream, prompt_version=version, cached_prefix=prefix,
+                                        max_tokens=max_tokens)
         except ContextTooLong:
             raise
         except LLMError as exc:

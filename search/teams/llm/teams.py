@@ -29,10 +29,12 @@ from search.engine.agents import Team
 from search.engine.policies import AdaptiveEpsilonGreedy, Policy, get_policy
 from search.llm import ConfigError, CostMeter, LLMClient, RoleSettings, load_prices, price_for, role_settings
 from search.llm.client import HOSTED
+from search.llm.models import retirement
 from search.llm.price_table import AS_OF
 from search.llm.pricing import Price, parse_price_option
 from search.llm.settings import flag
-from search.llm.temperature import SEED_OPTION, STRICT_OPTION, TemperatureMemory
+from search.llm.streaming import StreamMemory
+from search.llm.temperature import SEED_OPTION, STRICT_OPTION, TemperatureMemory, strict_error
 from search.teams import LLM_TEAMS
 from search.teams.llm.agents import (
     DEFAULT_CONTEXT_TOKENS,
@@ -95,6 +97,17 @@ def _prices(options: dict[str, Any], role_set: dict[str, RoleSettings], limit: f
     return prices
 
 
+def model_warnings(role_set: dict[str, RoleSettings]) -> list[str]:
+    """A warning (logged, and kept in the team's settings) per model the installed SDK marks deprecated or shut down."""
+    out: list[str] = []
+    for s in role_set.values():
+        warning = retirement(s.provider, s.model)
+        if warning and warning not in out:
+            log.warning("%s", warning)
+            out.append(warning)
+    return out
+
+
 def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
     """Build an LLM team. Raises ConfigError (a ValueError) naming the missing key/model/URL."""
     options = dict(options or {})
@@ -113,9 +126,16 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
 
     temperatures = TemperatureMemory(strict=flag(options.get(STRICT_OPTION)))  # this run's, no other's
     temperatures.seed(role_set, options.get(SEED_OPTION) or [])
+    for s in role_set.values():  # thinking takes no temperature: with strict temperatures that is an error now
+        if temperatures.strict and s.reasoning_effort and s.temperature is not None:
+            error = strict_error(s, s.temperature, f"with reasoning effort {s.reasoning_effort} it takes no "
+                                                   "temperature; or leave the reasoning effort out")
+            raise ConfigError(error.message)
+    warnings = model_warnings(role_set)
+    streams = StreamMemory()  # models that refused to stream in this run
 
     def client(role: str) -> LLMClient:
-        return LLMClient(role_set[role], prices=prices, meter=meter, temperatures=temperatures)
+        return LLMClient(role_set[role], prices=prices, meter=meter, temperatures=temperatures, streams=streams)
 
     def agent(cls: type, role: str) -> Any:
         return cls(client(role), context_tokens=context_tokens, target=target)
@@ -142,4 +162,6 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
             settings[f"{role}_llm"] = f"{s.provider}:{s.model}@T={s.temperature}"
     if meter.limit_usd is not None:
         settings["cost_limit_usd"] = meter.limit_usd
+    if warnings:
+        settings["model_warnings"] = warnings
     return Team(name=name, plan=plan, code=code, debug=debug, policy=policy, settings=settings)
