@@ -37,7 +37,8 @@ from search.teams.rules.rendering.cxx_common import (
     shift_lines,
     signature,
 )
-from search.teams.rules.rendering.rowmath import ROW_NAMES, Lang, row_plan, why
+from search.teams.rules.rendering.preamble import c_heading, host_operands
+from search.teams.rules.rendering.rowmath import ROW_NAMES, Lang, row_plan
 
 VARIANTS = ("omp", "serial")
 FLAGS = {
@@ -88,8 +89,8 @@ def elementwise(region: Region, names: list[str], variant: str) -> str:
         raise ValueError(f"unknown C++ variant {variant!r}; use one of {VARIANTS}")
     omp = variant == "omp"
     ref = region.reference
-    x = [f"x{k}" for k in range(len(names))]
-    lines = [f"// {region.summary}   (traced nodes: {', '.join(region.nodes)})", signature(region, names)]
+    x = host_operands(names)
+    lines = [*c_heading(region), signature(region, names)]
     lines += cpu_inputs(region.name, names, x)
     for k, inp in enumerate(region.inputs):
         lines += shape_check(region.name, names, x, ref, k, inp)
@@ -150,10 +151,10 @@ def elementwise(region: Region, names: list[str], variant: str) -> str:
 
 def reduction(red: Reduction, names: list[str], variant: str) -> str:
     """One C++ function reducing float32 inputs of any contiguity."""
-    x = [f"x{k}" for k in range(len(names))]
+    x = host_operands(names)
     omp = variant == "omp"
     init = LOWEST if red.is_max else "0.0f"
-    lines = [f"// {red.summary}   (traced nodes: {', '.join(red.nodes)})", signature(red, names)]
+    lines = [*c_heading(red), signature(red, names)]
     lines += cpu_inputs(red.name, names, x)
     lines += reduction_shape(red, names, x)
     lines += ["  if (out.numel() == 0) return out;", "  float* __restrict__ po = out.data_ptr<float>();"]
@@ -196,11 +197,9 @@ def row(op: RowOp, names: list[str], variant: str) -> str:
     omp = variant == "omp"
     L = Lang("cpu")
     plan = row_plan(op)
-    x = [f"x{k}" for k in range(len(names))]
+    x = host_operands(names)
     ref = op.reference
-    lines = [f"// {op.summary}   (traced nodes: {', '.join(op.nodes)})",
-             f"// {why(op)}.",
-             signature(op, names), *cpu_inputs(op.name, names, x)]
+    lines = [*c_heading(op), signature(op, names), *cpu_inputs(op.name, names, x)]
     lines += row_checks(op, names, x)
     lines += [f"  auto out = torch::empty({x[ref]}.sizes(), {x[ref]}.options());",
               f"  const int64_t n = {x[ref]}.numel();",

@@ -33,7 +33,8 @@ from search.teams.rules.rendering.cxx_common import (
     shift_lines,
     signature,
 )
-from search.teams.rules.rendering.rowmath import ROW_NAMES, Lang, row_plan, why
+from search.teams.rules.rendering.preamble import c_heading, cuda_pointers, host_operands
+from search.teams.rules.rendering.rowmath import ROW_NAMES, Lang, row_plan
 
 THREADS = 256  # per block of the elementwise and reduction kernels
 FLAGS = ["-O3", "--use_fast_math"]
@@ -50,8 +51,7 @@ HEAD = """#include <torch/extension.h>
 
 def elementwise_kernel(region: Region, names: list[str]) -> str:
     """The __global__ template alone (needs only <cstdint> and <cmath>), so it compiles without torch."""
-    params = [f"const scalar_t* __restrict__ p{k}" for k in range(len(names))]
-    params += ["scalar_t* __restrict__ po", "index_t n"]
+    params = [*cuda_pointers(names), "index_t n"]
     params += [f"index_t inner{k}, index_t size{k}" for k, i in enumerate(region.inputs) if i.kind == "channel"]
 
     def load(k: int) -> str:
@@ -63,7 +63,7 @@ def elementwise_kernel(region: Region, names: list[str]) -> str:
         return f"static_cast<float>(p{k}[(i / inner{k}) % size{k}])"
 
     body, result = body_lines(region, load, "c")
-    lines = [f"// {region.summary}   (traced nodes: {', '.join(region.nodes)})",
+    lines = [*c_heading(region),
              "template <typename scalar_t, typename index_t>",
              f"__global__ void {region.name}_kernel({', '.join(params)}) {{",
              "  const index_t stride = static_cast<index_t>(blockDim.x) * gridDim.x;",
@@ -75,7 +75,7 @@ def elementwise_kernel(region: Region, names: list[str]) -> str:
 
 def elementwise_host(region: Region, names: list[str]) -> str:
     ref = region.reference
-    x = [f"x{k}" for k in range(len(names))]
+    x = host_operands(names)
     nhwc = len(region.shape) in (4, 5)
     lines = [signature(region, names)]
     if nhwc:  # a channels_last 4-D (5-D) input, a conv's output, is read and written in NHWC (NDHWC), never copied
@@ -120,12 +120,11 @@ def elementwise_host(region: Region, names: list[str]) -> str:
 
 def reduction_kernel(red: Reduction, names: list[str]) -> str:
     """One block per output element; threads stride over the reduced dim, then a shared-memory tree sum."""
-    params = [f"const scalar_t* __restrict__ p{k}" for k in range(len(names))]
-    params += ["scalar_t* __restrict__ po", "int64_t outer", "int64_t D", "int64_t inner"]
+    params = [*cuda_pointers(names), "int64_t outer", "int64_t D", "int64_t inner"]
     params += [f"int64_t inner{k}, int64_t size{k}" for k, i in enumerate(red.inputs) if i.kind == "channel"]
     pre, pre_result = body_lines(red.pre, reduction_load(red, "idx", "static_cast<float>"), "c")
     post, post_result = body_lines(red.post, lambda k: finish(red), "c", prefix="e")
-    lines = [f"// {red.summary}   (traced nodes: {', '.join(red.nodes)})",
+    lines = [*c_heading(red),
              "template <typename scalar_t>",
              f"__global__ void {red.name}_kernel({', '.join(params)}) {{",
              f"  __shared__ float partial[{THREADS}];",
@@ -148,7 +147,7 @@ def reduction_kernel(red: Reduction, names: list[str]) -> str:
 
 def reduction_host(red: Reduction, names: list[str]) -> str:
     ref = red.reference
-    x = [f"x{k}" for k in range(len(names))]
+    x = host_operands(names)
     lines = [signature(red, names), *cuda_inputs(red.name, names, x, ref, same_device=False)]
     lines += reduction_shape(red, names, x)
     args = [f"{x[k]}.data_ptr<scalar_t>()" for k in range(len(names))] + ["out.data_ptr<scalar_t>()", "outer", "D",
@@ -201,8 +200,7 @@ def row_kernel(op: RowOp, names: list[str]) -> str:
     L = Lang("cuda")
     plan = row_plan(op)
     cast = "static_cast<float>"
-    params = [f"const scalar_t* __restrict__ p{k}" for k in range(len(names))]
-    params += ["scalar_t* __restrict__ po", "int64_t N"]
+    params = [*cuda_pointers(names), "int64_t N"]
     params += [f"int64_t inner{k}, int64_t size{k}" for k, i in enumerate(op.pre.inputs)
                if i.kind == "channel" and not op.is_column(k)]
     body, v = body_lines(op.pre, row_load(op, cast), "c")
@@ -210,8 +208,7 @@ def row_kernel(op: RowOp, names: list[str]) -> str:
     w = f"{cast}(p{op.weight}[j])" if op.weight is not None else None
     b = f"{cast}(p{op.bias}[j])" if op.bias is not None else None
     loop = "  for (int64_t j = threadIdx.x; j < N; j += blockDim.x) {"
-    lines = [f"// {op.summary}   (traced nodes: {', '.join(op.nodes)})",
-             f"// {why(op)}.",
+    lines = [*c_heading(op),
              "template <typename scalar_t>",
              f"__global__ void {op.name}_kernel({', '.join(params)}) {{",
              "  __shared__ float stark_shared[32];",
@@ -240,7 +237,7 @@ def row_kernel(op: RowOp, names: list[str]) -> str:
 
 def row_host(op: RowOp, names: list[str]) -> str:
     ref = op.reference
-    x = [f"x{k}" for k in range(len(names))]
+    x = host_operands(names)
     lines = [signature(op, names), *cuda_inputs(op.name, names, x, ref)]
     lines += row_checks(op, names, x)
     args = [f"{x[k]}.data_ptr<scalar_t>()" for k in range(len(names))] + ["out.data_ptr<scalar_t>()", "N"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from search.teams.rules.analysis.kinds import GemmEpilogue
 from search.teams.rules.rendering.base import Names
 from search.teams.rules.rendering.body import body_lines
+from search.teams.rules.rendering.preamble import launcher_def
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): fp32 tiles (IEEE dots run on the FMA units, so tiles are
 # smaller than a tensor-core GEMM's), a 2-stage and a deeper pipeline for each shape class.
@@ -113,7 +114,7 @@ def triton_kernel(g: GemmEpilogue, names: list[str]) -> str:
 def _head(g: GemmEpilogue, names: list[str], how: str) -> list[str]:
     x, w = names[0], names[1]
     n_dim = 0 if g.transposed else 1
-    lines = [f"def {g.name}({', '.join(names)}):", f'    """{g.summary}, {how}."""']
+    lines = launcher_def(g.name, names, f"{g.summary}, {how}")
     lines += _x_shape_check(g, names)
     lines += [f"    _a = {x}.reshape(-1, {x}.shape[-1])",
               f"    _out_shape = (*{x}.shape[:-1], {w}.shape[{n_dim}])"]

@@ -16,6 +16,7 @@ from search.teams.rules.analysis.convs import LAYOUTS
 from search.teams.rules.analysis.kinds import Fusion, Reduction, Region, RegionInput, RowOp
 from search.teams.rules.rendering.base import Backend, Names, Writer
 from search.teams.rules.rendering.body import BODY_NAMES, body_lines
+from search.teams.rules.rendering.preamble import launcher_def, triton_head, triton_pointers
 from search.teams.rules.rendering.rowmath import ROW_NAMES, Lang, row_plan, why
 
 BLOCK = 1024  # outputs per elementwise program
@@ -25,7 +26,7 @@ NEG_INF = 'float("-inf")'
 
 def _launcher_head(fusion: Fusion, names: list[str], how: str = "") -> list[str]:
     """The launcher's def line and docstring, then every input made contiguous."""
-    return [f"def {fusion.name}({', '.join(names)}):", f'    """{fusion.summary}, fused into one Triton kernel{how}."""',
+    return [*launcher_def(fusion.name, names, f"{fusion.summary}, fused into one Triton kernel{how}"),
             *[f"    {n} = {n}.contiguous()" for n in names]]
 
 
@@ -59,10 +60,9 @@ def _shape_args(region: Region) -> list[tuple[int, str, str]]:
 
 def elementwise_kernel(region: Region, names: list[str]) -> str:
     shape = _shape_args(region)
-    params = [f"{n}_ptr" for n in names] + ["out_ptr", "n"] + [a for _, i, s in shape for a in (i, s)]
-    lines = ["@triton.jit",
-             f"def _{region.name}_kernel({', '.join(params)}, BLOCK: tl.constexpr, WIDE: tl.constexpr):",
-             f'    """{region.summary}: one program per BLOCK outputs, computed in fp32. WIDE: 64-bit offsets."""',
+    params = triton_pointers(names) + ["n"] + [a for _, i, s in shape for a in (i, s)]
+    lines = [*triton_head(region.name, params, "BLOCK: tl.constexpr, WIDE: tl.constexpr",
+                          f"{region.summary}: one program per BLOCK outputs, computed in fp32. WIDE: 64-bit offsets."),
              "    if WIDE:",
              "        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
              "    else:",
@@ -135,12 +135,11 @@ def _reduction_load(red: Reduction, names: list[str], idx: str) -> Callable[[int
 
 def reduction_kernel(red: Reduction, names: list[str]) -> str:
     shape = [(k, f"inner{k}", f"size{k}") for k, i in enumerate(red.inputs) if i.kind == "channel"]
-    params = [f"{n}_ptr" for n in names] + ["out_ptr", "D", "inner"] + [a for _, i, s in shape for a in (i, s)]
+    params = triton_pointers(names) + ["D", "inner"] + [a for _, i, s in shape for a in (i, s)]
     pre, pre_result = body_lines(red.pre, _reduction_load(red, names, "idx"), "triton")
     post, post_result = body_lines(red.post, lambda k: "acc / D" if red.op == "mean" else "acc", "triton", prefix="e")
-    lines = ["@triton.jit",
-             f"def _{red.name}_kernel({', '.join(params)}, BLOCK_K: tl.constexpr, BLOCK_I: tl.constexpr):",
-             f'    """{red.summary}: one program per (outer index, BLOCK_I inner indices), fp32 accumulation."""',
+    lines = [*triton_head(red.name, params, "BLOCK_K: tl.constexpr, BLOCK_I: tl.constexpr",
+                          f"{red.summary}: one program per (outer index, BLOCK_I inner indices), fp32 accumulation."),
              "    o = tl.program_id(0).to(tl.int64)",
              "    cols = tl.program_id(1).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)",
              "    col_mask = cols < inner",
@@ -207,7 +206,7 @@ def row_kernel(op: RowOp, names: list[str]) -> str:
     L = Lang("triton")
     plan = row_plan(op)
     shape = [f"inner{k}, size{k}" for k, i in enumerate(op.pre.inputs) if i.kind == "channel" and not op.is_column(k)]
-    params = [f"{n}_ptr" for n in names] + ["out_ptr", "N", *shape]
+    params = triton_pointers(names) + ["N", *shape]
     hoisted, loads, first = _triton_loads(op, names)
     if plan.shift:
         zbody, zvalue = body_lines(op.pre, lambda k: first[k], "triton", prefix="z")
@@ -221,9 +220,8 @@ def row_kernel(op: RowOp, names: list[str]) -> str:
     def masked(stat_reduce: str, term: str) -> str:
         return f"tl.where(mask, {term}, {NEG_INF if stat_reduce == 'max' else '0.0'})"
 
-    lines = ["@triton.jit",
-             f"def _{op.name}_kernel({', '.join(params)}, BLOCK: tl.constexpr, SINGLE: tl.constexpr):",
-             f'    """{op.summary}: {why(op)}. SINGLE: the row fits one BLOCK and stays in registers."""',
+    lines = [*triton_head(op.name, params, "BLOCK: tl.constexpr, SINGLE: tl.constexpr",
+                          f"{op.summary}: {why(op)}. SINGLE: the row fits one BLOCK and stays in registers."),
              "    base = tl.program_id(0).to(tl.int64) * N"]
     lines += ["    " + h for h in hoisted]
     lines += ["    if SINGLE:", "        cols = tl.arange(0, BLOCK)", "        mask = cols < N"]
