@@ -21,7 +21,7 @@ from search.engine.agents import AT_ROOFLINE, Team
 from search.engine.busy import DEVICE_BUSY, BusyPolicy, BusyWaits
 from search.engine.events import Emit, Event, ignore
 from search.engine.expand import EXHAUSTED, Expansion
-from search.engine.limits import DEFAULT_BUDGET, Limits
+from search.engine.limits import DEFAULT_BUDGET, PROVIDER_FAILED, Limits, provider_down, spent
 from search.engine.node import DECLINED, Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
 from search.engine.tree import Tree
@@ -193,13 +193,17 @@ class Engine(Expansion, BusyWaits):
                 if why.startswith(AT_ROOFLINE):  # the team stopped because the reference cannot be beaten
                     return Finish("finished", why)
                 return Finish("finished", f"{SEARCH_EXHAUSTED}: {why}")
+            budget = self.limits().budget
+            down = provider_down(self.tree, budget)
+            if down is not None:  # a dead provider: the forgiven failures ran out in a row
+                return Finish("failed", down)
             attempts = [n for n in self.tree if n.parent is not None and n.verdict != DECLINED]
-            if attempts and all(n.verdict == "agent_error" for n in attempts):
+            if attempts and all(n.verdict == PROVIDER_FAILED for n in attempts):
                 last = attempts[-1].reasons[0] if attempts[-1].reasons else "no reason given"
                 return Finish("failed", f"every attempt failed for provider reasons (last: {last})")
             if stop is None:
                 return Finish("finished", NOTHING_SELECTABLE)
-            return Finish("finished" if self.tree.attempts >= self.limits().budget else "stopped", stop)
+            return Finish("finished" if spent(self.tree, budget) >= budget else "stopped", stop)
 
     def exhausted(self) -> Node | None:
         """The first attempt whose team found nothing left to try (verdict "exhausted"), if any: no attempt

@@ -15,10 +15,18 @@ from typing import Any, ClassVar
 from search.engine.node import DECLINED, Node, score
 from search.engine.tree import Tree
 
+PROVIDER_FAILED = "agent_error"  # search.engine.limits: an infrastructure outcome, not an attempt of the method
+
+
+def attempted(tree: Tree, node_id: int) -> list[Node]:
+    """The node's children that are attempts of the method: not those whose provider failed (no answer came back,
+    so they say nothing about the node; they neither throttle the root nor make a branch dead)."""
+    return [k for k in tree.children(node_id) if k.verdict != PROVIDER_FAILED]
+
 
 def child_count(tree: Tree, node_id: int, pending: Counter[int] | None = None) -> int:
-    """Children in the tree (finished or in flight) plus reserved expansions."""
-    return len(tree.children(node_id)) + (pending or Counter())[node_id]
+    """Children in the tree (finished or in flight; provider failures aside) plus reserved expansions."""
+    return len(attempted(tree, node_id)) + (pending or Counter())[node_id]
 
 
 def declined(tree: Tree, node_id: int) -> bool:
@@ -43,7 +51,7 @@ def root_throttled(tree: Tree, n_root: int, pending: Counter[int] | None = None)
 
 def dead_branch(tree: Tree, node_id: int, n_child: int) -> bool:
     """Rule 2: a node with more than n_child children, all failed, is no longer selectable."""
-    kids = tree.children(node_id)
+    kids = attempted(tree, node_id)
     return len(kids) > n_child and all(k.finished and not k.correct for k in kids)
 
 
