@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
 from typing import Any
 
 from kernels.device_busy import BUSY_KIND
@@ -10,24 +14,93 @@ from kernels.evaluate import evaluate
 from kernels.result import EvalResult
 from kernels.settings import EvalSettings
 
+HEARTBEAT_S = 1.0  # the phase is re-published this often while it runs (the run page reads it every 2 s)
+
+
+class PhaseBeat:
+    """The evaluation's current phase in the RQ job's meta (`meta["phase"]`: `phase`, `elapsed_s` since the job's
+    evaluation began, `phase_s` since this phase began), published when a phase begins and every HEARTBEAT_S while
+    it runs (a build or a baseline may take a minute with no phase change), from a thread of the job's own process:
+    the harness and its children are untouched. Outside an RQ job it does nothing."""
+
+    def __init__(self) -> None:
+        self.job: Any = None
+        try:
+            from rq import get_current_job
+
+            self.job = get_current_job()
+        except ImportError:
+            pass
+        self.started = time.monotonic()
+        self.phase: str | None = None
+        self.phase_started = self.started
+        self.detail: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __call__(self, phase: str, detail: dict[str, Any]) -> None:
+        with self.lock:
+            self.phase, self.phase_started = phase, time.monotonic()
+            self.detail = {k: v for k, v in detail.items() if k != "elapsed_s"}
+        self.publish()
+
+    def publish(self) -> None:
+        if self.job is None:
+            return
+        with self.lock:
+            if self.phase is None:
+                return
+            now = time.monotonic()
+            self.job.meta["phase"] = {"phase": self.phase, **self.detail, "elapsed_s": round(now - self.started, 1),
+                                      "phase_s": round(now - self.phase_started, 1)}
+            with contextlib.suppress(Exception):  # progress must never fail an evaluation
+                self.job.save_meta()
+
+    def beat(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_S):
+            self.publish()
+
+    def __enter__(self) -> PhaseBeat:
+        if self.job is not None:
+            self.thread = threading.Thread(target=self.beat, name="phase-heartbeat", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+
 
 def publish_phase(phase: str, detail: dict[str, Any]) -> None:
-    """The evaluation's current phase in the RQ job's meta (`meta["phase"]`, with `elapsed_s`), for the run page."""
-    try:
-        from rq import get_current_job
-    except ImportError:
-        return
-    job = get_current_job()
-    if job is not None:
-        job.meta["phase"] = {"phase": phase, **detail}
-        job.save_meta()
+    """One phase change in the RQ job's meta, without a heartbeat (PhaseBeat is the evaluation's)."""
+    PhaseBeat()(phase, detail)
+
+
+def no_device(settings: EvalSettings) -> str | None:
+    """Why this worker cannot evaluate on the run's device (a CUDA run on a worker whose torch sees no GPU), else
+    None. Said as the worker's fault, never the problem's."""
+    if not settings.device.startswith("cuda"):
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return (f"device: this gpu worker ({socket.gethostname()}) has no CUDA device (torch sees none), so it cannot "
+            f"evaluate a {settings.device} run; run it on cpu, or serve the gpu queue from a host with a GPU")
 
 
 def evaluate_job(problem_source: str, candidate_source: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """No database access. A bad problem yields a runtime_error result whose reason starts with "problem:"."""
     parsed = EvalSettings.from_dict(settings)
+    missing = no_device(parsed)
+    if missing is not None:
+        return EvalResult(verdict="runtime_error", reasons=[missing], settings=parsed.to_dict(),
+                          logs={"build": "", "run": ""}).to_dict()
     try:
-        return evaluate(problem_source, candidate_source, parsed, progress=publish_phase).to_dict()
+        with PhaseBeat() as beat:
+            return evaluate(problem_source, candidate_source, parsed, progress=beat).to_dict()
     except ProblemError as exc:
         return problem_result(exc, parsed)
 
@@ -47,8 +120,9 @@ def retime_job(problem_source: str, candidate_source: str | None, settings: dict
     from kernels.retime import RetimeError, retime
 
     try:
-        figures = retime(problem_source, candidate_source, EvalSettings.from_dict(settings), rounds=rounds,
-                         progress=publish_phase)
+        with PhaseBeat() as beat:
+            figures = retime(problem_source, candidate_source, EvalSettings.from_dict(settings), rounds=rounds,
+                             progress=beat)
     except (RetimeError, ProblemError) as exc:
         return {"state": "failed", "message": exc.message}
     return {"state": "done", **figures}

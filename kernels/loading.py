@@ -5,7 +5,6 @@ Runs only inside a worker process (problem code is never executed in the harness
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -14,28 +13,7 @@ from typing import Any
 
 import torch
 
-from kernels.errors import ProblemError
-
-PROBLEM_PIECES = {"Model": "class Model(nn.Module)", "get_inputs": "def get_inputs()",
-                  "get_init_inputs": "def get_init_inputs()"}
-
-
-def check_problem_source(source: str) -> None:
-    """Static checks without running anything: it parses and defines the three KernelBench pieces."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise ProblemError(f"the problem does not parse: line {exc.lineno}: {exc.msg}; fix the Python syntax") from exc
-    defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
-    defined |= {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
-                if isinstance(t, ast.Name)}
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    missing = [f"`{PROBLEM_PIECES[name]}`" for name in PROBLEM_PIECES if name not in defined]
-    if missing:
-        raise ProblemError(f"the problem lacks {', '.join(missing)}; a KernelBench problem defines "
-                           "class Model(nn.Module), get_inputs() and get_init_inputs()")
+from kernels.static_check import PROBLEM_PIECES, check_problem_source  # noqa: F401  (re-exported)
 
 
 def load_module(source: str, name: str, work_dir: Path) -> ModuleType:

@@ -26,7 +26,7 @@ def check_redis_and_workers() -> tuple[dict, dict]:
     from rq import Worker
 
     from search.app.service import queues
-    from search.app.service.worker import is_alive
+    from search.app.service.worker import is_alive, worker_devices
 
     state: dict[str, dict] = {}
     try:
@@ -51,6 +51,8 @@ def check_redis_and_workers() -> tuple[dict, dict]:
             "queued": queue.count,
             "required": required,
         }
+        reported = [worker_devices(worker) for worker in live]
+        state[role]["devices"] = sorted({d for ds in reported if ds for d in ds})
         if len(live) < len(registered):
             state[role]["dead_workers"] = sorted(w.name for w in registered if w not in live)
     return redis_state, state

@@ -191,6 +191,9 @@ STARK_MAX_ACTIVE_RUNS = envint("STARK_MAX_ACTIVE_RUNS", 3, minimum=0)  # queued+
 STARK_CHECKS_PER_USER = envint("STARK_CHECKS_PER_USER", 2, minimum=1, maximum=100)
 STARK_CHECKS_TOTAL = envint("STARK_CHECKS_TOTAL", 4, minimum=1, maximum=1000)
 STARK_CHECK_TIMEOUT_S = envint("STARK_CHECK_TIMEOUT_S", 30, minimum=5, maximum=3600)
+# A run for a device no live gpu worker serves: refused (400 naming the devices available), or created to wait for
+# such a worker when this is on (search/app/service/devices.py).
+STARK_QUEUE_ABSENT_DEVICES = envbool("STARK_QUEUE_ABSENT_DEVICES", False)
 # A finished run's best attempt is re-timed side by side with the reference (search/app/service/retime.py).
 STARK_RETIME_AT_END = envbool("STARK_RETIME_AT_END", True)
 STARK_SOCKET_AUTH_S = envint("STARK_SOCKET_AUTH_S", 2, minimum=1, maximum=60)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from rq import get_current_job
 
-from search.app.service import reaper, reaper_chain, retime, steps
+from search.app.service import background_check, reaper, reaper_chain, retime, steps
 
 
 def start_run(run_id: int) -> str:
-    return steps.start_run(run_id)
+    """The problem's full check first when the run was created without it (background_check), then the start."""
+    refused = background_check.check_queued_run(run_id)
+    return refused or steps.start_run(run_id)
 
 
 def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:

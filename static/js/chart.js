@@ -32,11 +32,13 @@ export class BestChart {
     svg.attr("aria-label", last && last.best != null
       ? `Best speed-up ${last.best.toFixed(2)}× after ${pts.length} attempts`
       : `No correct attempt yet after ${pts.length} attempts`);
-    const maxY = Math.max(1.5, ...pts.map((p) => p.value ?? 0)) * 1.1;
-    const x = d3.scaleLinear().domain([0, Math.max(5, pts.length)]).range([m.left, width - m.right]);
+    // Both axes follow the data: x spans the attempts so far (whole numbers only), y the best figure.
+    const maxY = Math.max(1.1, ...pts.map((p) => p.value ?? 0)) * 1.1;
+    const n = Math.max(1, pts.length);
+    const x = d3.scaleLinear().domain([0, n]).range([m.left, width - m.right]);
     const y = d3.scaleLinear().domain([0, maxY]).nice().range([height - m.bottom, m.top]);
     svg.selectAll("g.axis-x").data([0]).join("g").attr("class", "axis axis-x")
-      .attr("transform", `translate(0,${height - m.bottom})`).call(d3.axisBottom(x).ticks(6).tickFormat(d3.format("d")));
+      .attr("transform", `translate(0,${height - m.bottom})`).call(d3.axisBottom(x).ticks(Math.min(6, n)).tickFormat(d3.format("d")));
     svg.selectAll("g.axis-y").data([0]).join("g").attr("class", "axis axis-y")
       .attr("transform", `translate(${m.left},0)`).call(d3.axisLeft(y).ticks(4).tickFormat((v) => `${v}×`));
     svg.selectAll("text.axis-title-x").data([0]).join("text").attr("class", "axis-title axis-title-x")

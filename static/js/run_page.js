@@ -1,12 +1,12 @@
 // The run page: one websocket feeds the run's state; the tree, header, chart and leaderboard redraw
 // from it (at most once per frame); the inspector pane is server-rendered and loaded with htmx.
 
-import { RunState } from "./run_state.js";
+import { RunState, duration, phaseClock } from "./run_state.js";
 import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
-import { badges, moveLabel, phaseWords } from "./speed.js";
+import { badges, moveLabel } from "./speed.js";
 import { rooflineView } from "./roofline.js";
 import { drawTemperatureNotice } from "./temperature.js";
 
@@ -15,6 +15,8 @@ const inspector = document.getElementById("inspector");
 const state = new RunState();
 let selected = null;
 let firstSnapshot = true;
+// Actions wait for the live tree: while connecting (or reconnecting) the page's state may be stale.
+let isLive = false;
 
 const tree = new TreeView(document.getElementById("tree"), { onSelect: (id) => openNode(id) });
 const chart = new BestChart(document.getElementById("chart"));
@@ -57,7 +59,7 @@ function drawNodePhase() {
   if (!box || !n) return;
   const parts = [];
   if (n.eval_phase && !["done", "failed"].includes(n.status)) {
-    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${phaseWords(n.eval_phase)} · ${Math.round(n.eval_elapsed_s || 0)} s elapsed${etaText(n)}`);
+    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${phaseClock(n)} · ${Math.round(n.eval_elapsed_s || 0)} s in all${etaText(n)}`);
   }
   const r = n.result && n.result.retime;
   if (r && (r.state === "queued" || r.state === "running") && n.retime_phase) {
@@ -121,8 +123,9 @@ function drawSummary() {
       : a === "resume" ? run.status === "paused"
       : a === "cancel" ? !ended
       : !["cancelled", "failed"].includes(run.status);
-    for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on;
+    for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on || !isLive;
   }
+  document.getElementById("controls").dataset.live = isLive ? "yes" : "no";
   const download = document.getElementById("download-bundle");
   const winner = state.winner().kind;
   const reference = winner === "reference";
@@ -133,12 +136,15 @@ function drawSummary() {
     : winner === "untrusted" ? "Download best attempt — no trustworthy winner (.zip)"
     : slower ? "Download best attempt — slower than the reference (.zip)" : "Download winner bundle (.zip)";
   download.classList.toggle("warn", !!slower || reference || winner === "untrusted");
+  download.classList.toggle("disabled", !isLive);
+  download.setAttribute("aria-disabled", isLive ? "false" : "true");
+  download.title = isLive ? "" : "waiting for the live connection";
   const retime = document.getElementById("retime-run");
   if (retime) {
     const r = t.best && t.best.result && t.best.result.retime;
     const busy = r && (r.state === "queued" || r.state === "running");
     retime.hidden = !t.best;
-    retime.disabled = !!busy;
+    retime.disabled = !!busy || !isLive;
     retime.textContent = busy ? "Re-timing…" : "Re-time best vs reference";
   }
   chart.update(state.bestSoFar());
@@ -205,7 +211,7 @@ function phaseText() {
   const parts = [];
   for (const n of state.nodes.values()) {
     if (!n.eval_phase || ["done", "failed"].includes(n.status)) continue;
-    parts.push(`${n.parent == null ? "reference" : `#${n.id}`}: ${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s${etaText(n)}`);
+    parts.push(`${n.parent == null ? "reference" : `#${n.id}`}: ${phaseClock(n)}${etaText(n)}`);
   }
   for (const n of state.nodes.values()) {
     const r = n.result && n.result.retime;
@@ -218,12 +224,14 @@ function phaseText() {
 
 function drawElapsed() {
   const run = state.run;
+  const estimate = state.estimate();
+  const box = fig("estimate");
+  box.textContent = estimate ? estimate.text : "";
+  box.dataset.seconds = estimate && estimate.seconds != null ? String(estimate.seconds) : "";
   if (!run.started_at && !run.created_at) return;
   const start = run.started_at || run.created_at;
   const end = run.finished_at || Date.now() / 1000;
-  const s = Math.max(0, Math.round(end - start));
-  fig("elapsed").textContent = s >= 3600 ? `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`
-    : s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+  fig("elapsed").textContent = duration(Math.max(0, Math.round(end - start)));
 }
 setInterval(drawElapsed, 1000);
 
@@ -323,8 +331,11 @@ const CONN_TEXT = {
   error: "The server could not answer a request for missing events; asking for a fresh snapshot.",
   live: "",
 };
+document.getElementById("download-bundle").addEventListener("click", (e) => { if (!isLive) e.preventDefault(); });
 const live = new LiveRun(socketUrl(config.socket), state, {
   onConnection: (status) => {
+    isLive = status === "live";
+    scheduleSummary();
     conn.className = `conn ${status}`;
     conn.textContent = CONN_TEXT[status] ?? status;
     conn.dataset.state = status;

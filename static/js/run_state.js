@@ -1,7 +1,7 @@
 // The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
 // Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
 
-import { DECLINED, rootOf, speedOf } from "./speed.js";
+import { DECLINED, phaseWords, rootOf, speedOf } from "./speed.js";
 
 const FINISHED = new Set(["done", "failed"]);
 
@@ -11,6 +11,18 @@ export function isFinished(node) {
 
 export function isPass(node) {
   return node.verdict === "pass" && node.runtime_ms != null;
+}
+
+// "build 14 s": the evaluation's phase and how long it has run (node.phase: `eval_phase_s`, sent every 2 s).
+export function phaseClock(n) {
+  if (!n.eval_phase) return "";
+  const s = Math.round(n.eval_phase_s ?? n.eval_elapsed_s ?? 0);
+  return `${phaseWords(n.eval_phase)} ${s} s`;
+}
+
+function median(values) {
+  const v = [...values].sort((a, b) => a - b);
+  return v.length ? v[Math.floor(v.length / 2)] : null;
 }
 
 export class RunState {
@@ -178,6 +190,33 @@ export class RunState {
   }
 
   // Best stored figure after each finished attempt, in attempt order (the best-so-far chart).
+  // When the run should end: attempts left × the recent attempt time (median of the last 5 finished attempts,
+  // selection to result; the reference's evaluation until one finished) ÷ the attempts in flight at once, plus
+  // what the attempts in flight still need. null once the run ended; {seconds: null, text} while nothing is known.
+  estimate(now = Date.now() / 1000) {
+    const run = this.run;
+    if (!["queued", "running"].includes(run.status) || run.budget == null) return null;
+    const attempts = [...this.nodes.values()].filter((n) => n.parent != null && n.verdict !== DECLINED);
+    const done = attempts.filter((n) => isFinished(n) && n.created_at && n.finished_at)
+      .sort((a, b) => a.finished_at - b.finished_at).slice(-5);
+    const root = this.root();
+    let per = median(done.map((n) => n.finished_at - n.created_at));
+    let basis = `the last ${done.length} attempt${done.length === 1 ? "" : "s"}`;
+    if (per == null && root && isFinished(root) && root.created_at && root.finished_at) {
+      per = Math.max(1, root.finished_at - (run.started_at || root.created_at));
+      basis = "the reference's evaluation (an attempt also builds its kernel: likely longer)";
+    }
+    if (per == null) return { seconds: null, text: "estimate once the reference is timed" };
+    const used = typeof run.attempts === "number" ? run.attempts : attempts.length;
+    const left = Math.max(0, run.budget - used);
+    const slots = Math.max(1, Math.min(run.parallel || 1, left + attempts.filter((n) => !isFinished(n)).length || 1));
+    const flying = attempts.filter((n) => !isFinished(n) && n.created_at)
+      .reduce((sum, n) => sum + Math.max(0, per - (now - n.created_at)), 0);
+    const seconds = Math.round((left * per + flying) / slots);
+    return { seconds, per, left, slots, text: `≈ ${duration(seconds)} left · ${left} attempt${left === 1 ? "" : "s"} `
+      + `to start × ~${duration(Math.round(per))} (${basis})${slots > 1 ? ` ÷ ${slots} in flight` : ""}` };
+  }
+
   bestSoFar() {
     const done = [...this.nodes.values()]
       .filter((n) => n.parent != null && isFinished(n) && n.verdict !== DECLINED)
@@ -191,4 +230,10 @@ export class RunState {
     }
     return points;
   }
+}
+
+export function duration(s) {
+  if (s >= 3600) return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+  if (s >= 60) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${s} s`;
 }

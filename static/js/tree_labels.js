@@ -1,7 +1,8 @@
 // What the tree says about a node, in words and colour: its status class, its fill (its stored speed-up against
 // the reference: node.speed, decided by search/engine/verdict.py) and its text label (never colour alone).
 
-import { DECLINED, moveLabel, phaseWords, speedOf } from "./speed.js";
+import { phaseClock } from "./run_state.js";
+import { DECLINED, moveLabel, speedOf } from "./speed.js";
 import { dropsTemperature } from "./temperature.js";
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
@@ -34,7 +35,7 @@ export function fillColour(n) {
 // were re-timed side by side, "(reused)" a result reused from an identical evaluation; "no temp" a call sent
 // without its role's temperature; a declined node says it is not counted).
 export function nodeLabel(n) {
-  const phase = n.eval_phase ? `${phaseWords(n.eval_phase)} ${Math.round(n.eval_elapsed_s || 0)} s…` : "";
+  const phase = n.eval_phase ? `${phaseClock(n)}…` : "";
   if (n.parent == null) {
     if (n.runtime_ms != null) return `#${n.id} reference ${n.runtime_ms.toFixed(3)} ms`;
     if (RUNNING.has(n.status) && phase) return `#${n.id} reference: ${phase}`;

@@ -22,7 +22,7 @@ def test_it_fails_without_workers(client, redis_client, settings):
     assert response.status_code == 503
     assert body["database"]["ok"] and body["redis"]["ok"]
     assert body["queues"]["search"] == {"ok": False, "name": settings.STARK_QUEUE_NAMES["search"], "workers": 0,
-                                        "queued": 0, "required": True}
+                                        "queued": 0, "required": True, "devices": []}
     assert body["instance"] == settings.STARK_INSTANCE and settings.STARK_INSTANCE in body["queues"]["gpu"]["name"]
     assert body["accelerators"][0]["kind"] == "cpu"
 
@@ -36,6 +36,11 @@ def test_it_is_healthy_with_a_worker_per_queue(client, redis_client, start_worke
     assert response.status_code == 200, body
     assert body["status"] == "ok"
     assert body["queues"]["search"]["workers"] == 1 and body["queues"]["gpu"]["workers"] == 1
+    # the devices the gpu worker registered (issue 36: what run creation offers and accepts)
+    assert "cpu" in body["queues"]["gpu"]["devices"]
+    from search.app.service.devices import served
+
+    assert served().devices == tuple(body["queues"]["gpu"]["devices"])
 
 
 @pytest.mark.slow

@@ -123,7 +123,9 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     run = Run.objects.get(pk=body["id"])
     assert body["url"] == f"/runs/{run.pk}/"
     assert (run.owner, run.status, run.budget, run.parallel, run.team) == (owner, "queued", 2, 2, "scripted")
-    assert run.problem.name == PROBLEM_PATH.stem and run.problem.summary["inputs"]
+    # Created at once: only the static check ran; the full check is the start job's first step (issue 36).
+    assert run.problem.name == PROBLEM_PATH.stem and run.problem.summary == {"pending_check": True}
+    assert run.to_dict()["reason"].startswith("checking the problem")
     assert run.settings["eval"]["timing_runs"] == CHEAP_EVAL["timing_runs"] and run.settings["seed"] == 3
     assert list(Node.objects.filter(run=run).values_list("node_id", "role", "status")) == [(0, "root", "pending")]
     assert redis_client.lrange(queue_key("search"), 0, -1) == [queues.start_job_id(run.pk).encode()]
@@ -133,11 +135,17 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     assert [n["id"] for n in detail["nodes"]] == [0]
     assert set(detail["nodes"][0]) == {"id", "parent", "attempt", "role", "source", "status", "verdict",
                                        "instruction", "instructions", "anchored_source", "runtime_ms",
-                                       "speedup_vs_eager", "speedup_vs_compile", "reasons", "result", "usage",
+                                       "speedup_vs_eager", "speedup_vs_compile", "reasons", "result", "speed", "usage",
                                        "created_at", "finished_at", "reasks", "agent_log"}
     assert [r["id"] for r in api(token).get("/api/runs").json()["runs"]] == [run.pk]
     kernel = api(token).get(f"/api/runs/{run.pk}/nodes/0/kernel.py")
     assert kernel.status_code == 200 and b"class ModelNew" in kernel.content
+    from search.app.service.background_check import check_queued_run
+
+    assert check_queued_run(run.pk) is None  # what the start job does first: the full check, which passes
+    run.refresh_from_db()
+    assert run.problem.summary["inputs"] and run.meta["problem_summary"]["inputs"]
+    assert run.to_dict()["reason"] == "" and run.status == "queued"
     assert api(token).get(f"/api/runs/{run.pk}/bundle.zip").status_code == 409  # no winner yet
 
     # A stranger sees nothing and can do nothing.

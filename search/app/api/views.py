@@ -15,7 +15,7 @@ from search.app.api.auth import BadRequest, api_view, error, json_body
 from search.app.api.bundle import build_bundle, standalone_kernel
 from search.app.events import events_after
 from search.app.models import Node, Run
-from search.app.service import control, fairness
+from search.app.service import control, devices, fairness
 from search.app.service.checks import LimitError
 from search.app.service.inputs import check_values, loads, plain_text, whole_number
 from search.app.service.settings import SettingError, parse_run_settings
@@ -133,11 +133,12 @@ def read_problem(request: HttpRequest, data: dict[str, Any]) -> tuple[str, str]:
 def create_run(request: HttpRequest) -> HttpResponse:
     data = request_data(request)
     settings_ = parse_run_settings(data)  # cheap checks first, the problem's child process last
+    waiting = devices.check_device(settings_.device) or ""  # a 400 naming the devices this instance serves
     with transaction.atomic():
         fairness.check_active_runs(request.user)  # the 429 before the slow check (create_run checks again)
     source, name = read_problem(request, data)
-    problem = control.problem_for(request.user, source, name)
-    run = control.create_run(request.user, problem, settings_)
+    problem = control.problem_for(request.user, source, name, background=True)  # the full check: in the start job
+    run = control.create_run(request.user, problem, settings_, waiting=waiting)
     return JsonResponse({"id": run.pk, "url": run_url(run), "api_url": f"/api/runs/{run.pk}"}, status=201)
 
 

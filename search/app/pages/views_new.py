@@ -8,6 +8,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from search.app.pages import gallery
 from search.app.pages.forms import TEAM_HELP, NewRunForm
 from search.app.pages.providers import LLM_TEAMS, any_ready, providers
-from search.app.service import checks, control
+from search.app.service import background_check, checks, control, devices, fairness
 from search.app.service.checks import LimitError
 from search.app.service.settings import RunSettings, SettingError, parse_run_settings
 
@@ -54,9 +55,14 @@ def problem_from(request: HttpRequest) -> tuple[str, str]:
 
 
 def page_context(form: NewRunForm, **extra: Any) -> dict[str, Any]:
+    served = devices.served()  # the device choices tell the truth: which ones a live worker serves
+    form.fields["device"].choices = [(d, d if served.serves(d) else f"{d} — no worker serves it")
+                                     for d, _ in form.fields["device"].choices]
+    if not form.is_bound and not served.serves(str(form.initial.get("device") or "cpu")):
+        form.initial["device"] = "cpu"
     return {"form": form, "gallery": gallery.by_level(), "providers": providers(), "llm_ready": any_ready(),
             "llm_teams": LLM_TEAMS, "team_help": TEAM_HELP, "max_upload_bytes": settings.STARK_MAX_UPLOAD_BYTES,
-            "check_timeout_s": settings.STARK_CHECK_TIMEOUT_S, **extra}
+            "check_timeout_s": settings.STARK_CHECK_TIMEOUT_S, "served": served, **extra}
 
 
 @login_required
@@ -70,12 +76,14 @@ async def new_run(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             run_settings = parse_run_settings(form.run_data())
-            source, name = problem_from(request)
+            waiting = await sync_to_async(devices.check_device)(run_settings.device) or ""
             user = await request.auser()
-            summary = None
-            if not await sync_to_async(control.known_problem)(user, source):
-                summary = await checks.run_check(source, user.pk)
-            run = await sync_to_async(start_run)(user, source, name, run_settings, summary)
+            await sync_to_async(active_runs_allowed)(user)  # the 429 before anything slow
+            source, name = problem_from(request)
+            summary = await sync_to_async(checked_before)(user, source)
+            if summary is None:  # the check panel has not answered for this text yet: check it now
+                summary = await checked_now(source, user.pk)
+            run = await sync_to_async(start_run)(user, source, name, run_settings, summary, waiting)
         except SettingError as exc:
             status = getattr(exc, "status", 400)
             field = {"problem": "problem_source", "team_options": None, "eval": None}.get(exc.field, exc.field)
@@ -100,9 +108,43 @@ def blank_page(request: HttpRequest) -> HttpResponse:
     return render(request, "pages/new_run.html", page_context(form))
 
 
-def start_run(user, source: str, name: str, run_settings: RunSettings, summary: dict[str, Any] | None):
+def active_runs_allowed(user) -> None:
+    with transaction.atomic():
+        fairness.check_active_runs(user)  # LimitError (429); create_run checks again
+
+
+def checked_before(user, source: str) -> dict[str, Any] | None:
+    """The summary of this text's earlier check (a stored problem, or the check panel's verdict): "Start run" does
+    not check it again. SettingError("problem", ...) when that check refused it."""
+    known = control.known_problem(user, source)
+    if known is not None:
+        refused = background_check.refusal(known.summary)
+        if refused:
+            raise SettingError("problem", refused)
+        return known.summary
+    verdict = background_check.remembered(user.pk, source)
+    if verdict is not None and verdict.get("error"):
+        raise SettingError("problem", verdict["error"])
+    return verdict.get("summary") if verdict is not None else None
+
+
+async def checked_now(source: str, user_id: int) -> dict[str, Any]:
+    """The full check, its verdict remembered (a LimitError is not a verdict)."""
+    try:
+        summary = await checks.run_check(source, user_id)
+    except LimitError:
+        raise
+    except SettingError as exc:
+        await sync_to_async(background_check.remember)(user_id, source, error=exc.message)
+        raise
+    await sync_to_async(background_check.remember)(user_id, source, summary=summary)
+    return summary
+
+
+def start_run(user, source: str, name: str, run_settings: RunSettings, summary: dict[str, Any] | None,
+              waiting: str = ""):
     problem = control.problem_for(user, source, name, summary=summary)
-    return control.create_run(user, problem, run_settings)
+    return control.create_run(user, problem, run_settings, waiting=waiting)
 
 
 @login_required
@@ -117,7 +159,7 @@ async def validate(request: HttpRequest) -> HttpResponse:
         return await sync_to_async(render)(request, "pages/_validation.html", {"empty": True, "error": exc.message})
     user = await request.auser()
     try:
-        summary = await checks.run_check(source, user.pk)
+        summary = await checked_now(source, user.pk)
     except LimitError as exc:
         return await sync_to_async(render)(request, "pages/_validation.html", {"busy": True, "error": exc.message})
     except SettingError as exc:
@@ -159,8 +201,11 @@ def warnings(summary: dict[str, Any], device: str) -> list[str]:
         out.append(f"inputs and outputs need {memory_gb:.1f} GB; this host is CPU-only, so CUDA runs need a GPU worker")
     if host and memory_gb > 0.5 * host:
         out.append(f"the problem needs {memory_gb:.1f} GB, more than half of this host's {host:.0f} GB of memory")
-    if device.startswith("cuda") and not host_has_gpu():
-        out.append("this web host sees no GPU: the run waits until a worker with a GPU serves the gpu queue")
+    available = devices.served()
+    if not available.serves(device):
+        out.append(f"no worker of this instance serves {device} (available: {available.text()}): "
+                   + ("a run would wait until one does" if devices.absent_allowed() else
+                      "a run for it is refused; choose one of those"))
     forward_ms = summary.get("forward_ms") or 0
     if forward_ms > 500:
         out.append(f"one forward pass takes {forward_ms / 1000:.1f} s here; each evaluation times it 100+ times")

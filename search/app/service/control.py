@@ -12,7 +12,7 @@ from django.db import transaction
 
 from search.app.events import Recorder, store_event
 from search.app.models import Node, Problem, Run, source_hash
-from search.app.service import checks, fairness, queues, steps
+from search.app.service import background_check, checks, devices, fairness, queues, steps
 from search.app.service.reaper_chain import ensure_reaper
 from search.app.service.runs import locked_run, stored_options_problem
 from search.app.service.settings import parse_run_settings, stored_settings
@@ -30,16 +30,31 @@ def known_problem(owner, source: str) -> Problem | None:
     return Problem.objects.filter(owner=owner, hash=source_hash(source)).first()
 
 
-def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = None) -> Problem:
+def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = None,
+                background: bool = False) -> Problem:
     """Validate a problem (search.app.service.checks: a bounded check in a child process) and store it once per
-    owner; `summary` is a check's result the caller already has."""
+    owner; `summary` is a check's result the caller already has. With `background`, only the static check runs
+    here and the problem is stored pending: the run's start job checks it (search.app.service.background_check).
+    A problem that failed its check before is refused at once with the check's message."""
     if not source.strip():
         raise SettingError("problem", "the problem file is empty; upload a KernelBench-format .py file")
     existing = known_problem(owner, source)
     if existing is not None:
+        refused = background_check.refusal(existing.summary)
+        if refused:
+            raise SettingError("problem", refused)
         return existing
     if summary is None:
-        summary = checks.check_problem(source, owner.pk)
+        known = background_check.remembered(owner.pk, source)
+        if known is not None and known.get("error"):
+            raise SettingError("problem", known["error"])
+        if known is not None:
+            summary = known["summary"]
+        elif background:
+            background_check.static_check(source)
+            summary = background_check.pending_summary()
+        else:
+            summary = checks.check_problem(source, owner.pk)
     problem, _ = Problem.objects.get_or_create(owner=owner, hash=source_hash(source),
                                                defaults={"source": source, "name": name[:200] or "problem",
                                                          "summary": summary})
@@ -47,10 +62,15 @@ def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = 
 
 
 def create_run(owner, problem: Problem, settings: RunSettings, root_source: str | None = None,
-               forked_from: tuple[Run, int] | None = None) -> Run:
-    """Store the run and its root, then queue its start after commit."""
-    tree = Tree(problem.source, stored_settings(settings), root_source=root_source,
-                meta={"problem_summary": problem.summary, "device_info": {"device": settings.device}})
+               forked_from: tuple[Run, int] | None = None, waiting: str = "") -> Run:
+    """Store the run and its root, then queue its start after commit. `waiting`: what the run waits for (a device
+    no worker serves yet, search.app.service.devices), shown as its reason."""
+    meta: dict[str, Any] = {"problem_summary": problem.summary, "device_info": {"device": settings.device}}
+    if waiting:
+        meta["status_line"] = waiting
+    if background_check.is_pending(problem.summary):
+        meta = {**meta, "problem_summary": {}, "status_line": background_check.CHECKING_LINE}
+    tree = Tree(problem.source, stored_settings(settings), root_source=root_source, meta=meta)
     with transaction.atomic():
         fairness.check_active_runs(owner)
         run = Run.objects.create(
@@ -186,7 +206,8 @@ def fork(run: Run, node_id: int, owner, overrides: dict[str, Any] | None = None)
     }
     data.update(overrides or {})
     settings = parse_run_settings(data)
+    waiting = devices.check_device(settings.device) or ""
     problem = run.problem if run.problem.owner_id == owner.pk else problem_for(owner, run.problem.source,
                                                                                  run.problem.name)
-    return create_run(owner, problem, settings, root_source=node.source, forked_from=(run, node_id))
+    return create_run(owner, problem, settings, root_source=node.source, forked_from=(run, node_id), waiting=waiting)
 

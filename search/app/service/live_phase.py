@@ -1,5 +1,5 @@
 """What each attempt's evaluation is doing right now: the harness's phase (reference, baselines, build,
-correctness, timing, re-check...) that the gpu job publishes in its RQ job meta (kernels.jobs.publish_phase), read for
+correctness, timing, re-check...) that the gpu job publishes in its RQ job meta (kernels.jobs.PhaseBeat: when a phase begins and every second while it runs), read for
 the nodes of a run that are being evaluated, as unsequenced `node.phase` messages for the run's websocket."""
 
 from __future__ import annotations
@@ -8,6 +8,13 @@ from typing import Any
 
 from search.app.models import Node
 from search.app.service import queues
+
+
+def number(value: Any) -> float:
+    try:
+        return round(float(value or 0.0), 1)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def evaluation_phases(run_id: int) -> list[dict[str, Any]]:
@@ -21,5 +28,6 @@ def evaluation_phases(run_id: int) -> list[dict[str, Any]]:
             continue
         out.append({"type": "node.phase", "node": node_id,
                     "data": {"changes": {"eval_phase": str(phase["phase"])[:40],
-                                         "eval_elapsed_s": float(phase.get("elapsed_s") or 0.0)}}})
+                                         "eval_elapsed_s": number(phase.get("elapsed_s")),
+                                         "eval_phase_s": number(phase.get("phase_s"))}}})
     return out

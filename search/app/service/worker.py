@@ -15,6 +15,7 @@ No Django import: a GPU host runs `rq worker stark-<instance>-gpu --worker-class
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -41,6 +42,8 @@ BEAT_FIELD = "stark_beat_s"
 BEAT_SLACK_S = 10
 # Which host and pid namespace the worker runs in: only there can its pid be checked.
 HOST_FIELD = "stark_host"
+# The devices a gpu-queue worker can evaluate on ("cpu", "cuda:0", ...), JSON: what /healthz and run creation read.
+DEVICES_FIELD = "stark_devices"
 
 
 def preload_isolation_plans() -> None:
@@ -84,6 +87,8 @@ class Worker(RQWorker):
         super().register_birth()
         self.connection.hset(self.key, mapping={
             BEAT_FIELD: max(self.dequeue_timeout, int(self.job_monitoring_interval)), HOST_FIELD: host_identity()})
+        if any("gpu" in getattr(q, "name", "") for q in self.queues):
+            self.connection.hset(self.key, DEVICES_FIELD, json.dumps(device_names()))
 
     @property
     def should_run_maintenance_tasks(self) -> bool:
@@ -95,6 +100,29 @@ class Worker(RQWorker):
     def _start_scheduler(self, *args: Any, **kwargs: Any) -> None:
         clear_stale_scheduler_locks(self.connection, [q.name for q in self.queues])
         super()._start_scheduler(*args, **kwargs)
+
+
+def device_names() -> list[str]:
+    """What this worker evaluates on: "cpu", and "cuda:N" for each GPU torch sees ([] without the harness)."""
+    try:
+        from kernels.devices import list_devices
+    except ImportError:
+        return []
+    try:
+        return [d["kind"] if d["kind"] == "cpu" else f"cuda:{d['index']}" for d in list_devices()]
+    except Exception:  # noqa: BLE001 - a broken driver: report the CPU only
+        log.exception("listing this worker's devices failed")
+        return ["cpu"]
+
+
+def worker_devices(worker: RQWorker) -> list[str] | None:
+    """The devices a worker registered (None: a plain rq worker or an older one that did not say)."""
+    raw = worker.connection.hget(worker.key, DEVICES_FIELD)
+    try:
+        value = json.loads(_text(raw)) if raw is not None else None
+    except ValueError:
+        return None
+    return [str(d) for d in value] if isinstance(value, list) else None
 
 
 def pid_alive(pid: int | None) -> bool:
