@@ -111,7 +111,7 @@ def test_a_child_locking_every_descriptor_cannot_block_another_evaluation(fast_s
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, build_timeout_s=10.0,
                                      run_timeout_s=5.0, profile=False)
     prime(settings)
-    hostile: dict[str, object] = {}
+    outcome: dict[str, object] = {}
     holding = threading.Event()
 
     def progress(name: str, _detail: dict[str, object]) -> None:
@@ -119,9 +119,9 @@ def test_a_child_locking_every_descriptor_cannot_block_another_evaluation(fast_s
             holding.set()
 
     def run_hostile() -> None:
-        hostile["result"] = evaluate(fixture_source("problem_scale_add"), hostile("hold_every_fd"), settings,
+        outcome["result"] = evaluate(fixture_source("problem_scale_add"), hostile("hold_every_fd"), settings,
                                      progress=progress)
-        hostile["ended"] = time.monotonic()
+        outcome["ended"] = time.monotonic()
 
     thread = threading.Thread(target=run_hostile)
     started = time.monotonic()
@@ -132,11 +132,11 @@ def test_a_child_locking_every_descriptor_cannot_block_another_evaluation(fast_s
     honest_ended = time.monotonic()
     thread.join(120)
     assert honest.verdict == "pass", honest.reasons
-    result = hostile["result"]
+    result = outcome["result"]
     assert isinstance(result, EvalResult) and result.verdict == "timeout", getattr(result, "reasons", result)
-    hostile_life = float(hostile["ended"]) - started  # type: ignore[arg-type]
+    hostile_life = float(outcome["ended"]) - started  # type: ignore[arg-type]
     assert hostile_life < total_cap_s(settings) + 10, f"the lock holder lived {hostile_life:.0f} s"
-    assert honest_ended < float(hostile["ended"]) + 20, "the honest evaluation waited long after the holder's end"  # type: ignore[arg-type]
+    assert honest_ended < float(outcome["ended"]) + 20, "the honest evaluation waited long after the holder's end"  # type: ignore[arg-type]
     lock = cache.device_lock(cache.cache_root(settings.cache_dir), settings.device)
     fd = os.open(lock, os.O_RDONLY)
     try:
