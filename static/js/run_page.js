@@ -31,8 +31,12 @@ function openNode(id, { keepHash = false } = {}) {
   tree.select(id);
   tree.focused = id;
   if (!keepHash) history.replaceState(null, "", `#node-${id}`);
+  document.getElementById("run-layout").classList.add("inspecting"); // on a phone: the inspector as a sheet
   loadInspector();
 }
+document.getElementById("inspector-close").addEventListener("click", () => {
+  document.getElementById("run-layout").classList.remove("inspecting");
+});
 
 let inspectorTimer = null;
 function loadInspector() {
@@ -59,7 +63,7 @@ function drawNodePhase() {
   if (!box || !n) return;
   const parts = [];
   if (n.eval_phase && !["done", "failed"].includes(n.status)) {
-    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${phaseClock(n)} · ${Math.round(n.eval_elapsed_s || 0)} s in all${etaText(n)}`);
+    parts.push(`Evaluating${n.parent == null ? " the reference" : ""}: ${phaseClock(n)} · ${Math.round(n.eval_elapsed_s || 0)} s elapsed in all${etaText(n)}`);
   }
   const r = n.result && n.result.retime;
   if (r && (r.state === "queued" || r.state === "running") && n.retime_phase) {

@@ -270,9 +270,12 @@ export class TreeView {
     const { width, height } = this.size;
     if (!this.bounds || !width || !height) return;
     const { x0, x1, y0, y1 } = this.bounds;
-    const w = y1 - y0 + 260, h = x1 - x0 + 60;
+    // Room for the labels: as far right as the longest one reaches (as the drawing measures them), not a guess.
+    let right = y1 + 200;
+    for (const d of this.all) right = Math.max(right, d.y + Math.min(COLUMN - 50, 16 + nodeLabel(d.data).length * 6.6));
+    const w = right - y0 + 60, h = x1 - x0 + 60;
     let k = Math.min(1.5, width / w, height / h);
-    let cx = (y0 + y1 + 200) / 2, cy = (x0 + x1) / 2;
+    let cx = (y0 + right) / 2, cy = (x0 + x1) / 2;
     if (!userAsked && k < MIN_AUTO_K) {
       k = MIN_AUTO_K;
       let newest = null;

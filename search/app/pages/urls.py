@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search.app.pages import views_new, views_runs
+from search.app.pages import account, views_new, views_runs
 
 app_name = "pages"
 
@@ -17,4 +17,5 @@ urlpatterns = [
     path("runs/<int:run_id>/", views_runs.run_page, name="run"),
     path("runs/<int:run_id>/nodes/<int:node_id>/", views_runs.node_inspector, name="node"),
     path("compare/", views_runs.compare, name="compare"),
+    path("account/", account.account, name="account"),
 ]

@@ -148,6 +148,9 @@ def compare(request: HttpRequest) -> HttpResponse:
             side["v"] = node_view(side["node"])
         rows = diffs.side_by_side_rows(sides[0]["node"].source, sides[1]["node"].source)
         context.update(sides=sides, rows=rows, stats=diffs.stats(rows), metrics=metric_rows(sides))
+        a, b = (side["run"].problem for side in sides)
+        if a.hash != b.hash:  # their figures are against different references: not comparable
+            context["different_problems"] = (a.name, b.name)
     return render(request, "pages/compare.html", context, status=400 if context["errors"] else 200)
 
 
