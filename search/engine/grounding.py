@@ -217,6 +217,13 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
         first = new[0][0] if new else (numbered[i0][0] + 1 if i0 >= 0 else 1)
         last = new[-1][0] if new else first - 1
         result.violations += _changed(skipped, new)
+        if spans and new and not skipped and j0 >= 0:
+            head = _attached(new, numbered[i0][0], sk, anchored_source, j0, spans[0])
+            if head:
+                result.violations += _outside(head, raw, sk, j0, facts, result, after=True)
+                new = new[len(head):]
+                first = new[0][0] if new else head[-1][0] + 1
+                last = new[-1][0] if new else first - 1
         if spans:
             fill_lines = [t for _, t in new]
             result.fills.append(Fill(spans, first, last, True))
@@ -266,9 +273,33 @@ def _unchanged(spans: list[int], bodies: list[list[str]], fill: list[str]) -> li
     return sorted(out)
 
 
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def _attached(new: list[tuple[int, str]], after: int, sk: _Skeleton, anchored_source: str, j0: int,
+              span: int) -> list[tuple[int, str]]:
+    """The new lines that continue fixed line j0 rather than fill the span after it: when the skeleton has a blank
+    line between them, the file's lines right after that fixed line (file line `after`), with no blank line
+    between, indented deeper than the span's BEGIN marker (`self.x = 1` added after `super().__init__()`, above
+    the blank line before a span that holds `forward`). They are judged as lines outside the spans."""
+    skeleton = anchored_source.splitlines()
+    begin = sk.anchors[span].begin_line
+    if not any(not line.strip() for line in skeleton[sk.fixed[j0][0]:begin - 1]):
+        return []
+    marker = _indent(skeleton[begin - 1])
+    head: list[tuple[int, str]] = []
+    for no, text in new:
+        if no != after + 1 + len(head) or _indent(text) <= marker:
+            break
+        head.append((no, text))
+    return head
+
+
 def _outside(new: list[tuple[int, str]], raw: list[str], sk: _Skeleton, next_fixed: int,
-             facts: tuple[set[int], dict[str, str]] | None, result: Alignment) -> list[str]:
-    """Check a run of new lines outside the spans against the allowance; record it when allowed."""
+             facts: tuple[set[int], dict[str, str]] | None, result: Alignment, after: bool = False) -> list[str]:
+    """Check a run of new lines outside the spans against the allowance; record it when allowed. `after`: the lines
+    follow fixed line next_fixed (they continue it) instead of preceding it."""
     first, last = new[0][0], new[-1][0]
     where = f"line {first} {show(new[0][1])}" if first == last else f"lines {first}-{last} (from {show(new[0][1])})"
     why: str | None
@@ -277,7 +308,7 @@ def _outside(new: list[tuple[int, str]], raw: list[str], sk: _Skeleton, next_fix
     else:
         inside, bound = facts
         at = sk.fixed[next_fixed][0] if next_fixed < len(sk.fixed) else None
-        if at is not None and at in inside:
+        if at is not None and (at in inside or after and at + 1 in inside):
             why = f"they are inside the top-level statement that skeleton line {at} belongs to"
         else:
             kinds, names, why = allowed("\n".join(raw[first - 1:last]), bound)

@@ -51,9 +51,9 @@ def passing(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str,
 
 
 def quick_engine(team_name: str, opts: dict[str, Any], events: list[Event] | None = None,
-                 budget: int = 3) -> Engine:
+                 budget: int = 3, problem: str = PROBLEM) -> Engine:
     """An engine around an LLM team whose candidates are judged by `passing` (no harness process)."""
-    tree = Tree(PROBLEM, {"target": "cpp", "device": "cpu", "budget": budget, "seed": 0})
+    tree = Tree(problem, {"target": "cpp", "device": "cpu", "budget": budget, "seed": 0})
     sink = (events if events is not None else []).append
     engine = Engine(tree, get_team(team_name, opts), passing, sink)
     engine.record(0, passing(PROBLEM, tree.root.source, {}))
