@@ -1,5 +1,5 @@
 # The two commands of the README. Both set up everything they need on a fresh Debian machine.
-.PHONY: run test test-fast setup lint
+.PHONY: run test test-fast setup lint bench-cpu
 
 run:
 	scripts/run.sh
@@ -17,3 +17,11 @@ setup:
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/python -m mypy
+
+# The CPU benchmarks that finish in a few minutes (benchmarks/README.md: the index), results under var/bench/.
+bench-cpu:
+	mkdir -p var/bench
+	.venv/bin/python -m benchmarks.kb_set --json var/bench/kb_set.json
+	.venv/bin/python -m benchmarks.sandbox_overhead --repeats 1 --out var/bench/sandbox.json
+	.venv/bin/python -m benchmarks.profiling_cost --device cpu --repeats 1 --runs 5 --out var/bench/profiling_cost.json
+	.venv/bin/python -m benchmarks.rules_trace_store --budget 2 --out var/bench/rules_trace_store.json

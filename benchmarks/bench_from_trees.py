@@ -2,7 +2,7 @@
 
 For a bench cut short (e.g. a device lease that ran out): every problem whose tree was written
 counts, with the same metrics code as the bench itself. Usage:
-    python benchmarks/bench_from_trees.py OUT.json TREE.json [TREE.json ...]
+    python -m benchmarks.bench_from_trees OUT.json TREE.json [TREE.json ...]
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from search.bench import markdown, problem_record, summarize  # noqa: E402
-from search.engine.tree import Tree  # noqa: E402
+from search.bench import markdown, problem_record, summarize
+from search.engine.tree import Tree
 
 
 def main(out: str, tree_files: list[str]) -> None:

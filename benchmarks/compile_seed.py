@@ -3,7 +3,7 @@ team's first two attempts on a GPU, and the re-time's compile baselines) in a ha
 reference worker's compiled code ("seeded") and in one that starts with empty caches ("cold"), alternately, the
 same settings otherwise. Prints a table and writes OUT.json / OUT.md. Usage:
 
-    python benchmarks/compile_seed.py --device cpu --rounds 3 --out docs/benchmarks/compile_seed/cpu PROBLEM.py ...
+    python -m benchmarks.compile_seed --device cpu --rounds 3 --out docs/benchmarks/compile_seed/cpu PROBLEM.py ...
 """
 
 from __future__ import annotations
@@ -12,16 +12,13 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kernels import EvalSettings, compile_seed, evaluate  # noqa: E402
-from search.bench_retime import compiled_reference  # noqa: E402
+from kernels import EvalSettings, compile_seed, evaluate
+from search.bench_retime import compiled_reference
 
 MODES = {"default": "compile", "max-autotune-no-cudagraphs": "compile-max-autotune"}
 

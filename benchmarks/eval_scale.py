@@ -7,8 +7,8 @@ cached, result reuse off). Every harness child (`kernels.sandbox.run_worker`) is
 table shows the harness overhead per candidate: wall time minus the candidate's own build (import + first call)
 minus its timed work (warm-up + timed runs x its median).
 
-    python benchmarks/eval_scale.py benchmarks/problems/kb_scale/*.py --device cuda --rounds 2 --out OUT.json
-    python benchmarks/eval_scale.py ... --mixed 12      # evaluations/minute over a mixed sequence (steady state)
+    python -m benchmarks.eval_scale benchmarks/problems/kb_scale/*.py --device cuda --rounds 2 --out OUT.json
+    python -m benchmarks.eval_scale ... --mixed 12      # evaluations/minute over a mixed sequence (steady state)
 
 Prints a Markdown table and writes JSON (every evaluation with its children and phases).
 """
@@ -16,6 +16,7 @@ Prints a Markdown table and writes JSON (every evaluation with its children and 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -26,13 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import importlib  # noqa: E402
-
-from kernels import sandbox  # noqa: E402
-from kernels.errors import ProblemError  # noqa: E402
-from kernels.settings import EvalSettings  # noqa: E402
+from kernels import sandbox
+from kernels.errors import ProblemError
+from kernels.settings import EvalSettings
 
 evaluate_module = importlib.import_module("kernels.evaluate")
 reference_module = importlib.import_module("kernels.reference")

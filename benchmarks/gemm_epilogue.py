@@ -1,6 +1,6 @@
 """GPU benchmark (not a test) of the rules team's GEMM + epilogue candidates at KernelBench level-2 sizes.
 
-    python benchmarks/gemm_epilogue.py [--out DIR] [--deadline SECONDS] [--quick]
+    python -m benchmarks.gemm_epilogue [--out DIR] [--deadline SECONDS] [--quick]
 
 For each problem (Linear -> elementwise epilogue, M = 1024..2048, K = N = 8192 fp32, KernelBench's current level-2
 sizes; a conv -> epilogue; a launch-bound chain of small ops) it renders the team's own candidates with the real
@@ -17,25 +17,23 @@ Needs torch + triton + CUDA; no Django, no Redis.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from benchmarks.common import load_module
+from search.teams.rules.analysis.forward import analyse
+from search.teams.rules.analysis.problem import LoadedProblem
+from search.teams.rules.planning.recipe import Recipe
+from search.teams.rules.rendering.candidate import render
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from search.teams.rules.analysis.forward import analyse  # noqa: E402
-from search.teams.rules.analysis.problem import LoadedProblem  # noqa: E402
-from search.teams.rules.planning.recipe import Recipe  # noqa: E402
-from search.teams.rules.rendering.candidate import render  # noqa: E402
 
 DEVICE = "cuda"
 LINEAR = '''import torch
@@ -166,11 +164,7 @@ def load_model(source: str, cls: str) -> tuple[Any, Any]:
     """Import source from a file (Triton reads its kernels' source text back from it) and build cls on the GPU."""
     path = Path(tempfile.mkdtemp(prefix="gemm_bench_")) / "candidate.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"gemm_bench_{abs(hash(source))}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    problem = LoadedProblem(module)
+    problem = LoadedProblem(load_module(path, f"gemm_bench_{abs(hash(source))}"))
     torch.manual_seed(0)
     model = getattr(problem.module, cls)(*problem.init_inputs()).to(DEVICE).eval()
     return model, problem

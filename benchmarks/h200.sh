@@ -30,7 +30,7 @@ mkdir -p "$out"
   date -u +%FT%TZ
   echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight, $streams streams, ${deadline} s each"
   echo "selected: ${selectors[*]}"; } | tee "$out/device.txt"
-python3 benchmarks/problems_gpu.py "$problems" > /dev/null || exit 1
+python3 -m benchmarks.problems_gpu "$problems" > /dev/null || exit 1
 files=()
 for sel in ${selectors[*]}; do
   if [ -d "$problems/$sel" ]; then files+=("$problems/$sel"/*.py); else files+=("$problems/$sel.py"); fi
@@ -47,7 +47,7 @@ done
 wait
 date -u +%FT%TZ | tee -a "$out/device.txt"
 if compgen -G "$trees/level*.json" > /dev/null; then
-  python3 benchmarks/bench_from_trees.py "$out/rules_h200.json" "$trees"/level*.json
+  python3 -m benchmarks.bench_from_trees "$out/rules_h200.json" "$trees"/level*.json
 else
   echo "no problem finished inside ${deadline} s: no table" | tee -a "$out/device.txt"
 fi

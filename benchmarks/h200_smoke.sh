@@ -16,7 +16,7 @@ if [ "${1:-search}" = tests ]; then
   exit 0
 fi
 problems=$(mktemp -d)
-python3 benchmarks/problems_gpu.py "$problems" > /dev/null || exit 1
+python3 -m benchmarks.problems_gpu "$problems" > /dev/null || exit 1
 problem="$problems/level2/linear_gelu_scale.py"
 timeout 400 python3 -m pytest tests/kernels/test_bounds.py -q -p no:cacheprovider > "$out/bounds_tests.log" 2>&1 &
 { timeout 330 python3 -m search run "$problem" --team rules --budget 6 --parallel 2 --device cuda --out "$out/tree.json"

@@ -3,7 +3,7 @@ for the device, correctness, timing, re-check, ...), the median and total second
 into references and attempts, plus each attempt's wall time. The 2026-12-02 H200 runs showed attempts finishing
 in waves (16 children, one device lock): this is the table that shows it. Prints Markdown and writes OUT.json:
 
-    python benchmarks/kb_phases.py --out docs/benchmarks/kb_rules/h200-2026-12-02/phases TREE.json [...]
+    python -m benchmarks.kb_phases --out docs/benchmarks/kb_rules/h200-2026-12-02/phases TREE.json [...]
 """
 
 from __future__ import annotations
@@ -11,14 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from search.engine.tree import Tree  # noqa: E402
+from search.engine.tree import Tree
 
 ASIDE = "of which compiling off the device lock"  # kernels.device_lock: a part of "build" (its share overlaps)
 

@@ -3,7 +3,7 @@ gives the table beside it (trees.tar.gz -> kb_rules.md/.json, trees-streams.tar.
 h200-2026-12-03-alone's trees give the headline h200.md/.json, each through benchmarks/kb_table.py with the metrics of
 the day (search.bench_metrics, search.engine.verdict). The title's device note is kept from the table it replaces.
 
-    python benchmarks/kb_rerender.py [--root docs/benchmarks/kb_rules]
+    python -m benchmarks.kb_rerender [--root docs/benchmarks/kb_rules]
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import kb_table  # noqa: E402
+from benchmarks import kb_table
 
 HEADLINE = ("h200-2026-12-03-alone/trees.tar.gz", "h200")
 

@@ -72,7 +72,7 @@ fi
 date -u +%FT%TZ | tee -a "$out/device.txt"
 cat "$logs"/retime-stream*.log "$logs"/retime-quiet.log 2> /dev/null | grep -E "^== |re-timed side by side" \
   | tee -a "$out/device.txt"
-python3 benchmarks/kb_table.py --out "$out/kb_rules" "${files[@]}"
+python3 -m benchmarks.kb_table --out "$out/kb_rules" "${files[@]}"
 stage=$(mktemp -d)
 cp "${files[@]}" "$stage"/
 tar -czf "$out/trees.tar.gz" -C "$stage" .

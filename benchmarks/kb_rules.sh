@@ -21,7 +21,7 @@
 # TREES_IN=trees.tar.gz (or a directory of tree files) continues an earlier call's searches (`bench --resume`): a
 # budget that one 10-minute device call cannot reach is spread over several; the references are not judged again.
 # Writes to $OUT (or docs/benchmarks/kb_rules/latest): device.txt, kb_rules.md/.json (kb_table.py), trees.tar.gz
-# (the tree files: merge shards with `python benchmarks/kb_table.py --out X trees/*.json`) and logs.tar.gz (the
+# (the tree files: merge shards with `python -m benchmarks.kb_table --out X trees/*.json`) and logs.tar.gz (the
 # benches' JSON and logs, the re-times' logs, monitor.log: the device tool brings back at most 8 files).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
@@ -96,7 +96,7 @@ if [ "$retime_s" -gt 0 ] && compgen -G "$trees/*.json" > /dev/null; then
   grep -E "^== |re-timed side by side" "$logs/retime/device.txt" >> "$out/device.txt"
 fi
 if compgen -G "$trees/*.json" > /dev/null; then
-  python3 benchmarks/kb_table.py --out "$out/kb_rules" "$trees"/*.json
+  python3 -m benchmarks.kb_table --out "$out/kb_rules" "$trees"/*.json
 else
   echo "no problem finished inside ${deadline} s: no table" | tee -a "$out/device.txt"
 fi

@@ -5,7 +5,7 @@ Per problem: input, weight and output shapes and bytes (inputs + weights + outpu
 least), printed as a Markdown table; `--json PATH` writes the same rows. The selection rule is in
 benchmarks/problems/README.md.
 
-    python benchmarks/kb_set.py [--json out.json] [--time cuda] [DIR_OR_FILE ...]   (default: kb_l1 and kb_l2)
+    python -m benchmarks.kb_set [--json out.json] [--time cuda] [DIR_OR_FILE ...]   (default: kb_l1 and kb_l2)
 
 --time DEVICE also builds each problem for real on DEVICE and times eager forward() (1 warm-up, then the median of
 3 runs) with the peak device memory: the check that eager runs well under 2 s on the H200 and fits it.
@@ -14,15 +14,15 @@ benchmarks/problems/README.md.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from benchmarks.common import load_module, write_report
+from kernels.timing import time_callable
 
 ROOT = Path(__file__).resolve().parent / "problems"
 SET_DIRS = (ROOT / "kb_l1", ROOT / "kb_l2")
@@ -39,11 +39,7 @@ def problem_files(paths: list[str] | None = None) -> list[Path]:
 
 
 def _load(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(f"kb_set_{path.parent.name}_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, f"kb_set_{path.parent.name}_{path.stem}")
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -78,7 +74,8 @@ def measure(path: Path) -> dict[str, Any]:
 
 
 def time_eager(path: Path, device: str, runs: int = 3) -> dict[str, Any]:
-    """Eager forward() at full size on `device`: median ms of `runs` after one warm-up, and the peak memory."""
+    """Eager forward() at full size on `device`: median ms of `runs` after one warm-up (kernels.timing), and the
+    peak memory."""
     module = _load(path)
     cuda = device.startswith("cuda")
     if cuda:
@@ -88,19 +85,9 @@ def time_eager(path: Path, device: str, runs: int = 3) -> dict[str, Any]:
     with torch.device(device):
         model = module.Model(*module.get_init_inputs())
         inputs = module.get_inputs()
-    times = []
-    with torch.no_grad():
-        for k in range(runs + 1):
-            if cuda:
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            model(*inputs)
-            if cuda:
-                torch.cuda.synchronize(device)
-            if k:
-                times.append((time.perf_counter() - start) * 1e3)
+    with torch.no_grad():  # the harness's timing protocol, warm caches (flush off): one warm-up, `runs` timed
+        _, times, _ = time_callable(lambda: model(*inputs), torch.device(device), runs, warmup=1, flush=False)
     peak = torch.cuda.max_memory_allocated(device) if cuda else None
-    del model, inputs
     return {"eager_ms": statistics.median(times), "peak_bytes": peak}
 
 
@@ -144,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             row.update(time_eager(path, args.time))
     print(markdown(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        write_report("kb_set", rows, Path(args.json), device=args.time or "meta")
     over = [r["file"] for r in rows if r["total_bytes"] > MEMORY_CAP_BYTES]
     if over:
         print(f"over {gb(MEMORY_CAP_BYTES)} GB (inputs + weights + outputs): {', '.join(over)}", file=sys.stderr)

@@ -9,7 +9,7 @@ speed-up vs eager, vs torch.compile(default) and vs max-autotune (also below 1.0
 figures were re-timed side by side, and the best custom kernel's figures. Uses the bench's own record
 (search.bench_record.problem_record). Prints Markdown and writes OUT.md and OUT.json:
 
-    python benchmarks/kb_table.py --out docs/benchmarks/kb_rules/h200 [--device-note "..."] TREE.json [...]
+    python -m benchmarks.kb_table --out docs/benchmarks/kb_rules/h200 [--device-note "..."] TREE.json [...]
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from search.bench_metrics import NOTES, suite_table, summarize, winner_words  # noqa: E402
-from search.bench_record import problem_record  # noqa: E402
-from search.engine.node import Node  # noqa: E402
-from search.engine.tree import Tree  # noqa: E402
+from search.bench_metrics import NOTES, suite_table, summarize, winner_words
+from search.bench_record import problem_record
+from search.engine.node import Node
+from search.engine.tree import Tree
 
 STRICT = 1.03  # "strictly faster": by 3% or more
 MOVE = re.compile(r"^plan: move (\S+):", re.MULTILINE)

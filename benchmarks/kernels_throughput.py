@@ -1,7 +1,7 @@
 """Benchmark of the evaluation harness (not a test): evaluations per minute, harness overhead, timing quality.
 
-    python benchmarks/kernels_throughput.py --device cpu  [--quick]
-    python benchmarks/kernels_throughput.py --device cuda [--quick]
+    python -m benchmarks.kernels_throughput --device cpu  [--quick]
+    python -m benchmarks.kernels_throughput --device cuda [--quick]
 
 Sections: (1) throughput over the sample problems, cold (empty cache) and warm (reference cached), with harness
 overhead = harness wall time / the candidate's own timed work (median x timed runs); (2) on CUDA, repeatability
@@ -13,7 +13,6 @@ docs/benchmarks/kernels_throughput_<device>.json and .md.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import platform
 import statistics
@@ -23,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import load_module
+from kernels import EvalSettings, ProblemError, evaluate, reference_candidate
 
-from kernels import EvalSettings, ProblemError, evaluate, reference_candidate  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 FIXTURES = ROOT / "tests" / "kernels" / "fixtures"
 # candidate -> (expected verdict, the check that must fail/flag, or None)
@@ -87,9 +86,7 @@ def do_bench_median(problem: Path, device: str) -> float:
     import torch
     import triton.testing
 
-    spec = importlib.util.spec_from_file_location("bench_problem", problem)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(problem)
     torch.manual_seed(0)
     with torch.device(device):
         model = module.Model(*module.get_init_inputs()).eval()

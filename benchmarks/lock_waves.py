@@ -7,7 +7,7 @@ for every problem, torch.compile(default), torch.compile(max-autotune-no-cudagra
 The references (and the compile seeds) are made first, outside the measured batches. Prints a table and writes
 OUT.json / OUT.md:
 
-    python benchmarks/lock_waves.py --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
+    python -m benchmarks.lock_waves --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
     STARK_COMPILE_ASIDE is set by the script for each batch (on / off); on the CPU "on" is forced (its default is off)
 """
 
@@ -17,17 +17,14 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kernels import EvalSettings, evaluate, reference_candidate  # noqa: E402
-from search.bench_retime import compiled_reference  # noqa: E402
+from kernels import EvalSettings, evaluate, reference_candidate
+from search.bench_retime import compiled_reference
 
 CANDIDATES = {"compile(default)": "default", "max-autotune": "max-autotune-no-cudagraphs", "eager": None}
 

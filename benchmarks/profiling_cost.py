@@ -1,7 +1,7 @@
 """What profiling feedback costs an evaluation: the example problems' references evaluated as candidates with the
 torch.profiler profile (kernels/profile.py) and without it, on one device.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/profiling_cost.py [--device cpu] [--repeats 2] [--runs 20]
+    .venv/bin/python -m benchmarks.profiling_cost [--device cpu] [--repeats 2] [--runs 20]
         [--out var/bench/profiling_cost.json]
 
 Prints a table and writes JSON. The reference side (outputs, summary, ceilings) is computed once per problem
@@ -15,14 +15,12 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from kernels import EvalSettings, evaluate, reference_candidate
 
-from kernels import EvalSettings, evaluate, reference_candidate  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROBLEMS = ("relu", "softmax", "layernorm", "matmul", "conv2d")
 

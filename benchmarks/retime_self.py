@@ -2,20 +2,17 @@
 user would see for two identical kernels. A protocol without bias gives 1.00 within its spread; the table shows the
 median ratio, the lowest and highest per-round ratio and the wall time of one re-time (kernels.retime).
 
-    python benchmarks/retime_self.py benchmarks/problems/kb_scale/*.py --device cuda --rounds 6 --out OUT.json
+    python -m benchmarks.retime_self benchmarks/problems/kb_scale/*.py --device cuda --rounds 6 --out OUT.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kernels.retime import RetimeError, retime  # noqa: E402
+from kernels.retime import RetimeError, retime
 
 
 def main() -> None:

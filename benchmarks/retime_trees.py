@@ -3,7 +3,7 @@ torch.compile and the search's best candidate, evaluated one after another by th
 off), `--rounds` times in alternation, one evaluation at a time. The medians and their ratios are what to quote
 when the search itself ran beside other work (a busy host inflates the times of models with many kernel launches:
 see docs/benchmarks/h200/README.md). Writes OUT.json and OUT.md. Usage (on a quiet host):
-    python benchmarks/retime_trees.py --device cuda --out docs/benchmarks/h200/run3/retimed TREE.json [...]
+    python -m benchmarks.retime_trees --device cuda --out docs/benchmarks/h200/run3/retimed TREE.json [...]
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kernels import EvalSettings, evaluate, reference_candidate  # noqa: E402
-from search.bench_retime import compiled_reference  # noqa: E402
+from kernels import EvalSettings, evaluate, reference_candidate
+from search.bench_retime import compiled_reference
 
 
 def best_node(tree: dict[str, Any]) -> dict[str, Any] | None:

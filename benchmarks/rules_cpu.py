@@ -1,9 +1,9 @@
 """Benchmark the offline rules team: `python -m search run PROBLEM --team rules --budget 8 --device cpu`
 over the sample problems, then a table of how each run's best candidate compares with eager.
 
-    .venv/bin/python benchmarks/rules_cpu.py                      # level 1 and 2 samples, budget 8
-    .venv/bin/python benchmarks/rules_cpu.py --update examples/problems/level2/linear_gelu_scale.py
-    .venv/bin/python benchmarks/rules_cpu.py --device cuda examples/problems   # on a GPU host
+    .venv/bin/python -m benchmarks.rules_cpu                      # level 1 and 2 samples, budget 8
+    .venv/bin/python -m benchmarks.rules_cpu --update examples/problems/level2/linear_gelu_scale.py
+    .venv/bin/python -m benchmarks.rules_cpu --device cuda examples/problems   # on a GPU host
 
 Writes docs/benchmarks/rules_<device>.json (every run's facts) and .md (the table). With --update, the
 named problems are re-run and merged into the existing results.

@@ -3,9 +3,9 @@ conv-to-window-sums):
 the reference against the candidate the team writes with every rewrite that applies (no kernels of its own, no
 compile), side by side on one device, with the reference under torch.compile(mode="default") beside them on a GPU.
 
-    .venv/bin/python benchmarks/rules_rewrites.py render OUT_DIR --cpu-sizes   # write the candidates (traces them)
-    .venv/bin/python benchmarks/rules_rewrites.py time OUT_DIR --device cpu   # time them (CPU: reduced sizes)
-    python benchmarks/rules_rewrites.py time OUT_DIR --device cuda --json out.json   # on a GPU host (torch only)
+    .venv/bin/python -m benchmarks.rules_rewrites render OUT_DIR --cpu-sizes   # write the candidates (traces them)
+    .venv/bin/python -m benchmarks.rules_rewrites time OUT_DIR --device cpu   # time them (CPU: reduced sizes)
+    python -m benchmarks.rules_rewrites time OUT_DIR --device cuda --json out.json   # on a GPU host (torch only)
 
 `render` writes, per problem, `<name>.src` (the candidate as Python source: the problem with ModelNew below it) and `<name>.json`
 (which rewrites applied, in words). `time` needs only torch: it imports each candidate file, builds Model and ModelNew
@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.machinery
-import importlib.util
 import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from benchmarks.common import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = [*sorted((ROOT / "benchmarks/problems/rewrites").glob("*.py")),
@@ -81,11 +80,7 @@ def render(out: Path, cpu_sizes: bool = False) -> None:
 
 def _load(path: Path, sizes: dict[str, Any]) -> Any:
     name = f"rewrite_candidate_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path, loader=importlib.machinery.SourceFileLoader(name, str(path)))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_module(path, name)
     for key, value in sizes.items():  # get_inputs / get_init_inputs read these globals when called
         setattr(module, key, value)
     return module

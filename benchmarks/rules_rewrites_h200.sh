@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/rules_rewrites_out}"
 mkdir -p "$OUT"
 DIR="$(mktemp -d)"
-python benchmarks/rules_rewrites.py render "$DIR" > "$OUT/rules_rewrites_render.txt" 2>&1
-timeout 330 python benchmarks/rules_rewrites.py time "$DIR" --device cuda --runs 20 --rounds 3 --budget-s 220 \
+python -m benchmarks.rules_rewrites render "$DIR" > "$OUT/rules_rewrites_render.txt" 2>&1
+timeout 330 python -m benchmarks.rules_rewrites time "$DIR" --device cuda --runs 20 --rounds 3 --budget-s 220 \
     --json "$OUT/rules_rewrites_h200.json" > "$OUT/rules_rewrites_h200.txt" 2>&1
 echo "exit status $?" >> "$OUT/rules_rewrites_h200.txt"
 rm -rf "$DIR"

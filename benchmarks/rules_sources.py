@@ -1,8 +1,8 @@
 """Render the rules team's candidates for the test and sample problems and record their hashes, so a change to
 how (or where) the team traces and renders can be checked to leave every generated source byte-identical.
 
-    python benchmarks/rules_sources.py --out before.json            # on the old code
-    python benchmarks/rules_sources.py --out after.json --compare before.json
+    python -m benchmarks.rules_sources --out before.json            # on the old code
+    python -m benchmarks.rules_sources --out after.json --compare before.json
 
 Goes through RulesContext.render (the team's own entry point), for CPU and CUDA, over a fixed set of recipes per
 problem: the reference restructured, each compile mode, every region fused (each backend), each region alone, and
@@ -13,25 +13,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import runpy
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from search.engine.context import build_window
+from search.engine.tree import Tree
+from search.teams.rules.planning.recipe import Recipe
+from search.teams.rules.planning.roles import RulesContext
 
-from search.engine.context import build_window  # noqa: E402
-from search.engine.tree import Tree  # noqa: E402
-from search.teams.rules.planning.recipe import Recipe  # noqa: E402
-from search.teams.rules.planning.roles import RulesContext  # noqa: E402
-from tests.teams import rules_problems  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BACKENDS = {"cpu": ("cpp-omp", "cpp-serial"), "cuda": ("triton", "cuda")}
 
 
 def problems() -> dict[str, str]:
-    found = {f"tests:{name}": value for name, value in vars(rules_problems).items()
+    # The rules tests' problem sources, read from their file (run as a script, not imported: benchmarks/ and tests/
+    # import nothing of each other).
+    rules_problems = runpy.run_path(str(ROOT / "tests/teams/rules_problems.py"))
+    found = {f"tests:{name}": value for name, value in rules_problems.items()
              if name.isupper() and isinstance(value, str) and "class Model" in value}
     for path in sorted((ROOT / "examples/problems").glob("level*/*.py")):
         found[f"examples:{path.parent.name}/{path.name}"] = path.read_text()

@@ -3,7 +3,7 @@ builds the team afresh in every expand job (a new RQ work-horse), so without a s
 again; with the run's trace store (search.app.service.trace_store) a job asks a child only for renders no earlier
 job made. The CLI keeps one team for the whole run (the floor).
 
-    python benchmarks/rules_trace_store.py [--budget 8] [--out docs/benchmarks/rules_trace_store.json]
+    python -m benchmarks.rules_trace_store [--budget 8] [--out docs/benchmarks/rules_trace_store.json]
 
 Expand only: each candidate is recorded as correct at 0.9x its parent's time instead of being evaluated, so the
 numbers are the agents' tracing work alone (children are real kernels.isolated children). Modes:
@@ -20,34 +20,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from search.engine.engine import Engine
+from search.engine.tree import Tree
+from search.teams import get_team
+from search.teams.rules.planning.roles import MemoryTraceStore
 
-from search.engine.engine import Engine  # noqa: E402
-from search.engine.tree import Tree  # noqa: E402
-from search.teams import get_team  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PROBLEMS = ("level2/linear_gelu_scale.py", "level2/residual_sub_leaky_relu_div.py", "level1/softmax.py")
-
-
-class DictStore:
-    """The TraceStore protocol over a dict (what RedisTraceStore does over a run's Redis hash)."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, dict[str, str]] = {}
-
-    def load(self, key: str) -> dict[str, str]:
-        return dict(self.data.get(key, {}))
-
-    def save(self, key: str, entries: dict[str, str]) -> None:
-        self.data.setdefault(key, {}).update(entries)
 
 
 def search(problem: str, name: str, budget: int, mode: str) -> dict[str, Any]:
     tree = Tree(problem, {"device": "cpu", "target": "cpp", "seed": 0, "budget": budget},
                 meta={"problem_summary": {"name": name}})
     tree.root.status, tree.root.verdict, tree.root.runtime_ms = "done", "pass", 1.0
-    store = DictStore() if mode == "per-job+store" else None
+    store = MemoryTraceStore() if mode == "per-job+store" else None
     teams: list[Any] = []
 
     def team() -> Any:

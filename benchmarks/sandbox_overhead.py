@@ -1,6 +1,6 @@
 """What the isolation layers cost: the one-time trial runs that choose them, and one evaluation's wall time per mode.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/sandbox_overhead.py [--repeats 3] [--out var/bench/sandbox.json]
+    .venv/bin/python -m benchmarks.sandbox_overhead [--repeats 3] [--out var/bench/sandbox.json]
 
 Prints a table and writes JSON. Each evaluation uses a fresh cache (so a reference worker runs too) and the small
 scale-add problem on CPU, so the figures are mostly process start-up, imports and the layers themselves.
@@ -9,18 +9,16 @@ scale-add problem on CPU, so the figures are mostly process start-up, imports an
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import report
+from kernels import EvalSettings, evaluate, isolation
 
-from kernels import EvalSettings, evaluate, isolation  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 FIXTURES = ROOT / "tests" / "kernels" / "fixtures"
 
@@ -49,12 +47,8 @@ def main() -> None:
             assert result.verdict == "pass", result.reasons
         rows.append({"mode": mode, "layers": list(chosen.layers), "decide_s": round(decide_s, 3),
                      "eval_median_s": round(statistics.median(walls), 3), "eval_s": [round(w, 3) for w in walls]})
-    print(f"{'mode':6} {'layers':22} {'decide s':>9} {'evaluation s (median)':>22}")
-    for row in rows:
-        print(f"{row['mode']:6} {'+'.join(row['layers']):22} {row['decide_s']:9.2f} {row['eval_median_s']:22.2f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1))
+    report("sandbox_overhead", rows, Path(args.out), device="cpu",
+           columns=("mode", "layers", "decide_s", "eval_median_s"))
 
 
 if __name__ == "__main__":

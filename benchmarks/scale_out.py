@@ -5,7 +5,7 @@ harness caches with one evaluation per problem (first evaluations are not what i
 same mixed sequence of steady-state evaluations (candidate = the reference renamed ModelNew, result reuse off) for
 1 worker and for N workers (CUDA_VISIBLE_DEVICES pinned per worker) and reports evaluations per minute.
 
-    python benchmarks/scale_out.py benchmarks/problems/kb_scale/*.py --gpus 2 --evaluations 24 --out OUT.json
+    python -m benchmarks.scale_out benchmarks/problems/kb_scale/*.py --gpus 2 --evaluations 24 --out OUT.json
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.eval_scale import as_candidate
 
-from eval_scale import as_candidate  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def start_workers(count: int, url: str, queue: str, log_dir: Path) -> list[subprocess.Popen]:

@@ -2,7 +2,7 @@
 timed as the root of the same tree, the best candidate (its recipe, from the rules team's file header) and its
 ratios, the spread of the timed runs (interquartile range / median, of the root and the best: a wide spread means
 the runs were disturbed), correct/total attempts, failure verdicts and the integrity flags of the best. Usage:
-    python benchmarks/tree_details.py TREE.json [TREE.json ...] > details.md
+    python -m benchmarks.tree_details TREE.json [TREE.json ...] > details.md
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from search.engine.tree import Tree  # noqa: E402
+from search.engine.tree import Tree
 
 HIDDEN_FLAGS = {"isolation_reduced"}  # on every GPU result here: the host has no bubblewrap (noted in the README)
 

@@ -1,7 +1,7 @@
 """Browser benchmark of the live tree: feed 1,000 node events into the run page's tree module in
 Debian's chromium and report the time to apply them and the frame times (not a timed test).
 
-    .venv/bin/python benchmarks/ui_tree.py [--nodes 1000] [--out docs/benchmarks]
+    .venv/bin/python -m benchmarks.ui_tree [--nodes 1000] [--out docs/benchmarks]
 
 It serves `static/` from a local HTTP server, loads the same ES modules the run page uses
 (static/js/run_state.js + tree.js on the vendored D3) and measures, with requestAnimationFrame:
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ui_tree.json").write_text(json.dumps(result, indent=2) + "\n")
     env = result["environment"]
-    md = (f"# Live tree benchmark\n\n`python benchmarks/ui_tree.py` on {env['cpus']} CPUs, headless chromium "
+    md = (f"# Live tree benchmark\n\n`python -m benchmarks.ui_tree` on {env['cpus']} CPUs, headless chromium "
           f"{env['chromium']} with the GPU disabled, {result['measured_at']}, 1-minute load average {env['load_average_1m']} "
           f"(a shared machine: frame times include time the browser waited for a core).\n\n{table(result)}\n")
     (args.out / "ui_tree.md").write_text(md)

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import torch
 
-from benchmarks.rules_trace_store import DictStore  # the TraceStore protocol over a dict
 from search.engine.agents import AgentError
 from search.engine.anchors import parse_anchors
 from search.engine.context import build_window
@@ -32,6 +31,7 @@ from search.teams.rules.planning.anchoring import anchor, fill
 from search.teams.rules.planning.failures import Failure, added_parts, failed_here, failure_of, normalized
 from search.teams.rules.planning.moves import GPU_FIRST, candidate_moves, changed_aspects, fixes
 from search.teams.rules.planning.recipe import Recipe, recipe_of
+from search.teams.rules.planning.roles import MemoryTraceStore
 from search.teams.rules.rendering.candidate import render
 from search.teams.rules.rewrites.passes import variants
 from tests.teams.samples import analysis, with_rewrite_problems
@@ -241,7 +241,7 @@ def test_a_move_that_failed_in_one_branch_is_skipped_in_the_others_and_the_log_s
     the same run) too, through the run's store."""
     tree = conv3d_tree()
     node = failed(tree, 1, Recipe(compile_mode="default", channels_last=True), RANK_ERROR)
-    store = DictStore()
+    store = MemoryTraceStore()
     team = build_team({"seed": 0, "trace_store": store})
     device = {"device": "cuda"}
     with pytest.raises(AgentError, match="no untried fix"):  # undoing channels-last gives back its parent

@@ -51,6 +51,20 @@ class TraceStore(Protocol):
     def save(self, key: str, entries: dict[str, str]) -> None: ...
 
 
+class MemoryTraceStore:
+    """The TraceStore protocol over a dict, in this process (the service's is over a run's Redis hash): what a
+    test or a benchmark gives several RulesContexts to share, as a run's expand jobs share the Redis one."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, str]] = {}
+
+    def load(self, key: str) -> dict[str, str]:
+        return dict(self.data.get(key, {}))
+
+    def save(self, key: str, entries: dict[str, str]) -> None:
+        self.data.setdefault(key, {}).update(entries)
+
+
 @dataclass
 class RulesContext:
     """Facts shared by the three roles: the seed, and what the tracing child answered per (problem, device): the

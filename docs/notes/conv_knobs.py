@@ -11,7 +11,7 @@ timed sections of the worker processes take turns through an exclusive file lock
 shared, as the harness does), so the figures of one table are measured the same way, in one run.
 
 Usage (GPU host, repository root):
-  python3 benchmarks/conv_knobs.py benchmarks/problems/kb_l2/*.py --workers 3 --out $OUT/conv_knobs.json
+  PYTHONPATH=. python3 docs/notes/conv_knobs.py benchmarks/problems/kb_l2/*.py --workers 3 --out $OUT/conv_knobs.json
 Prints a table (ms, and ratios vs eager and vs compile(default)) and writes JSON.
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -31,6 +30,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import load_module
 
 RUNS, WARMUP = 30, 5
 FORMS = ("eager", "eager+bench", "cl", "cl+bench", "compile", "compile+bench", "autotune", "autotune+bench",
@@ -57,14 +58,6 @@ def cudnn_benchmark(on: bool) -> Iterator[None]:
         yield
     finally:
         torch.backends.cudnn.benchmark = before
-
-
-def load(path: str) -> Any:
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def to_layout(t: Any, channels_last: bool) -> Any:
@@ -136,7 +129,7 @@ def measure(path: str, lock: str, deadline_s: float, device: str, forms: tuple[s
     import torch._inductor.config as inductor_config
 
     started = time.monotonic()
-    module = load(path)
+    module = load_module(path)
     torch.manual_seed(0)
     with torch.device(device):
         inputs = list(module.get_inputs())

@@ -1,29 +1,23 @@
 """Why a torch.compile candidate can time slower than the torch.compile baseline on convolution models: time one
 GPU-sized problem eager, as torch.compile(model) (the bench's baseline), as torch.compile(model.forward) (a bound
 method, as the rules team's candidates did), and as compile(module) under the other forms, side by side with
-triton's do_bench. Usage on a GPU host: python3 benchmarks/compile_forms.py PROBLEM.py [PROBLEM.py ...]"""
+triton's do_bench. Usage on a GPU host: PYTHONPATH=. python3 docs/notes/compile_forms.py PROBLEM.py [PROBLEM.py ...]"""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
 import torch
 from triton.testing import do_bench
 
-
-def load(path: str):  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("problem", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+from benchmarks.common import load_module
 
 
 def main(paths: list[str]) -> None:
     rows = []
     for path in paths:
-        p = load(path)
+        p = load_module(path)
         torch.manual_seed(0)
         model = p.Model(*p.get_init_inputs()).cuda()
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in p.get_inputs()]
