@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,8 @@ class ContextWindow:
     settings: dict[str, Any] = field(default_factory=dict)
     feedback: list[str] = field(default_factory=list)
     on_stream: Callable[[str], None] | None = None
+    kind: str = ""  # the window definition used when it is not the role's own (search-single writes with W_plan)
+    reflections: list[str] = field(default_factory=list)  # Reflexion's memory: one line per earlier reflection
 
     @property
     def nodes(self) -> list[Node]:
@@ -118,7 +121,10 @@ class ContextWindow:
         """The window as prompt text within token_budget: the profiles (plan and debug windows) are cut first, then
         the least relevant items are summarized, then dropped; the target i and the root are always shown in full."""
         header = render_problem(self)
-        profiles = self.role in PROFILED_ROLES
+        if self.reflections:
+            header += ("\n\n## Your reflections on the earlier attempts (oldest first)\n"
+                       + "\n".join(f"- {r}" for r in self.reflections))
+        profiles = (self.kind or self.role) in PROFILED_ROLES
         full = [render_item(it, self.target, detail=True, profile=profiles) for it in self.items]
         summary = [render_item(it, self.target, detail=False) for it in self.items]
         chosen: list[str | None] = list(full)
@@ -258,15 +264,34 @@ def build_window(
     settings: dict[str, Any] | None = None,
     on_stream: Callable[[str], None] | None = None,
 ) -> ContextWindow:
+    """Role's window around target i. Team settings may give a role another role's window definition (`windows`,
+    e.g. {"code": "plan"}: search-single's one agent sees W_plan) and ask for Reflexion's memory (`reflections`)."""
+    settings = dict(settings or {})
+    kind = str((settings.get("windows") or {}).get(role) or role)
     return ContextWindow(
         role=role,
+        kind=kind if kind != role else "",
+        reflections=reflections(tree, attempt_id) if settings.get("reflections") else [],
         target=tree[target_id],
         root=tree.root,
-        items=window_members(tree, role, target_id, top_r, memory, attempt_id),
+        items=window_members(tree, kind, target_id, top_r, memory, attempt_id),
         problem_source=tree.problem_source,
         attempt=attempt,
         problem=dict(problem or {}),
         device=dict(device or {}),
-        settings=dict(settings or {}),
+        settings=settings,
         on_stream=on_stream,
     )
+
+
+REFLECTION_RE = re.compile(r"^(?:code|debug): (REFLECTION on node \d+ \(attempt \d+\): .+)$", re.MULTILINE)
+
+
+def reflections(tree: Tree, attempt_id: int | None = None) -> list[str]:
+    """The reflections the single agent wrote so far (logged on each attempt as "REFLECTION on node N (attempt k):
+    ..."), oldest first, but not those of the attempt the window is for."""
+    out: list[str] = []
+    for node in sorted(tree, key=lambda n: n.id):
+        if node.id != attempt_id:
+            out += REFLECTION_RE.findall(node.agent_log or "")
+    return out

@@ -141,11 +141,19 @@ class AdaptiveEpsilonGreedy(Policy):
 
 @dataclass
 class BestOfK(Policy):
-    """Sampling baseline: every attempt starts from the root (independent samples, keep the best)."""
+    """Sampling baseline: every attempt starts from the root (independent samples, keep the best). With `repair`
+    (the MA-only ablation: the multi-agent team without tree search), a failed sample is first repaired once by the
+    debug agent (its repair is the next attempt), so the ablation removes the search and keeps the repair."""
 
     name: ClassVar[str] = "best-of-k"
+    repair: bool = False
 
     def choose(self, tree: Tree, rng: random.Random, pending: Counter[int], can_debug: bool) -> Node | None:
+        if self.repair and can_debug:
+            broken = [n for n in tree.children(tree.root.id)
+                      if n.debuggable and child_count(tree, n.id, pending) == 0 and not declined(tree, n.id)]
+            if broken:
+                return min(broken, key=lambda n: n.id)
         return tree.root if usable(tree.root, can_debug, tree) else None
 
 

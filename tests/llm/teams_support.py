@@ -51,10 +51,10 @@ def passing(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str,
 
 
 def quick_engine(team_name: str, opts: dict[str, Any], events: list[Event] | None = None,
-                 budget: int = 3, problem: str = PROBLEM) -> Engine:
-    """An engine around an LLM team whose candidates are judged by `passing` (no harness process)."""
+                 budget: int = 3, problem: str = PROBLEM, evaluate: Any = None) -> Engine:
+    """An engine around an LLM team whose candidates are judged by `passing` (or `evaluate`; no harness process)."""
     tree = Tree(problem, {"target": "cpp", "device": "cpu", "budget": budget, "seed": 0})
     sink = (events if events is not None else []).append
-    engine = Engine(tree, get_team(team_name, opts), passing, sink)
+    engine = Engine(tree, get_team(team_name, opts), evaluate or passing, sink)
     engine.record(0, passing(PROBLEM, tree.root.source, {}))
     return engine

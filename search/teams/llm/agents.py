@@ -211,18 +211,55 @@ class LLMDebugAgent(LLMAgent):
 class SingleAgent(LLMAgent):
     """The baselines' one agent at one temperature: writes the whole improved candidate directly (it sits in
     the team's code slot; the engine hands it the whole file as one span with a generic instruction), and
-    fixes failed candidates itself (same client, same system prompt, a fix task), with no second role."""
+    fixes failed candidates itself (same client, same system prompt, a fix task), with no second role.
+
+    With `reflect` (the Reflexion baseline) it first writes a reflection on node i's evaluated outcome (one call per
+    attempt, kept across re-asks); the reflection is logged on the attempt ("REFLECTION on node N (attempt k): ...")
+    and every later window lists all of them (search.engine.context.reflections)."""
+
+    def __init__(self, client: LLMClient, context_tokens: int | None = DEFAULT_CONTEXT_TOKENS,
+                 target: str | None = None, reflect: bool = False) -> None:
+        super().__init__(client, context_tokens, target)
+        self.reflect = reflect
+        self._reflected: dict[tuple[int, int], str] = {}
+
+    def reflection(self, window: ContextWindow, system: str) -> tuple[str, Usage]:
+        """The reflection on node i for this attempt (and what it cost), or "" for the root or without `reflect`."""
+        node = window.target
+        if not self.reflect or node.parent is None:
+            return "", Usage()
+        key = (window.attempt, node.id)
+        if key in self._reflected:  # a re-ask of the same attempt: reflected already
+            return self._reflected[key], Usage()
+        budget = self.budget(window)
+        text, record = self.call(window, system, lambda b: single_prompt.reflect_prompt(window_text(window, b), node.id),
+                                 budget, single_prompt.VERSION)
+        line = f"REFLECTION on node {node.id} (attempt {node.attempt}): " + " ".join(text.split())[:1500]
+        self._reflected[key] = line
+        return line, usage_of(record)
+
+    def _answer(self, window: ContextWindow, user: Callable[[int | None], str],
+                parse: Callable[[str], CodeAnswer]) -> CodeAnswer:
+        system = single_prompt.system(window, target_of(window, self.target))
+        line, spent = self.reflection(window, system)
+        if line:
+            window.reflections.append(line)
+        try:
+            answer = self.ask(window, system, user, single_prompt.VERSION, parse)
+        except (MalformedAnswer, AgentError) as exc:  # the reflection's tokens are counted on the attempt anyway
+            exc.usage = spent + exc.usage
+            raise
+        if line:
+            answer.text = f"{line}\n{answer.text}"
+            answer.usage = spent + answer.usage
+        return answer
 
     def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
-        target = target_of(window, self.target)
         instruction = plan.instructions[0] if len(plan.instructions) == 1 else ""
-        return self.ask(window, single_prompt.system(window, target),
-                        lambda budget: single_prompt.user_prompt(window, budget, instruction,
-                                                                 self.previous_error(window)),
-                        single_prompt.VERSION, lambda text: single_prompt.parse(text, window))
+        return self._answer(window, lambda budget: single_prompt.user_prompt(window, budget, instruction,
+                                                                             self.previous_error(window)),
+                            lambda text: single_prompt.parse(text, window))
 
     def debug(self, window: ContextWindow) -> CodeAnswer:
-        target = target_of(window, self.target)
-        return self.ask(window, single_prompt.system(window, target),
-                        lambda budget: single_prompt.fix_prompt(window, budget, self.previous_error(window)),
-                        single_prompt.VERSION, lambda text: debug_prompt.parse(text, window))
+        return self._answer(window, lambda budget: single_prompt.fix_prompt(window, budget, self.previous_error(window)),
+                            lambda text: debug_prompt.parse(text, window))

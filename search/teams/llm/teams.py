@@ -53,10 +53,11 @@ DEFAULT_POLICY = {"stark": "adaptive-egreedy", "sampling": "best-of-k", "reflexi
 ENGINE_SETTINGS = {"max_reasks": int, "max_agent_retries": int, "top_r": int, "context_tokens": int}
 
 
-def _policy(name: str, options: dict[str, Any]) -> Policy:
-    """The team's policy, or the one options["policy"] names; ε-greedy takes n_root, n_child, eps."""
+def _policy(name: str, options: dict[str, Any], team: str = "") -> Policy:
+    """The team's policy, or the one options["policy"] names; ε-greedy takes n_root, n_child, eps. MA-only's best-of-K
+    repairs each failed sample once with the debug agent (the ablation removes the search, not the repair)."""
     name = options.get("policy") or name
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = {"repair": True} if team == "ma-only" and name == "best-of-k" else {}
     if name == AdaptiveEpsilonGreedy.name:
         for key, kind in (("n_root", int), ("n_child", int), ("eps", float)):
             if options.get(key) is not None:
@@ -113,9 +114,9 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
     options = dict(options or {})
     if name not in LLM_TEAM_NAMES:
         raise ConfigError(f"unknown LLM team {name!r}; expected one of {', '.join(LLM_TEAM_NAMES)}")
-    policy = _policy(DEFAULT_POLICY[name], options)
+    policy = _policy(DEFAULT_POLICY[name], options, name)
     # Best-of-K never selects a failed node, so sampling needs no fixer (unless --policy says otherwise).
-    fixes = policy.name != "best-of-k"
+    fixes = policy.name != "best-of-k" or bool(getattr(policy, "repair", False))
     roles = ("plan", "code", "debug") if name in ("stark", "ma-only") else ("single",)
     role_set = {role: role_settings(options, role) for role in roles}
     limit = _cost_limit(options)
@@ -145,13 +146,18 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
         plan, code = agent(LLMPlanAgent, "plan"), agent(LLMCodeAgent, "code")
         debug = agent(LLMDebugAgent, "debug")
     else:
-        single = SingleAgent(client("single"), context_tokens=context_tokens, target=target)
+        single = SingleAgent(client("single"), context_tokens=context_tokens, target=target,
+                             reflect=name == "reflexion")
         code = single
         debug = single if fixes else None
     # The LLM client already retried transient failures (max_retries): the engine's second try would
     # multiply the requests of a failing provider, so it is off unless asked for.
     # Best-of-K draws independent samples: no earlier sample reaches a window (search.engine.context).
     settings: dict[str, Any] = {"max_agent_retries": 0, "memory": policy.name != "best-of-k"}
+    if name == "search-single":  # the one agent sees what STARK's plan agent sees (leaderboard, profiles)
+        settings["windows"] = {"code": "plan", "debug": "plan"}
+    if name == "reflexion":  # every earlier reflection reaches the prompt (Reflexion's memory)
+        settings["reflections"] = True
     for key, kind in ENGINE_SETTINGS.items():
         if options.get(key) is not None:
             settings[key] = kind(options[key])

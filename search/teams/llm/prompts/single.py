@@ -37,6 +37,14 @@ def fix_prompt(window: ContextWindow, token_budget: int | None, previous_error: 
             "file in one fenced block." + rejection_note(previous_error))
 
 
+def reflect_prompt(window_text: str, node_id: int) -> str:
+    """Reflexion: the same agent's reflection on node i's evaluated outcome, before its next attempt."""
+    return (window_text + "\n\n"
+            f"Task: before your next attempt, reflect on node {node_id}: what it tried, what its verdict, reasons, logs "
+            "and timing show, and what the next attempt should do differently. Answer with the reflection only, in "
+            "at most five sentences, without code.")
+
+
 def system(window: ContextWindow, target: str) -> str:
     return system_prompt(ROLE, FORMAT, window, target)
 
