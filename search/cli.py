@@ -12,13 +12,13 @@ from search.bench_retime import ROUNDS, cmd_retime
 from search.engine.limits import DEFAULT_BUDGET
 from search.engine.node import DECLINED
 from search.engine.policies import POLICY_NAMES
-from search.engine.settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.engine.tree import Tree
 from search.engine.verdict import run_verdict, speeds
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
 from search.llm.streaming import notices as stream_notices
 from search.llm.temperature import dropped, notices
+from search.run_settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.teams import TEAM_NAMES
 
 

@@ -14,7 +14,9 @@ from search.engine.busy import WAITING, BusyPolicy, gave_up, held_words
 from search.engine.engine import Engine, selection_settings
 from search.engine.events import Event
 from search.engine.loop import RunSummary, run
-from search.engine.settings import (
+from search.engine.tree import Tree
+from search.llm.temperature import SEED_OPTION, refusals
+from search.run_settings import (
     DEFAULT_BASELINES,
     DEFAULT_DEVICE,
     GPU_DEVICE,
@@ -23,8 +25,6 @@ from search.engine.settings import (
     RunSettings,
     SettingError,
 )
-from search.engine.tree import Tree
-from search.llm.temperature import SEED_OPTION, refusals
 from search.stop_signal import stops_on_sigterm
 from search.teams import TeamUnavailable, get_team
 

@@ -1,4 +1,4 @@
-"""The STARK engine core: tree, score, policies, context windows, anchors, agents, events, the loop, run settings.
+"""The STARK engine core: tree, score, policies, context windows, anchors, agents, events, the loop, the verdict.
 
 Plain Python: nothing here imports Django, so it runs inline (tests, CLI, a bare GPU host) and under RQ.
 """
@@ -22,12 +22,11 @@ from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.engine.loop import RunSummary, run
 from search.engine.node import Node, score
 from search.engine.policies import POLICY_NAMES, Policy, get_policy
-from search.engine.settings import RunSettings, SettingError
 from search.engine.tree import Tree
 
 __all__ = [
     "DEFAULT_BUDGET", "EVENT_TYPES", "POLICY_NAMES", "AgentError", "AnchorError", "CodeAgent", "CodeAnswer",
     "ContextWindow", "DebugAgent", "Engine", "Event", "EventLog", "Finish", "Limits", "MalformedAnswer", "Node",
-    "PlanAgent", "PlanAnswer", "Policy", "RunSettings", "RunSummary", "SettingError", "Team", "Tree", "Usage",
+    "PlanAgent", "PlanAnswer", "Policy", "RunSummary", "Team", "Tree", "Usage",
     "WindowItem", "build_window", "get_policy", "run", "score", "window_members",
 ]

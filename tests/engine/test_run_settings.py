@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 from search.cli import build_parser, main
-from search.engine.settings import MAX_BUDGET, TEAM_OPTIONS, RunSettings, SettingError
 from search.inline import run_settings
+from search.run_settings import MAX_BUDGET, TEAM_OPTIONS, RunSettings, SettingError
 from search.teams import get_team
 from tests.engine.helpers import PROBLEM
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from search.app.pages.forms import NewRunForm
-from search.engine.settings import RunSettings
+from search.run_settings import RunSettings
 from tests.kernels.conftest import RELU
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from search.engine.settings import RunSettings, SettingError
 from search.llm import LLMError
 from search.llm.temperature import notices, refusals
+from search.run_settings import RunSettings, SettingError
 from search.teams.llm_teams import build_team
 from tests.llm.stub_server import StubLLMServer
 

@@ -15,7 +15,7 @@ from django.test import Client
 
 from search.app.events import SERVICE_EVENT_TYPES
 from search.engine.events import EVENT_TYPES
-from search.engine.settings import LOCAL_ONLY_OPTIONS, ROLE_OPTIONS, ROLES, RUN_FIELDS, TEAM_OPTIONS
+from search.run_settings import LOCAL_ONLY_OPTIONS, ROLE_OPTIONS, ROLES, RUN_FIELDS, TEAM_OPTIONS
 from tests.service.helpers import CHEAP_EVAL, problem_source
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -8,7 +8,8 @@ from django import forms
 
 from search.app.pages.providers import any_ready
 from search.engine.limits import DEFAULT_BUDGET
-from search.engine.settings import (
+from search.llm.settings import PROVIDERS
+from search.run_settings import (
     DEFAULT_BASELINES,
     DEFAULT_DEVICE,
     DEVICE_KINDS,
@@ -18,7 +19,6 @@ from search.engine.settings import (
     ROLES,
     TARGET_ABOUT,
 )
-from search.llm.settings import PROVIDERS
 from search.teams import OFFLINE_TEAM, TEAMS
 
 TEAM_HELP = {name: entry.about for name, entry in TEAMS.items() if entry.offered}  # `scripted` is for tests only

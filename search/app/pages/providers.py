@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import TypedDict
 
-from search.engine.settings import ROLES
 from search.llm.settings import BASE_URL_ENV, DEFAULT_MODEL, KEY_ENV, PROVIDERS
+from search.run_settings import ROLES
 from search.teams import LLM_TEAMS, OFFLINE_TEAM
 
 __all__ = ["LLM_TEAMS", "OFFLINE_TEAM", "ROLES", "Provider", "any_ready", "providers"]

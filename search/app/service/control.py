@@ -18,8 +18,8 @@ from search.app.service.runs import locked_run, stored_options_problem
 from search.app.service.settings import parse_run_settings, stored_settings
 from search.engine.events import Event as EngineEvent
 from search.engine.node import FINISHED
-from search.engine.settings import MAX_BUDGET, RunSettings, SettingError
 from search.engine.tree import Tree
+from search.run_settings import MAX_BUDGET, RunSettings, SettingError
 
 
 class RunStateError(Exception):

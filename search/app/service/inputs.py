@@ -12,7 +12,7 @@ import re
 import unicodedata
 from typing import Any
 
-from search.engine.settings import SettingError
+from search.run_settings import SettingError
 
 # Run settings are at most three levels deep ({"team_options": {"plan": {...}}}); more is an attack or a mistake.
 MAX_JSON_DEPTH = 16

@@ -15,9 +15,9 @@ from search.app.service.trace_store import RedisTraceStore
 from search.engine.agents import AgentError, Team
 from search.engine.engine import Engine
 from search.engine.node import Node as EngineNode
-from search.engine.settings import team_config
 from search.engine.tree import Tree
 from search.llm.temperature import SEED_OPTION, refusals
+from search.run_settings import team_config
 from search.teams import get_team
 
 MAX_TRIES = 2  # a lost phase (killed worker, lost job) is retried once, then recorded as failed

@@ -1,4 +1,4 @@
-"""The web service's rules over a run's settings (search.engine.settings.RunSettings, the one shape of the CLI,
+"""The web service's rules over a run's settings (search.run_settings.RunSettings, the one shape of the CLI,
 `stark_run`, the API and the form), checked before anything is stored: request values sane, no keys, the
 operator's evaluation keys and ceilings, only the operator's LLM endpoints, and a team that builds.
 
@@ -16,9 +16,9 @@ from django.conf import settings as django_settings
 from kernels import EvalSettings
 from search.app.service.inputs import check_values, loads, plain_text, refuse_booleans
 from search.engine.engine import selection_settings
-from search.engine.settings import BASE_URL_OPTIONS, OPTION_BOUNDS, ROLES, RunSettings, SettingError
 from search.llm.errors import ConfigError
 from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
+from search.run_settings import BASE_URL_OPTIONS, OPTION_BOUNDS, ROLES, RunSettings, SettingError
 from search.teams import get_team
 
 __all__ = ["RunSettings", "SettingError", "check_stored_options", "parse_run_settings", "service_settings",

@@ -12,7 +12,7 @@ from typing import Any
 
 from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
 from search.engine.anchors import has_markers
-from search.engine.settings import TARGETS
+from search.engine.targets import TARGETS
 
 TARGET_ALIASES = {"cpu": "cpp", "c++": "cpp"}
 

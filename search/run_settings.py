@@ -1,4 +1,4 @@
-"""One run's settings, the same shape for `python -m search run`, `manage.py stark_run`, the JSON API and the
+"""One run's settings (above the engine and the teams registry, which it names), the same shape for `python -m search run`, `manage.py stark_run`, the JSON API and the
 new-run form: `RunSettings`, a frozen dataclass that checks itself. Each constant of a run (targets, roles, team
 options, bounds) is defined here once; the web service adds only the operator's rules (evaluation ceilings, the
 allowed LLM endpoints, no keys) in search/app/service/settings.py.
@@ -16,15 +16,11 @@ from types import ModuleType
 from typing import Any
 
 from search.engine.limits import DEFAULT_BUDGET, Limits
+from search.engine.targets import GPU_TARGETS, TARGET_ABOUT, TARGETS  # noqa: F401 - part of this module's API
 from search.llm.settings import CONFIGURABLE_ROLES
 from search.llm.temperature import STRICT_OPTION
 from search.teams import OFFLINE_TEAM, TEAM_NAMES, default_target
 
-# The kernel languages a run's agents write, with what each is (the form shows it).
-TARGET_ABOUT = {"cpp": "C++/OpenMP on the CPU", "cuda": "CUDA C++ (load_inline)", "triton": "Triton",
-                "torch": "PyTorch-level rewrites"}
-TARGETS = tuple(TARGET_ABOUT)
-GPU_TARGETS = ("cuda", "triton")
 DEFAULT_DEVICE = "cpu"
 GPU_DEVICE = "cuda"  # "cuda:N" names one GPU (kernels.settings.device_problem checks every device name)
 DEVICE_KINDS = (DEFAULT_DEVICE, GPU_DEVICE)
