@@ -168,16 +168,19 @@ def render_problem(window: ContextWindow) -> str:
 
 
 def describe(node: Node) -> str:
-    """One line of facts about a node: who wrote it, how it went, how fast."""
+    """One line of facts about a node: who wrote it, how it went, how fast, in the one figure the verdict uses
+    (node.speed, search.engine.verdict: this runtime against the reference's, by the same protocol)."""
     parts = [f"node {node.id}", f"attempt {node.attempt}", node.role, f"status {node.status}"]
     if node.verdict:
         parts.append(f"verdict {node.verdict}")
-    if node.runtime_ms is not None:
-        parts.append(f"runtime {node.runtime_ms:.4g} ms")
-    if node.speedup_vs_eager is not None:
-        parts.append(f"{node.speedup_vs_eager:.3g}x vs eager")
-    if node.speedup_vs_compile is not None:
-        parts.append(f"{node.speedup_vs_compile:.3g}x vs torch.compile")
+    speed = node.speed or {}
+    runtime = speed.get("runtime_ms", node.runtime_ms)
+    if runtime is not None:
+        parts.append(f"runtime {runtime:.4g} ms")
+    if speed.get("reference"):
+        parts.append("the reference time every speed-up is measured against")
+    elif speed.get("value") is not None and speed.get("reference_ms") is not None:
+        parts.append(f"{speed.get('text') or speed.get('short')} vs the reference's {speed['reference_ms']:.4g} ms")
     return ", ".join(parts)
 
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from search.engine.agents import AT_ROOFLINE, Team
-from search.engine.busy import DEVICE_BUSY, BusyPolicy, BusyWaits
+from search.engine.busy import DEVICE_BUSY, STATUS_LINE, BusyPolicy, BusyTriage, BusyWait, is_busy
+from search.engine.context import ContextWindow
 from search.engine.events import Emit, Event, ignore
-from search.engine.expand import EXHAUSTED, Expansion
+from search.engine.expand import EXHAUSTED, Expander
 from search.engine.limits import DEFAULT_BUDGET, PROVIDER_FAILED, Limits, provider_down, spent
 from search.engine.node import DECLINED, Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
@@ -53,7 +54,7 @@ def no_inline_evaluation(problem: str, candidate: str, settings: dict[str, Any])
     raise RuntimeError("this engine evaluates nothing inline (the service evaluates on the gpu queue)")
 
 
-class Engine(Expansion, BusyWaits):
+class Engine:
     """One run's search logic over a Tree, with injected agents (a team, or a factory that builds it when first
     needed), evaluator and event sink; `busy` says how long to wait for a GPU that other processes fill (default:
     BusyPolicy.from_env(), read when a busy result comes)."""
@@ -67,6 +68,8 @@ class Engine(Expansion, BusyWaits):
         self.evaluate = evaluate
         self._emit = emit
         self.lock = threading.RLock()  # guards the tree: attempts run on worker threads
+        self.expander = Expander(self)  # the agents' side of an attempt
+        self.triage = BusyTriage(self)  # evaluations that other processes kept off the GPU
 
     @property
     def team(self) -> Team:
@@ -97,6 +100,34 @@ class Engine(Expansion, BusyWaits):
     def emit(self, type_: str, node: int | None = None, **data: Any) -> None:
         with self.lock:
             self._emit(Event(type_, node, data))
+
+    def log(self, node: Node, line: str) -> None:
+        """A line of the attempt's log (agent_log: what its agents and the engine did)."""
+        with self.lock:
+            node.agent_log += line.rstrip() + "\n"
+
+    # -- the collaborators ------------------------------------------------------------------------
+    def expand(self, node_id: int, child_id: int | None = None) -> Node:
+        """Ask the team's agents for one attempt from node_id (search.engine.expand.Expander)."""
+        return self.expander.expand(node_id, child_id)
+
+    def window(self, role: str, node_id: int, child: Node, feedback: list[str] | None = None) -> ContextWindow:
+        return self.expander.window(role, node_id, child, feedback)
+
+    def evaluated(self, node_id: int, result: dict[str, Any]) -> BusyWait | None:
+        """An evaluation of node_id ended: record it (None), or, when the GPU was busy with other processes, the
+        wait before evaluating it again, or None once the policy's bound is spent and the node failed device_busy
+        (search.engine.busy.BusyTriage)."""
+        with self.lock:
+            if self.tree[node_id].parent is None:
+                self.tree.meta.pop(STATUS_LINE, None)
+        if not is_busy(result):
+            self.record(node_id, result)
+            return None
+        return self.triage.triage(node_id, result)
+
+    def busy_state(self, node_id: int) -> dict[str, Any]:
+        return self.triage.state(node_id)
 
     def set_status(self, node: Node, status: str) -> None:
         with self.lock:
@@ -220,7 +251,7 @@ class Engine(Expansion, BusyWaits):
             node = self.tree[node_id]
             if node.finished:
                 raise ValueError(f"node {node_id} is finished ({node.status}); only an attempt in flight is retried")
-            self._log(node, f"{reason}; retrying once")
+            self.log(node, f"{reason}; retrying once")
             self.set_status(node, RETRY_STATUS[phase])
         return node
 
@@ -321,14 +352,26 @@ def _board_entry(node: Node) -> dict[str, Any]:
 
 
 def device_facts(device: str, result: dict[str, Any]) -> dict[str, Any]:
-    """What the agents are told about the device, from the reference's evaluation (it ran where candidates run)."""
+    """What the agents are told about the device, from the reference's evaluation (it ran where candidates run): the
+    harness's environment (name, torch, cuda; compute capability, SMs and memory where it reports them), and the
+    measured ceilings read back from what the result holds: the roofline's achieved rate over its % of the bound
+    ceiling, and the profile's GB/s over its % of the copy ceiling."""
     environment = result.get("environment") or {}
     facts: dict[str, Any] = {"device": device}
-    for key in ("device_name", "torch", "cuda", "multiprocessors", "memory_gb", "copy_gbps", "matmul_tflops"):
+    for key in ("device_name", "torch", "cuda", "capability", "multiprocessors", "memory_gb"):
         if environment.get(key) not in (None, "", {}):
             facts[key] = environment[key]
     roofline = result.get("roofline") or {}
-    if roofline.get("pct_of_peak") is not None:
-        facts["reference_pct_of_roofline"] = round(float(roofline["pct_of_peak"]), 1)
+    pct = roofline.get("pct_of_peak")
+    if pct:
+        rate = "achieved_gbps" if roofline.get("bound") == "memory" else "achieved_tflops"
+        if roofline.get(rate) and not roofline.get("ceilings_implausible"):
+            key = "copy_gbps" if rate == "achieved_gbps" else "matmul_tflops"
+            facts[key] = round(float(roofline[rate]) * 100.0 / float(pct), 4 if key == "matmul_tflops" else 1)
+    profile = result.get("profile") or {}
+    if "copy_gbps" not in facts and profile.get("achieved_gbps") and profile.get("pct_of_copy"):
+        facts["copy_gbps"] = round(float(profile["achieved_gbps"]) * 100.0 / float(profile["pct_of_copy"]), 1)
+    if pct is not None:
+        facts["reference_pct_of_roofline"] = round(float(pct), 1)
         facts["reference_bound"] = roofline.get("bound")
     return facts
