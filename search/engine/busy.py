@@ -19,7 +19,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from search.engine.node import Node
 from search.engine.tree import Tree
@@ -95,72 +95,66 @@ def held_words(reason: str) -> str:
     return f"other processes hold {match[1]} GiB of its {match[2]} GiB ({match[3]} GiB free)"
 
 
-class BusyWaits:
-    """Engine's handling of busy results. The engine provides tree, lock, busy_policy, record, fail, _log and
-    set_status."""
+class BusyHost(Protocol):
+    """What busy-device triage needs of the engine: the tree and its lock, its policy, and its bookkeeping."""
 
     tree: Tree
     lock: threading.RLock
 
     @property
-    def busy_policy(self) -> BusyPolicy:
-        raise NotImplementedError
+    def busy_policy(self) -> BusyPolicy: ...
 
-    def record(self, node_id: int, result: dict[str, Any]) -> Node:
-        raise NotImplementedError
+    def fail(self, node_id: int, verdict: str, reason: str) -> Node: ...
 
-    def fail(self, node_id: int, verdict: str, reason: str) -> Node:
-        raise NotImplementedError
+    def log(self, node: Node, line: str) -> None: ...
 
-    def _log(self, child: Node, line: str) -> None:
-        raise NotImplementedError
+    def set_status(self, node: Node, status: str) -> None: ...
 
-    def set_status(self, node: Node, status: str) -> None:
-        raise NotImplementedError
 
-    def busy_state(self, node_id: int) -> dict[str, Any]:
+class BusyTriage:
+    """Whether an evaluation that other processes kept off the GPU is evaluated again (after a wait) or failed
+    device_busy: a collaborator of the engine (search.engine.engine.Engine.evaluated)."""
+
+    def __init__(self, host: BusyHost) -> None:
+        self.host = host
+
+    def state(self, node_id: int) -> dict[str, Any]:
         """{evaluations, waited_s}: the node's evaluations that ended device_busy so far and the waits granted."""
-        state = (self.tree.meta.get(META_KEY) or {}).get(str(node_id)) or {}
+        state = (self.host.tree.meta.get(META_KEY) or {}).get(str(node_id)) or {}
         return {"evaluations": int(state.get("evaluations", 0)), "waited_s": float(state.get("waited_s", 0.0))}
 
-    def evaluated(self, node_id: int, result: dict[str, Any]) -> BusyWait | None:
-        """An evaluation of node_id ended: record it (None), or, when the GPU was busy with other processes, the
-        wait before evaluating it again (the node stays in flight; the wait goes to its log), or None once the
-        policy's bound is spent and the node failed with verdict device_busy (the root's failure ends the run with
-        that message: Engine.finish_reason)."""
-        with self.lock:
-            if self.tree[node_id].parent is None:
-                self.tree.meta.pop(STATUS_LINE, None)
-        if not is_busy(result):
-            self.record(node_id, result)
-            return None
-        policy = self.busy_policy
-        with self.lock:
-            node = self.tree[node_id]
-            state = self.busy_state(node_id)
+    def triage(self, node_id: int, result: dict[str, Any]) -> BusyWait | None:
+        """A busy evaluation of node_id: the wait before evaluating it again (the node stays in flight; the wait goes
+        to its log), or None once the policy's bound is spent and the node failed with verdict device_busy (the
+        root's failure ends the run with that message: Engine.finish_reason)."""
+        host = self.host
+        policy = host.busy_policy
+        with host.lock:
+            node = host.tree[node_id]
+            state = self.state(node_id)
             count, waited = state["evaluations"] + 1, state["waited_s"]
             reason = busy_reason(result)
             root = node.parent is None
             wait = policy.next_wait(count, waited if root else 0.0)
             if (root and wait <= 0) or (not root and count >= policy.evaluations):
                 self._set_busy(node_id, count, waited)
-                self.fail(node_id, DEVICE_BUSY, gave_up(root, count, waited, policy, reason))
+                host.fail(node_id, DEVICE_BUSY, gave_up(root, count, waited, policy, reason))
                 return None
             self._set_busy(node_id, count, waited + wait)
             what = "the reference" if root else f"attempt {node.id}"
             bound = (f"waited {waited:.0f} s of at most {policy.wait_s:.0f} s (STARK_DEVICE_BUSY_WAIT_S)" if root
                      else f"evaluation {count} of at most {policy.evaluations} (STARK_DEVICE_BUSY_EVALUATIONS)")
             message = f"{WAITING}: {held_words(reason)}; {what} is evaluated again in {wait:.0f} s ({bound})"
-            self._log(node, message)
+            host.log(node, message)
             if root:
-                self.tree.meta[STATUS_LINE] = message
-            self.set_status(node, "building")  # still in flight (and the log line reaches the service's row)
+                host.tree.meta[STATUS_LINE] = message
+            host.set_status(node, "building")  # still in flight (and the log line reaches the service's row)
         return BusyWait(wait, message)
 
     def _set_busy(self, node_id: int, evaluations: int, waited_s: float) -> None:
-        counts = dict(self.tree.meta.get(META_KEY) or {})
+        counts = dict(self.host.tree.meta.get(META_KEY) or {})
         counts[str(node_id)] = {"evaluations": evaluations, "waited_s": round(waited_s, 3)}
-        self.tree.meta[META_KEY] = counts
+        self.host.tree.meta[META_KEY] = counts
 
 
 def gave_up(root: bool, evaluations: int, waited_s: float, policy: BusyPolicy, reason: str) -> str:

@@ -1,13 +1,13 @@
 """The engine's expand step: ask the team's agents for one attempt (plan + code, or debug) through their context
 windows, re-asking a malformed answer (bounded) and retrying a transient provider error; usage is charged to the
-attempt's node. A mixin of search.engine.engine.Engine, which owns the tree, the lock and the events."""
+attempt's node. A collaborator of search.engine.engine.Engine, which owns the tree, the lock and the events."""
 
 from __future__ import annotations
 
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from search.engine.agents import (
     AgentError,
@@ -31,87 +31,92 @@ SINGLE_AGENT_INSTRUCTION = (
 )
 
 
-class Expansion:
-    """Engine's agent side. The engine provides tree, lock, team, emit, set_status, start_child and fail."""
+class ExpandHost(Protocol):
+    """What the expand step needs of the engine (search.engine.engine.Engine): the tree and its lock, the team, the
+    event sink, and the engine's bookkeeping of attempts."""
 
     tree: Tree
     lock: threading.RLock
 
     @property
-    def team(self) -> Team:
-        raise NotImplementedError
+    def team(self) -> Team: ...
 
-    def emit(self, type_: str, node: int | None = None, **data: Any) -> None:
-        raise NotImplementedError
+    def emit(self, type_: str, node: int | None = None, **data: Any) -> None: ...
 
-    def set_status(self, node: Node, status: str) -> None:
-        raise NotImplementedError
+    def set_status(self, node: Node, status: str) -> None: ...
 
-    def start_child(self, parent_id: int) -> Node:
-        raise NotImplementedError
+    def start_child(self, parent_id: int) -> Node: ...
 
-    def fail(self, node_id: int, verdict: str, reason: str) -> Node:
-        raise NotImplementedError
+    def fail(self, node_id: int, verdict: str, reason: str) -> Node: ...
+
+    def log(self, node: Node, line: str) -> None: ...
+
+
+class Expander:
+    """The engine's agent side, a collaborator of the engine (which owns the tree, the lock and the events)."""
+
+    def __init__(self, host: ExpandHost) -> None:
+        self.host = host
 
     def _team_setting(self, key: str, default: Any) -> Any:
-        value = self.team.settings.get(key)
+        value = self.host.team.settings.get(key)
         return default if value is None else value
 
     def expand(self, node_id: int, child_id: int | None = None) -> Node:
         """Run the agents for one attempt from node_id; returns the child, status "building" when it has a
         candidate to evaluate or "failed" when the agents gave none (malformed after re-asks, agent error).
         A permanent AgentError is recorded on the child, then raised so the caller stops the run."""
-        child = self.start_child(node_id) if child_id is None else self.tree[child_id]
+        child = self.host.start_child(node_id) if child_id is None else self.host.tree[child_id]
         try:
             if child.role == "debug":
                 self._debug(node_id, child)
             else:
                 self._plan_and_code(node_id, child)
         except MalformedAnswer as exc:
-            self.fail(child.id, "malformed", exc.message)
+            self.host.fail(child.id, "malformed", exc.message)
             return child
         except SearchExhausted as exc:  # the run ends here (Engine.finish_reason); nothing to evaluate
-            self.fail(child.id, EXHAUSTED, exc.message)
+            self.host.fail(child.id, EXHAUSTED, exc.message)
             return child
         except BranchDeclined as exc:  # free: not counted, and the node is not selected again
-            self.fail(child.id, DECLINED, exc.message)
+            self.host.fail(child.id, DECLINED, exc.message)
             return child
         except AgentError as exc:
-            self.fail(child.id, "agent_error", exc.message)
+            self.host.fail(child.id, "agent_error", exc.message)
             if exc.permanent:
                 raise
             return child
-        self.set_status(child, "building")
+        self.host.set_status(child, "building")
         return child
 
     def window(self, role: str, node_id: int, child: Node, feedback: list[str] | None = None) -> ContextWindow:
         """Role's context window around node_id for the attempt `child`, with re-ask feedback if any."""
         settings = {
-            **{k: v for k, v in self.tree.settings.items() if k in ("target", "device")},
-            **self.team.settings,
+            **{k: v for k, v in self.host.tree.settings.items() if k in ("target", "device")},
+            **self.host.team.settings,
         }
-        with self.lock:  # other attempts may add nodes meanwhile
+        with self.host.lock:  # other attempts may add nodes meanwhile
             w = build_window(
-                self.tree, role, node_id,
+                self.host.tree, role, node_id,
                 attempt=child.attempt,
                 top_r=int(self._team_setting("top_r", DEFAULT_TOP_R)),
                 memory=bool(self._team_setting("memory", True)),
                 attempt_id=child.id,
-                problem=self.tree.meta.get("problem_summary") or {},
-                device=self.tree.meta.get("device_info") or {"device": self.tree.settings.get("device", "cpu")},
+                problem=self.host.tree.meta.get("problem_summary") or {},
+                device=self.host.tree.meta.get("device_info") or {"device": self.host.tree.settings.get("device", "cpu")},
                 settings=settings,
-                on_stream=lambda text: self.emit("node.stream", child.id, role=role, text=text),
+                on_stream=lambda text: self.host.emit("node.stream", child.id, role=role, text=text),
             )
         w.feedback = list(feedback or [])
         return w
 
     def _charge(self, child: Node, role: str, usage: Usage, reask: int) -> None:
         """Add an answer's usage to the node and emit one agent.call per provider call."""
-        with self.lock:
+        with self.host.lock:
             total = Usage.from_dict(child.usage) + usage
             child.usage = total.to_dict()
             for call in usage.calls:
-                self.emit("agent.call", child.id, **{**call, "role": call.get("role", role), "reask": reask})
+                self.host.emit("agent.call", child.id, **{**call, "role": call.get("role", role), "reask": reask})
 
     def _ask(self, child: Node, role: str, call: Callable[[list[str]], Any], check: Callable[[Any], Any]) -> Any:
         """Call an agent; on a malformed answer (protocol or anchor check) re-ask with the reason, bounded
@@ -127,14 +132,14 @@ class Expansion:
                 problem = exc.message
             except AgentError as exc:
                 self._charge(child, role, exc.usage, len(feedback))
-                self._log(child, f"{role}: provider error: {exc.message}")
+                self.host.log(child, f"{role}: provider error: {exc.message}")
                 if exc.permanent or isinstance(exc, SearchExhausted) or retries_left <= 0:
                     raise
                 retries_left -= 1
                 continue
             except Exception as exc:  # a bug in the team: keep the traceback on the node, stop the run
-                self._log(child, f"{role} agent crashed:\n{traceback.format_exc()}")
-                raise AgentError(f"team {self.team.name!r}: the {role} agent crashed: {type(exc).__name__}: {exc}",
+                self.host.log(child, f"{role} agent crashed:\n{traceback.format_exc()}")
+                raise AgentError(f"team {self.host.team.name!r}: the {role} agent crashed: {type(exc).__name__}: {exc}",
                                  permanent=True) from exc
             else:
                 self._charge(child, role, answer.usage, len(feedback))
@@ -142,25 +147,21 @@ class Expansion:
                     return check(answer)
                 except AnchorError as exc:
                     problem = str(exc)
-            self._log(child, f"{role}: malformed answer: {problem}")
+            self.host.log(child, f"{role}: malformed answer: {problem}")
             if len(feedback) >= max_reasks:
                 raise MalformedAnswer(f"{role} agent answer still malformed after {len(feedback)} re-ask(s): {problem}")
             feedback.append(problem)
-            with self.lock:
+            with self.host.lock:
                 child.reasks += 1
 
-    def _log(self, child: Node, line: str) -> None:
-        with self.lock:
-            child.agent_log += line.rstrip() + "\n"
-
     def _plan_and_code(self, node_id: int, child: Node) -> None:
-        parent = self.tree[node_id]
-        self.set_status(child, "planning")
-        if self.team.plan is None:
+        parent = self.host.tree[node_id]
+        self.host.set_status(child, "planning")
+        if self.host.team.plan is None:
             text = str(self._team_setting("single_agent_instruction", SINGLE_AGENT_INSTRUCTION))
             plan = PlanAnswer(wrap_all(parent.source, text), [text])
         else:
-            agent = self.team.plan
+            agent = self.host.team.plan
             plan = self._ask(
                 child, "plan",
                 lambda fb: agent.plan(self.window("plan", node_id, child, fb)),
@@ -168,41 +169,41 @@ class Expansion:
             )
         anchors = resolve_instructions(plan.anchored_source, plan.instructions)
         plan.instructions = [a.instruction for a in anchors]
-        with self.lock:
+        with self.host.lock:
             child.anchored_source = plan.anchored_source
             child.instructions = list(plan.instructions)
             child.instruction = _join(plan.instructions)
             if plan.text:
-                self._log(child, f"plan: {plan.text}")
-        self.set_status(child, "coding")
-        coder = self.team.code
+                self.host.log(child, f"plan: {plan.text}")
+        self.host.set_status(child, "coding")
+        coder = self.host.team.code
 
         def check_code(ans: CodeAnswer) -> CodeAnswer:
-            with self.lock:
+            with self.host.lock:
                 child.source = ans.source
             grounded = check_filled(plan.anchored_source, ans.source, plan.instructions)
-            self._log(child, grounded.summary())
+            self.host.log(child, grounded.summary())
             return ans
 
         code = self._ask(
             child, "code", lambda fb: coder.code(self.window("code", node_id, child, fb), plan), check_code
         )
-        with self.lock:
+        with self.host.lock:
             child.source = code.source
             if code.text:
-                self._log(child, f"code: {code.text}")
+                self.host.log(child, f"code: {code.text}")
 
     def _debug(self, node_id: int, child: Node) -> None:
-        if self.team.debug is None:
-            raise AgentError(f"team {self.team.name!r} has no debug agent but node {node_id} failed", permanent=True)
-        self.set_status(child, "debugging")
-        debugger = self.team.debug
-        parent = self.tree[node_id]
-        with self.lock:
+        if self.host.team.debug is None:
+            raise AgentError(f"team {self.host.team.name!r} has no debug agent but node {node_id} failed", permanent=True)
+        self.host.set_status(child, "debugging")
+        debugger = self.host.team.debug
+        parent = self.host.tree[node_id]
+        with self.host.lock:
             child.instruction = f"Fix node {node_id} ({parent.verdict}): " + "; ".join(parent.reasons)[:500]
 
         def check_fix(ans: CodeAnswer) -> CodeAnswer:
-            with self.lock:
+            with self.host.lock:
                 child.source = ans.source
             if has_markers(ans.source):
                 raise AnchorError("the fix still contains IMPROVE markers; return plain code")
@@ -212,10 +213,10 @@ class Expansion:
 
         fix = self._ask(child, "debug", lambda fb: debugger.debug(self.window("debug", node_id, child, fb)),
                         check_fix)
-        with self.lock:
+        with self.host.lock:
             child.source = fix.source
             if fix.text:
-                self._log(child, f"debug: {fix.text}")
+                self.host.log(child, f"debug: {fix.text}")
 
 
 def _checked_plan(answer: PlanAnswer, parent: Node) -> PlanAnswer:
