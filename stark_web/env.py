@@ -219,19 +219,6 @@ def eval_ceilings() -> dict[str, tuple[float, str]]:
     }
 
 
-def llm_base_urls(name: str) -> str:
-    """The operator's allow-list of LLM base URLs, checked at start-up (search/llm/keys.py reads it)."""
-    from search.llm.errors import ConfigError
-    from search.llm.keys import allowed_base_urls
-
-    raw = os.environ.get(name, "")
-    try:
-        allowed_base_urls({name: raw})
-    except ConfigError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
-    return raw
-
-
 def production_debug(production: bool, debug: bool) -> bool:
     if production and debug:
         raise ImproperlyConfigured("DEBUG=1 is refused with STARK_PRODUCTION=1: debug pages show settings and "
@@ -262,42 +249,6 @@ def job_heartbeat_s() -> int:
 def job_heartbeat_grace_s() -> int:
     """Missed-heartbeat grace after which a worker's job counts as abandoned."""
     return envint("STARK_JOB_HEARTBEAT_GRACE_S", 60, minimum=1)
-
-
-def llm_prices(name: str) -> str:
-    """The operator's price overrides (JSON or a JSON file), checked at start-up (search/llm/pricing.py reads it)."""
-    from search.llm.errors import ConfigError
-    from search.llm.pricing import load_prices
-
-    raw = os.environ.get(name, "")
-    try:
-        load_prices(raw or None)
-    except ConfigError as exc:
-        raise ImproperlyConfigured(f"{exc}; fix or unset {name}") from None
-    return raw
-
-
-def rules_analysis_limits() -> tuple[float, float]:
-    """(timeout s, memory MB) of the rules team's analysis child, checked at start-up (search/teams/rules/remote.py
-    reads them in the search worker)."""
-    from search.teams.rules.remote import analysis_memory_mb, analysis_timeout_s
-
-    try:
-        return analysis_timeout_s(), analysis_memory_mb()
-    except ValueError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
-
-
-def device_busy_settings() -> None:
-    """Check at start-up how long a search waits for a GPU that other processes fill (STARK_DEVICE_BUSY_WAIT_S,
-    _FIRST_WAIT_S, _EVALUATIONS: search.engine.busy reads them in the search worker). The harness's own
-    STARK_DEVICE_BUSY_RERUNS_S is checked where it is read (kernels.device_busy, with torch, in the gpu worker)."""
-    from search.engine.busy import BusyPolicy
-
-    try:
-        BusyPolicy.from_env()
-    except ValueError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
 
 
 def header_name(name: str) -> str:

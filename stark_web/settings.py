@@ -7,9 +7,9 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from search.app.startup import device_busy_settings, llm_base_urls, llm_prices, rules_analysis_limits
 from stark_web.env import (
     database_config,
-    device_busy_settings,
     envbool,
     envchoice,
     envfloat,
@@ -21,13 +21,10 @@ from stark_web.env import (
     instance_id,
     job_heartbeat_grace_s,
     job_heartbeat_s,
-    llm_base_urls,
-    llm_prices,
     private_redis_url,
     production_debug,
     proxy_ssl_header,
     redis_url,
-    rules_analysis_limits,
     secret_key,
 )
 

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from stark_web import health, views
+from search.app import diagnostics, health
 from stark_web.throttle import AdminLoginForm, LoginForm
 
 handler400 = "stark_web.views.bad_request"
@@ -16,7 +16,7 @@ admin.site.login_form = AdminLoginForm  # throttled like the site's login (stark
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
-    path("diagnostics/ping", views.diagnostics_ping, name="diagnostics-ping"),
+    path("diagnostics/ping", diagnostics.diagnostics_ping, name="diagnostics-ping"),
     path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/rq/", include("django_rq.urls")),

@@ -1,31 +1,9 @@
-"""Project-level views: the diagnostics ping (enqueue a job that answers over the websocket) and the error pages."""
+"""Project-level views: the error pages."""
 
 from __future__ import annotations
 
-import secrets
-
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_POST
-
-from search.app.api.views import limit_error
-from search.app.service import flood, queues
-from search.app.service.checks import LimitError
-from stark_web.jobs import ping
-
-
-@login_required
-@require_POST
-def diagnostics_ping(request):
-    """Queue one ping (at most STARK_MAX_QUEUED_PINGS per user at once: beyond, a 429 and nothing queued)."""
-    token = secrets.token_hex(8)
-    try:
-        job = flood.queue_ping(request.user, lambda: queues.queue(queues.SEARCH_QUEUE).enqueue(
-            ping, token, request.user.pk, job_timeout=60, result_ttl=300))
-    except LimitError as exc:
-        return limit_error(exc)
-    return JsonResponse({"token": token, "job": job.id}, status=202)
 
 
 def message_of(exception: BaseException | None) -> str:

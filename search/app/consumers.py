@@ -24,8 +24,8 @@ from search.app.events import events_after, group_name, snapshot
 from search.app.models import Run
 from search.app.service.live_phase import evaluation_phases
 from search.app.service.retime import retime_phases
-from stark_web.socket_auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
-from stark_web.sockets import GuardedJsonConsumer
+from search.app.sockets.auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from search.app.sockets.guard import GuardedJsonConsumer
 
 POLL_S = settings.STARK_SOCKET_POLL_S
 PHASE_POLL_S = min(2.0, POLL_S)

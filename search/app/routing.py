@@ -5,5 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from search.app.consumers import RunConsumer
+from search.app.sockets.diagnostics import DiagnosticsConsumer
 
-websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi())]
+websocket_urlpatterns = [path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
+                         path("ws/diagnostics/", DiagnosticsConsumer.as_asgi())]

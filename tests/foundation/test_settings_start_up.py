@@ -70,9 +70,9 @@ READ = re.compile(r"""\b(?:env\w+|redis_url|database_config|secret_key|instance_
 
 def variables_read_at_start_up() -> set[str]:
     found: set[str] = set()
-    for path in ("stark_web/settings.py", "stark_web/env.py"):
+    for path in ("stark_web/settings.py", "stark_web/env.py", "search/app/startup.py"):
         found.update(READ.findall((ROOT / path).read_text()))
-    # read by search/teams/rules/remote.py and validated through it by env.rules_analysis_limits()
+    # read by search/teams/rules/remote.py and validated through it by search/app/startup.py rules_analysis_limits()
     return found | {"STARK_RULES_ANALYSIS_TIMEOUT_S", "STARK_RULES_ANALYSIS_MEMORY_MB"}
 
 

@@ -8,7 +8,7 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from stark_web.health import redacted
+from search.app.health import redacted
 
 
 class Command(BaseCommand):

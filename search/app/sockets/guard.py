@@ -1,7 +1,7 @@
 """The base of every JSON websocket: bad frames are answered, never a crash (1011), and the user's right to
 the socket is re-checked while it is open (at most STARK_SOCKET_AUTH_S after a revocation it is closed).
 
-Each user holds at most STARK_MAX_SOCKETS_PER_USER sockets (stark_web/socket_slots.py: beyond, an error frame and
+Each user holds at most STARK_MAX_SOCKETS_PER_USER sockets (search/app/sockets/slots.py: beyond, an error frame and
 close 4429). When the channel layer fails (Redis restarted or unreachable, its connection pool exhausted) the
 socket gets an error frame and close 4503 with `retry_after_s`, never 1011; clients reconnect."""
 
@@ -20,8 +20,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from stark_web import socket_slots
-from stark_web.socket_auth import credential_problem
+from search.app.sockets import slots as socket_slots
+from search.app.sockets.auth import credential_problem
 
 log = logging.getLogger(__name__)
 MAX_FRAME_CHARS = 64 * 1024

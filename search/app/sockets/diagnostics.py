@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stark_web.jobs import diagnostics_group
-from stark_web.socket_auth import CLOSE_UNAUTHENTICATED
-from stark_web.sockets import GuardedJsonConsumer
+from search.app.diagnostics import diagnostics_group
+from search.app.sockets.auth import CLOSE_UNAUTHENTICATED
+from search.app.sockets.guard import GuardedJsonConsumer
 
 
 class DiagnosticsConsumer(GuardedJsonConsumer):
