@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernels.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from search.teams.rules.planning.recipe import Recipe
@@ -66,7 +67,7 @@ def render_all() -> dict[str, dict[str, str]]:
     for name, source in problems().items():
         for device in ("cpu", "cuda"):
             ctx = RulesContext()
-            tree = Tree(source, {"device": device})
+            tree = Tree(source, {"device": device}, root_source=reference_candidate(source))
             window = build_window(tree, "plan", 0, problem={"name": name}, device={"device": device})
             started = time.perf_counter()
             wanted = recipes(regions_of(ctx, window), device)

@@ -186,9 +186,13 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
         tree = resumed
         tree.settings.update(limits)
     else:
+        from kernels.problem import (
+            reference_candidate,  # the harness owns the root's form (imports torch: here only)
+        )
+
         tree = Tree(source, {"problem_file": str(path), "team": settings.team, "team_options": settings.team_config(),
                              **settings.tree_settings(), **limits, **selection_settings(team)},
-                    meta={"problem_summary": summary})
+                    root_source=reference_candidate(source), meta={"problem_summary": summary})
     sinks: list[Callable[[Event], None]] = [] if args.quiet else [printer(out, settings.budget)]
     if events_file:
         Path(events_file).parent.mkdir(parents=True, exist_ok=True)

@@ -14,15 +14,6 @@ from search.engine.node import DECLINED, Node, score
 TREE_KEYS = ("problem", "settings", "meta", "nodes", "best")
 
 
-def reference_candidate(problem_source: str) -> str:
-    """The root's candidate: the problem's own Model exposed as ModelNew (kernels owns the canonical form)."""
-    try:
-        from kernels import reference_candidate as from_kernels
-    except ImportError:
-        return problem_source.rstrip() + "\n\n\nclass ModelNew(Model):\n    pass\n"
-    return from_kernels(problem_source)
-
-
 class Tree:
     """All attempts of one run, serializable to the tree file without loss."""
 
@@ -40,8 +31,10 @@ class Tree:
         self.meta: dict[str, Any] = dict(meta or {})
         self.nodes: dict[int, Node] = {}
         if nodes is None:
-            source = root_source if root_source is not None else reference_candidate(problem_source)
-            nodes = [Node(id=0, parent=None, attempt=0, role="root", source=source)]
+            if root_source is None:
+                raise ValueError("a new tree needs its root's source: the reference as a candidate, "
+                                 "kernels.reference_candidate(problem_source) (or a forked node's source)")
+            nodes = [Node(id=0, parent=None, attempt=0, role="root", source=root_source)]
         for node in nodes:
             self.nodes[node.id] = node
         roots = [n for n in self.nodes.values() if n.parent is None]

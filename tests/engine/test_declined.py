@@ -3,6 +3,7 @@ counted against the budget), it is recorded with verdict "declined", and no poli
 
 from __future__ import annotations
 
+from kernels.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.events import EventLog
 from search.engine.loop import run as search_loop
@@ -13,7 +14,7 @@ from tests.engine.helpers import PROBLEM, script_evaluate
 
 
 def run(script: str, budget: int, **options):
-    tree = Tree(PROBLEM, {"seed": 0, "budget": budget})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": budget}, root_source=reference_candidate(PROBLEM))
     engine = Engine(tree, get_team("scripted", {"script": script, **options}), script_evaluate, EventLog())
     return tree, search_loop(engine)
 

@@ -14,6 +14,7 @@ from kernels import EvalSettings, judge
 from kernels.device_busy import BUSY_KIND, GIB, busy_message
 from kernels.errors import DeviceBusyError
 from kernels.jobs import problem_result
+from kernels.problem import reference_candidate
 from kernels.result import EvalResult
 from kernels.sandbox import WorkerRun
 from search.engine.busy import DEVICE_BUSY, BusyPolicy, busy_reason, held_words, is_busy
@@ -48,7 +49,7 @@ def busy_reference_result() -> dict[str, Any]:
 
 
 def engine(evaluate, busy: BusyPolicy = FAST, budget: int = 2, policy: str = "best-of-k") -> tuple[Engine, EventLog]:
-    tree = Tree(PROBLEM, {"seed": 0, "budget": budget})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": budget}, root_source=reference_candidate(PROBLEM))
     log = EventLog()
     return Engine(tree, get_team("scripted", {"script": "ok", "policy": policy}), evaluate, log, busy=busy), log
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.busy import DEVICE_BUSY, BusyPolicy
 from search.engine.engine import Engine
 from search.engine.events import Event, EventLog
@@ -40,7 +41,7 @@ def hog(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
 
 def search(hog: Path, tmp_path: Path, busy: BusyPolicy, budget: int = 1, on_event=None) -> tuple[Engine, EventLog]:
     tree = Tree(busy_problem(PROBLEM, hog=hog), {"seed": 0, "budget": budget,
-                                                  "eval": {**EVAL, "cache_dir": str(tmp_path / "cache")}})
+                                                  "eval": {**EVAL, "cache_dir": str(tmp_path / "cache")}}, root_source=reference_candidate(busy_problem(PROBLEM, hog=hog)))
     log = EventLog()
 
     def emit(event: Event) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.tree import Tree
 from search.teams import get_team
@@ -18,7 +19,7 @@ def evaluate_on_a_named_device(problem: str, candidate: str, settings: dict[str,
 
 
 def test_the_root_evaluation_names_the_device_for_the_prompts():
-    tree = Tree(PROBLEM, {"seed": 0, "budget": 2, "device": "cuda"})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": 2, "device": "cuda"}, root_source=reference_candidate(PROBLEM))
     engine = Engine(tree, get_team("scripted", {"script": "ok:0.5,ok:0.9"}), evaluate_on_a_named_device,
                     lambda event: None)
     engine.evaluate_root()

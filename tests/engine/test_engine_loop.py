@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.events import EVENT_TYPES, EventLog
 from search.engine.loop import run as search_loop
@@ -18,7 +19,7 @@ from tests.engine.helpers import BASE_MS, PROBLEM, script_evaluate
 
 def run(script: str, budget: int = 6, seed: int = 0, parallel: int = 1, evaluate=script_evaluate, **options):
     limits = {k: options.pop(k) for k in ("time_limit_s", "cost_limit_usd") if k in options}
-    tree = Tree(PROBLEM, {"seed": seed, "budget": budget, **limits})
+    tree = Tree(PROBLEM, {"seed": seed, "budget": budget, **limits}, root_source=reference_candidate(PROBLEM))
     log = EventLog()
     engine = Engine(tree, get_team("scripted", {"script": script, **options}), evaluate, log)
     summary = search_loop(engine, parallel=parallel)
@@ -143,7 +144,7 @@ def test_time_and_cost_limits_stop_the_run_early():
         time.sleep(0.15)
         return script_evaluate(problem, candidate, settings)
 
-    tree = Tree(PROBLEM, {"seed": 0})
+    tree = Tree(PROBLEM, {"seed": 0}, root_source=reference_candidate(PROBLEM))
     summary = search_loop(Engine(tree, get_team("scripted", {"script": "ok:0.9"}), slow), budget=30, time_limit_s=0.4)
     assert summary.status == "stopped" and "time limit" in summary.stop_reason and summary.attempts < 30
 
@@ -165,21 +166,21 @@ def test_parallel_attempts_are_in_flight_together_and_selection_counts_them():
 
     # eps=0 and slower children: without in-flight awareness all 3 slots would go to the root at once,
     # past n_root=2.
-    tree = Tree(PROBLEM, {"seed": 0, "budget": 6})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": 6}, root_source=reference_candidate(PROBLEM))
     engine = Engine(tree, get_team("scripted", {"script": "ok:1.5", "eps": 0.0, "n_root": 2}), slow)
     started = time.monotonic()
     summary = search_loop(engine, parallel=3)
     assert summary.attempts == 6 and len(tree.children(0)) == 2
     assert 2 <= peak[0] <= 3
 
-    tree = Tree(PROBLEM, {"seed": 0, "budget": 6})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": 6}, root_source=reference_candidate(PROBLEM))
     started = time.monotonic()
     search_loop(Engine(tree, get_team("scripted", {"script": "ok", "policy": "best-of-k"}), slow), parallel=3)
     assert peak[0] == 3 and time.monotonic() - started < 6 * 0.2
 
 
 def test_select_counts_reserved_parents_passed_in_flight():
-    tree = Tree(PROBLEM, {"seed": 0})
+    tree = Tree(PROBLEM, {"seed": 0}, root_source=reference_candidate(PROBLEM))
     engine = Engine(tree, get_team("scripted", {"script": "ok", "eps": 0.0, "n_root": 2}), script_evaluate)
     engine.evaluate_root()
     assert engine.select() == 0
@@ -193,7 +194,7 @@ def test_step_by_step_through_json_gives_the_same_tree_as_the_inline_loop():
     script, budget, seed = "ok:0.9,fail,ok:0.7,malformed-plan+ok:1.1,ok:0.95", 9, 5
     inline, _, _ = run(script, budget=budget, seed=seed)
 
-    stored = Tree(PROBLEM, {"seed": seed, "budget": budget}).to_dict()
+    stored = Tree(PROBLEM, {"seed": seed, "budget": budget}, root_source=reference_candidate(PROBLEM)).to_dict()
     team = get_team("scripted", {"script": script})
 
     def engine() -> Engine:
@@ -265,7 +266,7 @@ def test_a_crashing_team_is_recorded_on_the_node_and_stops_the_run():
             raise KeyError("oops")
 
     team.plan = Broken()
-    tree = Tree(PROBLEM, {"seed": 0, "budget": 3})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": 3}, root_source=reference_candidate(PROBLEM))
     log = EventLog()
     summary = search_loop(Engine(tree, team, script_evaluate, log))
     node = tree.nodes[1]

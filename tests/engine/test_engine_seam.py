@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.engine import NOTHING_SELECTABLE, Engine, Finish, selection_settings
 from search.engine.events import EventLog
 from search.engine.tree import Tree
@@ -20,7 +21,7 @@ def no_team():  # noqa: ANN201
 
 def evaluated(settings: dict, result: dict | None = None) -> tuple[Engine, EventLog]:
     log = EventLog()
-    tree = Tree(PROBLEM, {"seed": 0, **settings})
+    tree = Tree(PROBLEM, {"seed": 0, **settings}, root_source=reference_candidate(PROBLEM))
     engine = Engine(tree, no_team, emit=log)
     engine.record(0, result or PASS)
     return engine, log
@@ -43,7 +44,7 @@ def test_bookkeeping_and_scheduling_build_no_team() -> None:
 
 
 def test_without_a_recorded_selection_the_team_is_built_to_select() -> None:
-    tree = Tree(PROBLEM, {"seed": 0, "budget": 3})
+    tree = Tree(PROBLEM, {"seed": 0, "budget": 3}, root_source=reference_candidate(PROBLEM))
     built: list[str] = []
 
     def factory():  # noqa: ANN202

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = ("kernels", "search")
+PURE = ("kernels", "search", "stark_web")
 
 
 def module_name(path: Path) -> str:
@@ -112,6 +112,33 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             connect(node)
     return result
+
+
+ENGINE = "search.engine"
+LOWER_TO_UPPER = (  # (layer, what it must never import): each layer imports only those below it
+    ("kernels", ("search", "stark_web")),
+    (ENGINE, ("search.teams", "search.llm", "search.app", "search.run_settings", "search.inline", "search.cli",
+              "search.bench", "kernels", "stark_web")),
+    ("search.teams", ("search.app", "stark_web")),
+    ("search.llm", ("search.teams", "search.app", "stark_web")),
+    ("search.app", ("stark_web",)),
+    ("stark_web.env", ("search", "kernels")),
+)
+# The one exception, each with why: the worker class reads its heartbeat through the project's env readers (a leaf
+# that imports nothing of the project), on hosts without Django settings too.
+ALLOWED = {("search.app.service.worker", "stark_web.env")}
+
+
+def under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
+    known = all_modules()
+    wrong = sorted(f"{name} imports {target}" for name, path in known.items() for target in imports_of(name, path, known)
+                   for layer, banned in LOWER_TO_UPPER if under(name, layer) and (name, target) not in ALLOWED
+                   and any(under(target, b) for b in banned))
+    assert not wrong, "imports against the layers (move the code to the layer that owns it):\n" + "\n".join(wrong)
 
 
 def test_no_import_cycles_in_kernels_search_or_the_django_app() -> None:

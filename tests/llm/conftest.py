@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.tree import Tree
 from tests.llm.kernel_responder import kernel_responder
 from tests.llm.stub_server import StubLLMServer
@@ -34,7 +35,7 @@ def no_vendor_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def results() -> dict[str, dict[str, Any]]:
     """Real evaluations: the reference passes; a candidate that raises in forward fails, and never
     sees the vendor keys the search process holds."""
-    tree = Tree(PROBLEM)
+    tree = Tree(PROBLEM, root_source=reference_candidate(PROBLEM))
     root = evaluate(PROBLEM, tree.root.source, {})
     lines = tree.root.source.splitlines()
     at = max(k for k, line in enumerate(lines) if line.lstrip().startswith("def forward"))

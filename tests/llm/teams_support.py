@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernels.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.events import Event
 from search.engine.tree import Tree
@@ -32,7 +33,7 @@ def options(stub: StubLLMServer, provider: str = "anthropic", **extra: Any) -> d
 
 
 def engine_for(team_name: str, opts: dict[str, Any], results: dict[str, Any], events: list[Event]) -> Engine:
-    tree = Tree(PROBLEM, {"target": "cpp", "device": "cpu"})
+    tree = Tree(PROBLEM, {"target": "cpp", "device": "cpu"}, root_source=reference_candidate(PROBLEM))
     engine = Engine(tree, get_team(team_name, opts), evaluate, events.append)
     engine.record(0, results["root"])
     return engine
@@ -53,7 +54,7 @@ def passing(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str,
 def quick_engine(team_name: str, opts: dict[str, Any], events: list[Event] | None = None,
                  budget: int = 3, problem: str = PROBLEM, evaluate: Any = None) -> Engine:
     """An engine around an LLM team whose candidates are judged by `passing` (or `evaluate`; no harness process)."""
-    tree = Tree(problem, {"target": "cpp", "device": "cpu", "budget": budget, "seed": 0})
+    tree = Tree(problem, {"target": "cpp", "device": "cpu", "budget": budget, "seed": 0}, root_source=reference_candidate(problem))
     sink = (events if events is not None else []).append
     engine = Engine(tree, get_team(team_name, opts), evaluate or passing, sink)
     engine.record(0, passing(PROBLEM, tree.root.source, {}))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.anchors import BEGIN, END
 from search.engine.grounding import align
 from search.engine.tree import Tree
@@ -17,7 +18,7 @@ from tests.llm.stub_server import RecordedRequest, Reply, StubLLMServer
 from tests.llm.teams_support import options, quick_engine
 
 RELU = (Path(__file__).resolve().parents[2] / "examples" / "problems" / "level1" / "relu.py").read_text()
-ROOT = Tree(RELU).root.source  # the problem and `class ModelNew(Model)`: node 0's source
+ROOT = Tree(RELU, root_source=reference_candidate(RELU)).root.source  # the problem and `class ModelNew(Model)`: node 0's source
 FORWARD = "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        return torch.relu(x)\n"
 SKELETON = ROOT.replace(FORWARD, f"    # {BEGIN} write forward as one fused kernel\n{FORWARD}    # {END}\n")
 FILLED = ROOT.replace("        return torch.relu(x)\n", "        return torch.clamp_min(x, 0.0)\n")

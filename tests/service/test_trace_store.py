@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from tests.teams import rules_problems as P
@@ -14,7 +15,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # tracing runs in harnes
 
 
 def evaluated_root(problem: str) -> Tree:
-    tree = Tree(problem, {"device": "cpu"})
+    tree = Tree(problem, {"device": "cpu"}, root_source=reference_candidate(problem))
     tree[0].status, tree[0].verdict, tree[0].runtime_ms = "done", "pass", 1.0
     return tree
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.engine import SEARCH_EXHAUSTED, Engine
 from search.engine.events import Event
 from search.engine.loop import run as run_loop
@@ -29,7 +30,7 @@ def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str
 @pytest.mark.slow
 def test_an_exhausted_rules_team_finishes_the_run_with_search_space_exhausted() -> None:
     events: list[Event] = []
-    tree = Tree(P.MATMUL, {"device": "cpu", "seed": 0})
+    tree = Tree(P.MATMUL, {"device": "cpu", "seed": 0}, root_source=reference_candidate(P.MATMUL))
     engine = Engine(tree, get_team("rules", {"eps": 0.0}), evaluate, events.append)
     summary = run_loop(engine, budget=8)
     attempts = [n for n in tree if n.parent is not None]

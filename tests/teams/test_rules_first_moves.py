@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.agents import AT_ROOFLINE, AtRoofline
 from search.engine.engine import Engine
 from search.engine.loop import run as run_loop
@@ -56,7 +57,7 @@ def test_leading_moves_are_taken_in_order_before_any_seeded_choice() -> None:
 
 
 def tree_with_a_fast_first_child() -> Tree:
-    tree = Tree(P.RELU, {"device": "cuda"})
+    tree = Tree(P.RELU, {"device": "cuda"}, root_source=reference_candidate(P.RELU))
     passed(tree, 0, 2.0)
     tree.add_child(0, "plan+code", status="done", verdict="pass", runtime_ms=1.0)
     return tree
@@ -86,7 +87,7 @@ def test_the_rules_team_puts_the_reference_first_only_on_a_gpu() -> None:
 @pytest.mark.slow
 def test_on_cuda_the_first_two_attempts_from_the_root_are_both_compile_modes() -> None:
     for seed in (0, 7):
-        tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
+        tree = Tree(P.CONV_CHAIN, {"device": "cuda"}, root_source=reference_candidate(P.CONV_CHAIN))
         passed(tree, 0, 2.0)
         team = build_team({"device": "cuda", "seed": seed})
         recipes = [recipe_of(attempt(tree, team, 0, device="cuda")[1]) for _ in range(3)]
@@ -142,7 +143,7 @@ def fake_gpu_evaluator(pct: float, calls: list[str]) -> Any:
 @pytest.mark.slow
 def test_a_relu_at_95_percent_of_copy_bandwidth_ends_the_run_at_the_roofline() -> None:
     calls: list[str] = []
-    tree = Tree(P.RELU, {"device": "cuda", "seed": 0})
+    tree = Tree(P.RELU, {"device": "cuda", "seed": 0}, root_source=reference_candidate(P.RELU))
     engine = Engine(tree, build_team({"device": "cuda"}), fake_gpu_evaluator(95.0, calls))
     summary = run_loop(engine, budget=8)
     assert summary.status == "finished"
@@ -157,7 +158,7 @@ def test_a_relu_at_95_percent_of_copy_bandwidth_ends_the_run_at_the_roofline() -
 @pytest.mark.slow
 def test_a_relu_below_90_percent_goes_on_with_torch_compile_first() -> None:
     calls: list[str] = []
-    tree = Tree(P.RELU, {"device": "cuda", "seed": 0})
+    tree = Tree(P.RELU, {"device": "cuda", "seed": 0}, root_source=reference_candidate(P.RELU))
     engine = Engine(tree, build_team({"device": "cuda"}), fake_gpu_evaluator(70.0, calls))
     run_loop(engine, budget=2)
     attempts = [n for n in tree if n.parent is not None]
@@ -195,7 +196,7 @@ def test_parallel_attempts_from_both_compile_modes_play_different_moves() -> Non
     from each compile-mode node, choose different moves, not one move under both modes."""
     from search.engine.context import build_window
 
-    tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
+    tree = Tree(P.CONV_CHAIN, {"device": "cuda"}, root_source=reference_candidate(P.CONV_CHAIN))
     passed(tree, 0, 2.0)
     team = build_team({"seed": 0, "device": "cuda"})
     device = {"device": "cuda"}
@@ -250,7 +251,7 @@ def test_a_search_stops_once_an_attempt_reaches_its_roofline() -> None:
                 "roofline": {"pct_of_peak": 30.0 if root else 97.0, "bound": "memory"},
                 "environment": {"device_name": "fake H200", "copy_gbps": 4000.0}}
 
-    tree = Tree(P.RELU, {"device": "cuda", "seed": 0})
+    tree = Tree(P.RELU, {"device": "cuda", "seed": 0}, root_source=reference_candidate(P.RELU))
     summary = run_loop(Engine(tree, build_team({"device": "cuda"}), evaluate), budget=8)
     assert summary.status == "finished" and len(calls) == 2, summary.stop_reason
     assert summary.stop_reason.startswith(f"{AT_ROOFLINE} — attempt #1 runs at 97.0% of the roofline"), summary

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernels.problem import reference_candidate
 from search.teams.rules.analysis.facts import Facts, facts_of
 from search.teams.rules.analysis.forward import analyse
 from search.teams.rules.planning.moves import candidate_moves, fixes
@@ -249,7 +250,7 @@ def test_the_plan_and_code_roles_play_the_cublaslt_move_through_the_tracing_chil
     from search.teams.rules.planning.recipe import recipe_of
     from tests.teams.test_rules_protocol import attempt, passed
 
-    tree = Tree(P.GEMM_EPILOGUES, {"device": "cuda"})
+    tree = Tree(P.GEMM_EPILOGUES, {"device": "cuda"}, root_source=reference_candidate(P.GEMM_EPILOGUES))
     passed(tree, 0, 2.0)
     team = build_team({})
     found = {}

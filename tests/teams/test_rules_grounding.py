@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.anchors import parse_anchors, strip_markers
 from search.engine.grounding import check_filled, check_skeleton
 from search.engine.tree import Tree
@@ -38,7 +39,7 @@ def test_every_move_two_deep_of_every_sample_problem_is_grounded(cuda: bool) -> 
         a = analysis(problem, cuda)
         facts = facts_of(a)
         for move in candidate_moves(Recipe(), facts, device):
-            _, first = checked_move(problem, cuda, Tree(source).root.source, move.recipe)  # from the root
+            _, first = checked_move(problem, cuda, Tree(source, root_source=reference_candidate(source)).root.source, move.recipe)  # from the root
             for second in candidate_moves(move.recipe, facts, device):
                 checked_move(problem, cuda, first, second.recipe)
                 checked += 1
@@ -47,7 +48,7 @@ def test_every_move_two_deep_of_every_sample_problem_is_grounded(cuda: bool) -> 
 
 def test_from_the_root_the_generated_part_replaces_its_model_new_stub_below_the_reference() -> None:
     source = problems()["tests/CONV_CHAIN"]
-    root = Tree(source).root.source
+    root = Tree(source, root_source=reference_candidate(source)).root.source
     anchored, _ = checked_move("tests/CONV_CHAIN", False, root, Recipe(fused=(0,), backend="cpp-omp"))
     (span,) = parse_anchors(anchored)
     stub = span.body.splitlines()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.agents import AgentError
 from search.engine.context import build_window
 from search.engine.tree import Tree
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def plan_and_code(problem: str, **options):  # noqa: ANN003, ANN201
     """One plan and one code step from the root of a fresh tree, with a fresh team; returns (team, source)."""
-    tree = Tree(problem, {"device": "cpu"})
+    tree = Tree(problem, {"device": "cpu"}, root_source=reference_candidate(problem))
     tree[0].status, tree[0].verdict, tree[0].runtime_ms = "done", "pass", 1.0
     team = build_team(options)
     child = tree.add_child(0, "plan+code", status="planning")
@@ -65,7 +66,7 @@ from search.engine.tree import Tree
 from search.teams.rules import build_team
 from tests.teams import rules_problems as P
 
-tree = Tree(P.MANY_OPS, {"device": "cpu"})
+tree = Tree(P.MANY_OPS, {"device": "cpu"}, root_source=reference_candidate(P.MANY_OPS))
 tree[0].status, tree[0].verdict, tree[0].runtime_ms = "done", "pass", 1.0
 team = build_team({})
 child = tree.add_child(0, "plan+code", status="planning")
@@ -125,7 +126,7 @@ def test_the_child_sees_no_secret_and_no_django(monkeypatch: pytest.MonkeyPatch)
     from search.teams.rules.planning.roles import RulesContext
 
     ctx = RulesContext()
-    tree = Tree(P.HEADER + spy + P.RELU.removeprefix(P.HEADER), {"device": "cpu"})
+    tree = Tree(P.HEADER + spy + P.RELU.removeprefix(P.HEADER), {"device": "cpu"}, root_source=reference_candidate(P.HEADER + spy + P.RELU.removeprefix(P.HEADER)))
     facts = ctx.facts(build_window(tree, "plan", 0, device={"device": "cpu"}))
     assert facts.error == "RuntimeError: key=None django=False settings=None"
     assert facts.regions == []

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 
+from kernels.problem import reference_candidate
 from search.engine.agents import AgentError
 from search.engine.anchors import parse_anchors
 from search.engine.context import build_window
@@ -196,7 +197,7 @@ def failed(tree: Tree, parent: int, recipe: Recipe, error: str, verdict: str = "
 def conv3d_tree() -> Tree:
     problem = with_rewrite_problems()["layouts/CONV3D_CHAIN"]
     a = analysis("layouts/CONV3D_CHAIN", True)
-    tree = Tree(problem, {"device": "cuda"})
+    tree = Tree(problem, {"device": "cuda"}, root_source=reference_candidate(problem))
     tree.root.status, tree.root.verdict, tree.root.runtime_ms = "done", "pass", 2.0
     for mode in ("default", "max-autotune-no-cudagraphs"):
         source = render(problem, Recipe(compile_mode=mode), a).source

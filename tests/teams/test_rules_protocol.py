@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernels.problem import reference_candidate
 from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer, SearchExhausted
 from search.engine.anchors import parse_anchors, resolve_instructions, strip_markers, wrap_all
 from search.engine.context import build_window
@@ -39,7 +40,7 @@ def attempt(tree: Tree, team, parent: int, device: str = "cpu") -> tuple[PlanAns
 
 
 def new_tree(problem: str) -> Tree:
-    tree = Tree(problem, {"device": "cpu"})
+    tree = Tree(problem, {"device": "cpu"}, root_source=reference_candidate(problem))
     passed(tree, 0, 2.0)
     return tree
 
@@ -172,7 +173,7 @@ def test_debug_falls_back_to_a_safer_variant_then_further() -> None:
 
 @pytest.mark.slow
 def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
-    tree = Tree(P.CONV_CHAIN, {"device": "cuda"})
+    tree = Tree(P.CONV_CHAIN, {"device": "cuda"}, root_source=reference_candidate(P.CONV_CHAIN))
     passed(tree, 0, 2.0)
     team = build_team({})
     recipes = []
@@ -187,7 +188,7 @@ def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     assert any(r.compile_mode == "max-autotune-no-cudagraphs" for r in recipes if r)
     # A launch-bound forward: after the two compile modes, the CUDA graph moves are the most promising
     # (fuse -> graph weighs most in the siblings' seeded choice).
-    tree = Tree(P.LAUNCH_BOUND, {"device": "cuda"})
+    tree = Tree(P.LAUNCH_BOUND, {"device": "cuda"}, root_source=reference_candidate(P.LAUNCH_BOUND))
     passed(tree, 0, 2.0)
     tried = []
     for _ in range(5):

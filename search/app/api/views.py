@@ -15,7 +15,7 @@ from search.app.api.auth import BadRequest, api_view, error, json_body
 from search.app.api.bundle import build_bundle, standalone_kernel
 from search.app.events import events_after
 from search.app.models import Node, Run
-from search.app.service import control, devices, fairness
+from search.app.service import checks, control, devices, fairness
 from search.app.service.checks import LimitError
 from search.app.service.inputs import check_values, loads, plain_text, whole_number
 from search.app.service.settings import SettingError, parse_run_settings
@@ -137,6 +137,7 @@ def create_run(request: HttpRequest) -> HttpResponse:
     with transaction.atomic():
         fairness.check_active_runs(request.user)  # the 429 before the slow check (create_run checks again)
     source, name = read_problem(request, data)
+    checks.require_queues()  # a 503 naming Redis rather than a run nothing can start
     problem = control.problem_for(request.user, source, name, background=True)  # the full check: in the start job
     run = control.create_run(request.user, problem, settings_, waiting=waiting)
     return JsonResponse({"id": run.pk, "url": run_url(run), "api_url": f"/api/runs/{run.pk}"}, status=201)

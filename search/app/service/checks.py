@@ -78,6 +78,15 @@ def _acquire(user_id: int, token: str) -> int:
                                     "retry in a moment", status=503) from None
 
 
+def require_queues() -> None:
+    """A 503 naming Redis when it does not answer: a run created then could not be queued (nor its problem checked)."""
+    try:
+        queues.connection().ping()
+    except (RedisError, OSError) as exc:
+        raise LimitError("problem", f"the server's Redis does not answer ({exc}); runs cannot be queued or problems "
+                                    "checked now, retry in a moment", status=503) from None
+
+
 def _release(user_id: int, token: str) -> None:
     with contextlib.suppress(Exception):
         conn = queues.connection()

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
+from kernels.problem import reference_candidate
 from search.app.events import Recorder, store_event
 from search.app.models import Node, Problem, Run, source_hash
 from search.app.service import background_check, checks, devices, fairness, queues, steps
@@ -70,7 +71,8 @@ def create_run(owner, problem: Problem, settings: RunSettings, root_source: str 
         meta["status_line"] = waiting
     if background_check.is_pending(problem.summary):
         meta = {**meta, "problem_summary": {}, "status_line": background_check.CHECKING_LINE}
-    tree = Tree(problem.source, stored_settings(settings), root_source=root_source, meta=meta)
+    root = root_source if root_source is not None else reference_candidate(problem.source)
+    tree = Tree(problem.source, stored_settings(settings), root_source=root, meta=meta)
     with transaction.atomic():
         fairness.check_active_runs(owner)
         run = Run.objects.create(
