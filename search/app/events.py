@@ -128,7 +128,7 @@ def sync_run_totals(run: Run, tree: Tree) -> None:
     best = tree.nodes.get(verdict["best"]) if verdict["best"] is not None else None
     figure = verdict["best_speed"] or {}
     usage = tree.usage_total()
-    run.attempts = tree.attempts
+    run.attempts = verdict["attempts"]  # the budget used: declined nodes and forgiven provider failures left out
     run.best_node = None if best is None else best.id
     run.best_runtime_ms = None if best is None else (figure.get("runtime_ms") or best.runtime_ms)
     run.best_speedup_vs_eager = None if best is None else best.speedup_vs_eager

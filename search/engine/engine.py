@@ -22,7 +22,7 @@ from search.engine.busy import DEVICE_BUSY, STATUS_LINE, BusyPolicy, BusyTriage,
 from search.engine.context import ContextWindow
 from search.engine.events import Emit, Event, ignore
 from search.engine.expand import EXHAUSTED, Expander
-from search.engine.limits import DEFAULT_BUDGET, PROVIDER_FAILED, Limits, provider_down, spent
+from search.engine.limits import DEFAULT_BUDGET, PROVIDER_FAILED, Limits, budget_used, provider_down, spent
 from search.engine.node import DECLINED, Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
 from search.engine.tree import Tree
@@ -325,7 +325,7 @@ class Engine:
         best = self.tree.best()
         self.emit(
             "run.progress", None,
-            attempts=self.tree.attempts,
+            attempts=budget_used(self.tree),
             budget=self.tree.settings.get("budget"),
             in_flight=len(self.tree.in_flight()),
             best=None if best is None else best.id,

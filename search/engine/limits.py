@@ -36,6 +36,12 @@ def spent(tree: Tree, budget: int) -> int:
     return tree.attempts - free_attempts(tree, budget)
 
 
+def budget_used(tree: Tree) -> int:
+    """What every view shows as the attempts spent: spent() against the tree's budget (Tree.attempts without one)."""
+    budget = tree.settings.get("budget")
+    return spent(tree, int(budget)) if budget else tree.attempts
+
+
 def provider_down(tree: Tree, budget: int) -> str | None:
     """Why the provider looks dead (the last forgiven(budget) finished attempts all failed for provider reasons), or
     None."""

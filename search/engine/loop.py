@@ -11,7 +11,7 @@ from typing import Any
 
 from search.engine.agents import AgentError
 from search.engine.engine import Engine, Finish
-from search.engine.limits import DEFAULT_BUDGET
+from search.engine.limits import DEFAULT_BUDGET, budget_used
 from search.engine.node import Node
 from search.engine.verdict import REFERENCE_KEPT, UNTRUSTED, run_verdict
 
@@ -129,5 +129,5 @@ def _finish(engine: Engine, end: Finish, started: float) -> RunSummary:
     engine.emit("run.status", None, status=end.status, reason=end.reason, best=None if best is None else best.id)
     engine.tree.meta["stop_reason"] = end.reason
     engine.tree.meta["status"] = end.status
-    return RunSummary(best, engine.tree.attempts, end.reason, end.status, time.monotonic() - started,
+    return RunSummary(best, budget_used(engine.tree), end.reason, end.status, time.monotonic() - started,
                       engine.tree.usage_total(), verdict=run_verdict(engine.tree))

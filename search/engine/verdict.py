@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from search.engine.contenders import chosen_node
+from search.engine.limits import budget_used
 from search.engine.node import DECLINED, Node
 from search.engine.tree import Tree
 from search.engine.win_class import classify
@@ -181,9 +182,11 @@ def reused_ids(tree: Tree) -> set[int]:
 
 
 def counts(tree: Tree) -> dict[str, int]:
-    """Budget-counted attempts (every attempt but the declined ones) and the declined ones, apart."""
+    """Budget-counted attempts (every attempt but the declined ones and the forgiven provider failures:
+    search.engine.limits), the declined ones and the free provider failures, apart."""
     declined = sum(1 for n in tree if n.parent is not None and n.verdict == DECLINED)
-    return {"attempts": tree.attempts, "declined": declined}
+    used = budget_used(tree)
+    return {"attempts": used, "declined": declined, "provider_failures_free": tree.attempts - used}
 
 
 def best_attempt(tree: Tree, figures: dict[int, dict[str, Any] | None]) -> int | None:

@@ -123,3 +123,13 @@ def test_refresh_stores_every_figure_on_its_node_and_names_the_changes() -> None
     assert set(refresh(tree)) == {1, 4, 7, 9}  # #7's figure, and the others' "not re-timed" mark
     assert tree[7].speed is not None and tree[7].speed["value"] == 1.36
     assert Tree.from_dict(tree.to_dict())[7].speed == tree[7].speed
+
+
+def test_forgiven_provider_failures_do_not_count_as_attempts_anywhere() -> None:
+    from search.engine.limits import PROVIDER_FAILED
+
+    tree = make_tree([(0, None, "pass", 10.0), (1, 0, "pass", 4.0), (2, 0, PROVIDER_FAILED, None),
+                      (3, 0, PROVIDER_FAILED, None)])
+    tree.settings["budget"] = 10
+    verdict = run_verdict(tree)
+    assert tree.attempts == 3 and verdict["attempts"] == 1 and verdict["provider_failures_free"] == 2
