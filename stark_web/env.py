@@ -197,7 +197,7 @@ def secret_key(name: str, production: bool, var_dir: Path) -> str:
     return path.read_text().strip()
 
 
-# --- Policy: operator-owned limits of users' runs, production hardening (issue 13; README settings table) ---
+# --- Policy: operator-owned limits of users' runs, production hardening (docs/settings.md) ---
 
 
 def envfloat(name: str, default: float, minimum: float | None = None, maximum: float | None = None) -> float:

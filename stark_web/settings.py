@@ -1,4 +1,4 @@
-"""Django settings for STARK Studio, read from environment variables (see the README's settings table)."""
+"""Django settings for STARK Studio, read from environment variables (see docs/settings.md)."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ STARK_MAX_UPLOAD_BYTES = envint("STARK_MAX_UPLOAD_BYTES", 256 * 1024, minimum=10
 DATA_UPLOAD_MAX_MEMORY_SIZE = STARK_MAX_UPLOAD_BYTES * 4
 FILE_UPLOAD_MAX_MEMORY_SIZE = STARK_MAX_UPLOAD_BYTES * 4
 
-# --- Policy: production hardening, users' limits, login throttling (issue 13; README settings table) ---
+# --- Policy: production hardening, users' limits, login throttling (docs/settings.md) ---
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -182,7 +182,7 @@ LOGGING = {
                                                                            "CRITICAL"))},
 }
 
-# Per-user limits (README's settings table): active runs, problem checks (each runs the problem in a harness
+# Per-user limits (docs/settings.md): active runs, problem checks (each runs the problem in a harness
 # child, so they are few and short), and how often a websocket re-checks that its user may still watch.
 STARK_MAX_ACTIVE_RUNS = envint("STARK_MAX_ACTIVE_RUNS", 3, minimum=0)  # queued+running+paused; 0: no limit
 STARK_CHECKS_PER_USER = envint("STARK_CHECKS_PER_USER", 2, minimum=1, maximum=100)
