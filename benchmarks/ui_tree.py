@@ -14,18 +14,18 @@ It serves `static/` from a local HTTP server, loads the same ES modules the run 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import platform
 import random
 import statistics
 import sys
-import threading
 import time
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from search.app.pages import static_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -171,27 +171,8 @@ def synthetic_events(n_nodes: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def serve_static(harness: str = HARNESS) -> tuple[ThreadingHTTPServer, int]:
-    """Serve the checkout's static/ under /static/ and `harness` at / (also used by tests/web)."""
-
-    class Handler(SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if self.path in ("/", "/index.html"):
-                body = harness.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            super().do_GET()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    Handler.extensions_map = {**Handler.extensions_map, ".js": "text/javascript", ".mjs": "text/javascript"}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(ROOT)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, server.server_address[1]
+    """The benchmark's page served beside static/ (search/app/pages/static_server.py)."""
+    return static_server.serve_static(harness)
 
 
 def summary(times: list[float]) -> dict[str, float]:

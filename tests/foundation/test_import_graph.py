@@ -177,3 +177,17 @@ def test_the_django_line_is_enforced_by_ruff(tmp_path: Path) -> None:
         probe.unlink()
     assert dirty.returncode != 0
     assert "django" in dirty.stdout and "search.app" in dirty.stdout
+
+
+def test_tests_and_benchmarks_import_nothing_of_each_other() -> None:
+    """The benchmark scripts measure the product and the tests test it: what both need lives in the product."""
+    wrong = []
+    for side, other in (("tests", "benchmarks"), ("benchmarks", "tests")):
+        for path in (ROOT / side).rglob("*.py"):
+            if side == "benchmarks" and "tests" in path.relative_to(ROOT / side).parts:
+                continue  # benchmarks/tests: the scripts' own tests, which import the scripts they test
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                wrong += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] == other]
+    assert not wrong, "\n".join(wrong)

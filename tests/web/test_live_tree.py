@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.ui_tree import serve_static
+from search.app.pages.static_server import serve_static
 from tests.web.conftest import screenshot
 
 pytestmark = pytest.mark.browser
