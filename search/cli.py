@@ -9,6 +9,7 @@ from typing import TextIO
 
 from search.bench import cmd_bench
 from search.bench_retime import ROUNDS, cmd_retime
+from search.engine import steering
 from search.engine.limits import DEFAULT_BUDGET
 from search.engine.node import DECLINED
 from search.engine.policies import POLICY_NAMES
@@ -125,6 +126,7 @@ def outline(tree: Tree) -> str:
     verdict = run_verdict(tree)
     figures = speeds(tree)
     lines: list[str] = [f"verdict: {verdict['kind'] or 'none yet'} — {verdict['why']}"]
+    lines += [f"human: {steering.describe(e)}" for e in tree.meta.get("human") or ()]  # run-wide steering
 
     def walk(node_id: int, depth: int) -> None:
         n = tree[node_id]
@@ -146,6 +148,7 @@ def outline(tree: Tree) -> str:
         star = " *" if n.id == verdict["winner"] else ""
         what = f"  {n.instruction.splitlines()[0][:80]}" if n.instruction else ""
         lines.append("  " * depth + " ".join(facts) + star + what)
+        lines.extend("  " * depth + f"  human: {steering.describe(e)}" for e in n.human)
         for child in tree.children(node_id):
             walk(child.id, depth + 1)
 

@@ -54,7 +54,9 @@ OPTION_BOUNDS = {"max_retries": (0, 20), "timeout_s": (1, 3600), "max_tokens": (
                  "temperature": (0, 2), "max_reasks": (0, 10), "max_agent_retries": (0, 10)}
 # The fields of a run's settings (docs/api.md documents each; a test keeps the two in step).
 RUN_FIELDS = ("team", "budget", "parallel", "device", "target", "seed", "time_limit_s", "cost_limit_usd", "eval",
-              "name", "team_options")
+              "name", "team_options", "review_plans", "review_timeout_s")
+DEFAULT_REVIEW_TIMEOUT_S = 600.0  # a plan waiting for review goes on unchanged after this (search.engine.steering)
+MAX_REVIEW_TIMEOUT_S = 7 * 86400.0
 
 
 class SettingError(ValueError):
@@ -82,6 +84,7 @@ class RunSettings:
     eval: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
     team_options: Mapping[str, Any] = field(default_factory=dict)
+    review_timeout_s: float | None = None  # None: plans are coded at once; else each waits for review this long
 
     def __post_init__(self) -> None:
         if self.team not in TEAM_NAMES:
@@ -98,8 +101,10 @@ class RunSettings:
         if not self.device.startswith(GPU_DEVICE) and target in GPU_TARGETS:
             raise SettingError("target", f"target {target} needs a CUDA device; use target cpp (or torch) on cpu")
         object.__setattr__(self, "target", target)
-        for name in ("time_limit_s", "cost_limit_usd"):
+        for name in ("time_limit_s", "cost_limit_usd", "review_timeout_s"):
             _limit(name, getattr(self, name))
+        if self.review_timeout_s is not None and self.review_timeout_s > MAX_REVIEW_TIMEOUT_S:
+            raise SettingError("review_timeout_s", f"at most {MAX_REVIEW_TIMEOUT_S:g} s (a week)")
         object.__setattr__(self, "team_options", _checked_options(dict(self.team_options)))
         object.__setattr__(self, "eval", _eval_dict(dict(self.eval), self.device, self.seed))
 
@@ -123,6 +128,7 @@ class RunSettings:
             eval=_object(data, "eval"),
             name=str(data.get("name") or ""),
             team_options=options,
+            review_timeout_s=_review(data),
         )
 
     def to_data(self) -> dict[str, Any]:
@@ -130,7 +136,8 @@ class RunSettings:
         return {"team": self.team, "budget": self.budget, "parallel": self.parallel, "device": self.device,
                 "target": self.target, "seed": self.seed, "time_limit_s": self.time_limit_s,
                 "cost_limit_usd": self.cost_limit_usd, "eval": dict(self.eval), "name": self.name,
-                "team_options": dict(self.team_options)}
+                "team_options": dict(self.team_options), "review_plans": self.review_timeout_s is not None,
+                "review_timeout_s": self.review_timeout_s}
 
     def team_config(self) -> dict[str, Any]:
         """The options the team is built with (search.teams.get_team): the team options plus the run's target,
@@ -148,6 +155,8 @@ class RunSettings:
             out["time_limit_s"] = self.time_limit_s
         if self.cost_limit_usd is not None:
             out["cost_limit_usd"] = self.cost_limit_usd
+        if self.review_timeout_s is not None:
+            out["review_timeout_s"] = self.review_timeout_s
         return out
 
     def limits(self) -> Limits:
@@ -243,6 +252,17 @@ def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
             if not low <= number <= high:
                 raise SettingError(key, f"{value!r} is out of range; use {low} to {high}")
     return options
+
+
+def _review(data: Mapping[str, Any]) -> float | None:
+    """Plan review: `review_plans` (a flag) turns it on, with `review_timeout_s` (default 600 s) before a waiting
+    plan goes on unchanged."""
+    raw = data.get("review_plans")
+    on = False if raw in (None, "") else _flag_option("review_plans", raw)
+    if not on:
+        return None
+    timeout = _float(data, "review_timeout_s")
+    return DEFAULT_REVIEW_TIMEOUT_S if timeout is None else timeout
 
 
 def _flag_option(key: str, value: Any) -> bool:

@@ -2,7 +2,8 @@
 
 The channel layer may drop or reorder messages, so the consumer never trusts it alone: it remembers the
 last seq it sent, drops what it already sent, and fills any gap from the stored events before sending.
-Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}. A slow poll of the run's
+Clients may send {"type": "resync", "after": seq} or {"type": "snapshot"}, and the run's owner (or staff)
+{"type": "steer", "action", ...} (the body of POST /api/runs/<id>/steer), answered {"type": "steered", "human"}. A slow poll of the run's
 last seq also sends what the channel layer lost when nothing follows it (e.g. the final run.status), and every
 2 s the live phase of each evaluation and re-time in flight (unsequenced `node.phase`, search/app/service/live_phase.py,
 search/app/service/retime.py).
@@ -22,10 +23,13 @@ from django.conf import settings
 
 from search.app.events import events_after, group_name, snapshot
 from search.app.models import Run
+from search.app.service import steering
+from search.app.service.control import RunStateError
 from search.app.service.live_phase import evaluation_phases
 from search.app.service.retime import retime_phases
 from search.app.sockets.auth import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from search.app.sockets.guard import GuardedJsonConsumer
+from search.run_settings import SettingError
 
 POLL_S = settings.STARK_SOCKET_POLL_S
 PHASE_POLL_S = min(2.0, POLL_S)
@@ -43,6 +47,13 @@ def run_visible(user, run_id: int) -> bool:
 
 
 can_view = database_sync_to_async(run_visible)
+
+
+def steer_run(user, run_id: int, content: dict[str, Any]) -> dict[str, Any]:
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or not steering.can_steer(user, run):
+        raise SettingError("access", f"only the owner of run {run_id} can steer it")
+    return steering.steer(run_id, user, {k: v for k, v in content.items() if k != "type"})
 
 
 def parse_after(raw: Any) -> int | None:
@@ -159,8 +170,20 @@ class RunConsumer(GuardedJsonConsumer):
                 return
             async with self.sending:
                 await self.send_from_store(after)
+        elif kind == "steer":
+            await self.steer(content)
         else:
-            await self.send_error("type", f"unknown message type {str(kind)[:40]!r}; send resync or snapshot")
+            await self.send_error("type", f"unknown message type {str(kind)[:40]!r}; send resync, snapshot or steer")
+
+    async def steer(self, content: dict[str, Any]) -> None:
+        """A human action (search/app/service/steering.py): refused like the API's, naming the field."""
+        try:
+            record = await database_sync_to_async(steer_run)(self.scope["user"], self.run_id, content)
+        except (SettingError, RunStateError) as exc:
+            field = getattr(exc, "field", "status")
+            await self.send_error(field, getattr(exc, "message", str(exc)))
+            return
+        await self.send_json({"type": "steered", "human": record})
 
     async def run_event(self, message: dict[str, Any]) -> None:
         async with self.sending:

@@ -149,7 +149,7 @@ class Run(models.Model):
 NODE_FIELDS = (
     "parent", "attempt", "role", "source", "status", "verdict", "instruction", "instructions",
     "anchored_source", "runtime_ms", "speedup_vs_eager", "speedup_vs_compile", "reasons", "result", "speed",
-    "usage", "created_at", "finished_at", "reasks", "agent_log",
+    "usage", "created_at", "finished_at", "reasks", "agent_log", "human",
 )
 
 
@@ -181,9 +181,12 @@ class Node(models.Model):
     finished_at = models.FloatField(null=True, blank=True)
     reasks = models.IntegerField(default=0)
     agent_log = models.TextField(blank=True)
+    human = models.JSONField(default=list, blank=True,
+                             help_text="Steering actions on this node: [{who, at, action, detail}] (issue 33).")
     # Job bookkeeping (not part of the node schema).
     job_id = models.CharField(max_length=100, blank=True, help_text="The RQ job now responsible for this node.")
-    phase = models.CharField(max_length=10, blank=True, help_text="expand | evaluate | '' (finished or not started)")
+    phase = models.CharField(max_length=10, blank=True,
+                             help_text="expand | review | evaluate | '' (finished or not started)")
     tries = models.IntegerField(default=0, help_text="How many times the current phase was started.")
     claim = models.CharField(max_length=100, blank=True, help_text="Id of the job working on it (conditional UPDATE).")
 

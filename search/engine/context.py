@@ -104,6 +104,7 @@ class ContextWindow:
     on_stream: Callable[[str], None] | None = None
     kind: str = ""  # the window definition used when it is not the role's own (search-single writes with W_plan)
     reflections: list[str] = field(default_factory=list)  # Reflexion's memory: one line per earlier reflection
+    notes: list[str] = field(default_factory=list)  # the user's hints for this plan (search.engine.steering)
 
     @property
     def nodes(self) -> list[Node]:
@@ -121,6 +122,9 @@ class ContextWindow:
         """The window as prompt text within token_budget: the profiles (plan and debug windows) are cut first, then
         the least relevant items are summarized, then dropped; the target i and the root are always shown in full."""
         header = render_problem(self)
+        if self.notes:
+            header += ("\n\n## Notes from the user (a human expert steering this search; follow them)\n"
+                       + "\n".join(f"- {n}" for n in self.notes))
         if self.reflections:
             header += ("\n\n## Your reflections on the earlier attempts (oldest first)\n"
                        + "\n".join(f"- {r}" for r in self.reflections))

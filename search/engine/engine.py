@@ -25,6 +25,7 @@ from search.engine.expand import EXHAUSTED, Expander
 from search.engine.limits import DEFAULT_BUDGET, PROVIDER_FAILED, Limits, budget_used, provider_down, spent
 from search.engine.node import DECLINED, Node
 from search.engine.policies import Policy, policy_from_dict, selection_rng
+from search.engine.steering import act, on_start, pinned_choice
 from search.engine.tree import Tree
 from search.engine.verdict import refresh
 
@@ -166,6 +167,9 @@ class Engine:
             attempt = self.tree.attempts + sum(pending.values()) + 1
             rng = selection_rng(self.seed, attempt)
             policy, can_debug = self.selection()
+            pinned = pinned_choice(self.tree, can_debug)  # the user's pins and "try this" plans come first
+            if pinned is not None and not pending[pinned]:
+                return pinned
             return policy.select(self.tree, rng, pending, can_debug=can_debug)
 
     def selection(self) -> tuple[Policy, bool]:
@@ -267,8 +271,14 @@ class Engine:
             if not parent.finished:
                 raise ValueError(f"node {parent_id} is not evaluated yet (status {parent.status}); select another")
             child = self.tree.add_child(parent_id, self.route(parent_id), status="selected")
+            on_start(self.tree, parent_id, child)  # consumes the parent's pin, or a "try this" plan for it
             self.emit("node.created", child.id, **child.to_dict())
         return child
+
+    def steer(self, who: str, action: str, node_id: int | None = None, **fields: Any) -> dict[str, Any]:
+        """A human action (search.engine.steering.act: pin, prune, hint, try, approve, edit, reject ...)."""
+        with self.lock:
+            return act(self, who, action, node_id, **fields)
 
     # -- record -----------------------------------------------------------------------------------
     def record(self, node_id: int, result: dict[str, Any]) -> Node:

@@ -16,6 +16,8 @@ EVENT_TYPES = (
     "run.progress",   # data: {attempts, budget, in_flight, best, best_runtime_ms, best_speedup_vs_eager, cost_usd}
     "leaderboard",    # data: {nodes: [{id, runtime_ms, speedup_vs_eager, speedup_vs_compile}]}
     "agent.call",     # data: one Usage.calls entry plus {role, reask}
+    "node.human",     # data: {who, at, action, detail} a human action on the node (search.engine.steering)
+    "run.human",      # data: {who, at, action, detail, node_id?} a run-wide human action (a hint for every plan)
 )
 
 

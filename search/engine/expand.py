@@ -22,7 +22,8 @@ from search.engine.agents import (
 from search.engine.anchors import AnchorError, has_markers, resolve_instructions, wrap_all
 from search.engine.context import DEFAULT_TOP_R, ContextWindow, build_window
 from search.engine.grounding import check_filled, check_skeleton
-from search.engine.node import DECLINED, Node
+from search.engine.node import DECLINED, REVIEW, Node
+from search.engine.steering import given_plan, hints_for, hold_for_review, join
 from search.engine.tree import Tree
 
 EXHAUSTED = "exhausted"  # the verdict of the attempt whose team found the search space exhausted
@@ -86,6 +87,8 @@ class Expander:
             if exc.permanent:
                 raise
             return child
+        if child.status == REVIEW:  # the plan waits for the user; approve or edit sends it back to be coded
+            return child
         self.host.set_status(child, "building")
         return child
 
@@ -108,6 +111,11 @@ class Expander:
                 on_stream=lambda text: self.host.emit("node.stream", child.id, role=role, text=text),
             )
         w.feedback = list(feedback or [])
+        if role == "plan":
+            w.notes = hints_for(self.host.tree, node_id)
+            if w.notes and self._team_setting("reads_notes", True) is False and not feedback:
+                self.host.log(child, f"plan: the user's notes were not read (team {self.host.team.name!r} plans by "
+                                     f"its own rules): {'; '.join(w.notes)}")
         return w
 
     def _charge(self, child: Node, role: str, usage: Usage, reask: int) -> None:
@@ -156,11 +164,16 @@ class Expander:
 
     def _plan_and_code(self, node_id: int, child: Node) -> None:
         parent = self.host.tree[node_id]
-        self.host.set_status(child, "planning")
-        if self.host.team.plan is None:
+        given = given_plan(child)  # "try this", or a plan the user approved or edited in review
+        if given is not None:
+            self.host.log(child, "plan: the plan as the user gave or approved it, coded as it is")
+            plan = given
+        elif self.host.team.plan is None:
+            self.host.set_status(child, "planning")
             text = str(self._team_setting("single_agent_instruction", SINGLE_AGENT_INSTRUCTION))
             plan = PlanAnswer(wrap_all(parent.source, text), [text])
         else:
+            self.host.set_status(child, "planning")
             agent = self.host.team.plan
             plan = self._ask(
                 child, "plan",
@@ -172,9 +185,11 @@ class Expander:
         with self.host.lock:
             child.anchored_source = plan.anchored_source
             child.instructions = list(plan.instructions)
-            child.instruction = _join(plan.instructions)
+            child.instruction = join(plan.instructions)
             if plan.text:
                 self.host.log(child, f"plan: {plan.text}")
+        if given is None and self.host.team.plan is not None and hold_for_review(self.host, child):
+            return
         self.host.set_status(child, "coding")
         coder = self.host.team.code
 
@@ -224,9 +239,3 @@ def _checked_plan(answer: PlanAnswer, parent: Node) -> PlanAnswer:
     resolve_instructions(answer.anchored_source, answer.instructions)
     check_skeleton(answer.anchored_source, parent.source, parent.id)
     return answer
-
-
-def _join(instructions: list[str]) -> str:
-    if len(instructions) == 1:
-        return instructions[0]
-    return "\n".join(f"{k}. {text}" for k, text in enumerate(instructions, start=1))

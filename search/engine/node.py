@@ -9,14 +9,17 @@ from typing import Any
 
 ROLES = ("root", "plan+code", "debug")
 STATUSES = (
-    "pending", "selected", "planning", "coding", "debugging",
+    "pending", "selected", "planning", "review", "coding", "debugging",
     "building", "testing", "timing", "done", "failed",
 )
+REVIEW = "review"  # the plan waits for the user (search.engine.steering; run setting review_timeout_s)
 FINISHED = ("done", "failed")
 # Verdicts the engine itself gives when no candidate could be evaluated (the others come from kernels).
 # device_busy: other processes held the GPU through every evaluation (search.engine.busy), not the candidate's fault.
-ENGINE_VERDICTS = ("malformed", "agent_error", "interrupted", "eval_error", "declined", "device_busy")
+ENGINE_VERDICTS = ("malformed", "agent_error", "interrupted", "eval_error", "declined", "device_busy", "plan_rejected")
 DECLINED = "declined"  # a free attempt: its team had nothing left to try from its node (agents.BranchDeclined)
+PLAN_REJECTED = "plan_rejected"  # a free attempt: the user rejected its plan in review (search.engine.steering)
+FREE_VERDICTS = (DECLINED, PLAN_REJECTED)  # attempts that do not spend the budget (Tree.attempts)
 
 
 def empty_usage() -> dict[str, Any]:
@@ -48,6 +51,7 @@ class Node:
     finished_at: float | None = None
     reasks: int = 0
     agent_log: str = ""
+    human: list[dict[str, Any]] = field(default_factory=list)  # steering actions: {who, at, action, detail}
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:

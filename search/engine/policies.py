@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from search.engine.node import DECLINED, Node, score
+from search.engine.node import DECLINED, PLAN_REJECTED, Node, score
+from search.engine.steering import pruned
 from search.engine.tree import Tree
 
 PROVIDER_FAILED = "agent_error"  # search.engine.limits: an infrastructure outcome, not an attempt of the method
@@ -21,7 +22,7 @@ PROVIDER_FAILED = "agent_error"  # search.engine.limits: an infrastructure outco
 def attempted(tree: Tree, node_id: int) -> list[Node]:
     """The node's children that are attempts of the method: not those whose provider failed (no answer came back,
     so they say nothing about the node; they neither throttle the root nor make a branch dead)."""
-    return [k for k in tree.children(node_id) if k.verdict != PROVIDER_FAILED]
+    return [k for k in tree.children(node_id) if k.verdict not in (PROVIDER_FAILED, PLAN_REJECTED)]
 
 
 def child_count(tree: Tree, node_id: int, pending: Counter[int] | None = None) -> int:
@@ -39,7 +40,7 @@ def usable(node: Node, can_debug: bool = True, tree: Tree | None = None) -> bool
     declined by the team (given the tree)."""
     if not node.finished:
         return False
-    if tree is not None and declined(tree, node.id):
+    if tree is not None and (declined(tree, node.id) or pruned(tree, node.id)):  # pruned: by the user
         return False
     return node.correct or (can_debug and node.debuggable)
 
@@ -177,7 +178,7 @@ class Greedy(Policy):
     name: ClassVar[str] = "greedy"
 
     def choose(self, tree: Tree, rng: random.Random, pending: Counter[int], can_debug: bool) -> Node | None:
-        return best_of([n for n in tree if n.finished and n.correct and not declined(tree, n.id)])
+        return best_of([n for n in tree if usable(n, False, tree)])
 
 
 POLICIES: dict[str, type[Policy]] = {

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from search.engine.node import DECLINED, Node, score
+from search.engine.node import FREE_VERDICTS, Node, score
 
 TREE_KEYS = ("problem", "settings", "meta", "nodes", "best")
 
@@ -92,8 +92,9 @@ class Tree:
     @property
     def attempts(self) -> int:
         """Attempts counted against the budget: every node but the root, finished or in flight, except the free
-        ones a team declined (verdict "declined": nothing left to try from their node, nothing evaluated)."""
-        return sum(1 for n in self.nodes.values() if n.parent is not None and n.verdict != DECLINED)
+        ones a team declined (verdict "declined": nothing left to try from their node, nothing evaluated) and the plans
+        the user rejected in review (verdict "plan_rejected")."""
+        return sum(1 for n in self.nodes.values() if n.parent is not None and n.verdict not in FREE_VERDICTS)
 
     def next_id(self) -> int:
         return max(self.nodes) + 1

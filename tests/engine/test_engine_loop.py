@@ -237,7 +237,8 @@ def test_a_single_agent_team_rewrites_the_whole_candidate():
 def test_every_event_type_is_emitted_and_every_node_is_announced():
     tree, _, log = run("ok:0.8,fail,ok:0.9", budget=5, seed=2)
     # node.speed: another node's figure changed (a re-time landed, the reference timed again): not in a plain run
-    assert {e.type for e in log.events} == set(EVENT_TYPES) - {"node.speed"}
+    # node.human / run.human: a user steered the run (search.engine.steering): not in a run nobody steered
+    assert {e.type for e in log.events} == set(EVENT_TYPES) - {"node.speed", "node.human", "run.human"}
     created = [e.node for e in log.of_type("node.created")]
     assert created == [n.id for n in tree if n.parent is not None]
     statuses = [e.data["status"] for e in log.events if e.type == "node.status" and e.node == 1]

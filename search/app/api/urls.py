@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from search.app.api import retime, views
+from search.app.api import retime, steer, views
 
 urlpatterns = [
     path("runs", views.runs, name="api-runs"),
@@ -14,5 +14,6 @@ urlpatterns = [
     path("runs/<int:run_id>/nodes/<int:node_id>", views.node_detail, name="api-node"),
     path("runs/<int:run_id>/nodes/<int:node_id>/kernel.py", views.node_kernel, name="api-node-kernel"),
     path("runs/<int:run_id>/retime", retime.run_retime, name="api-run-retime"),
+    path("runs/<int:run_id>/steer", steer.run_steer, name="api-run-steer"),
     path("runs/<int:run_id>/<str:action>", views.run_action, name="api-run-action"),
 ]

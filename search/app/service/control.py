@@ -15,10 +15,11 @@ from search.app.events import Recorder, store_event
 from search.app.models import Node, Problem, Run, source_hash
 from search.app.service import background_check, checks, devices, fairness, queues, steps
 from search.app.service.reaper_chain import ensure_reaper
-from search.app.service.runs import locked_run, stored_options_problem
+from search.app.service.runs import load_tree, locked_run, stored_options_problem
 from search.app.service.settings import parse_run_settings, stored_settings
 from search.engine.events import Event as EngineEvent
 from search.engine.node import FINISHED
+from search.engine.steering import forked_history
 from search.engine.tree import Tree
 from search.run_settings import MAX_BUDGET, RunSettings, SettingError
 
@@ -63,10 +64,13 @@ def problem_for(owner, source: str, name: str, summary: dict[str, Any] | None = 
 
 
 def create_run(owner, problem: Problem, settings: RunSettings, root_source: str | None = None,
-               forked_from: tuple[Run, int] | None = None, waiting: str = "") -> Run:
+               forked_from: tuple[Run, int] | None = None, waiting: str = "",
+               human: list[dict[str, Any]] | None = None) -> Run:
     """Store the run and its root, then queue its start after commit. `waiting`: what the run waits for (a device
-    no worker serves yet, search.app.service.devices), shown as its reason."""
+    no worker serves yet, search.app.service.devices), shown as its reason; `human`: the steering a fork keeps."""
     meta: dict[str, Any] = {"problem_summary": problem.summary, "device_info": {"device": settings.device}}
+    if human:
+        meta["human"] = human
     if waiting:
         meta["status_line"] = waiting
     if background_check.is_pending(problem.summary):
@@ -205,11 +209,15 @@ def fork(run: Run, node_id: int, owner, overrides: dict[str, Any] | None = None)
         "target": run.target, "seed": run.settings.get("seed", 0), "eval": run.settings.get("eval") or {},
         "time_limit_s": run.settings.get("time_limit_s"), "cost_limit_usd": run.settings.get("cost_limit_usd"),
         "team_options": dict(run.team_options), "name": f"{run.name or run.problem.name} from node {node_id}",
+        "review_plans": run.settings.get("review_timeout_s") is not None,
+        "review_timeout_s": run.settings.get("review_timeout_s"),
     }
     data.update(overrides or {})
     settings = parse_run_settings(data)
     waiting = devices.check_device(settings.device) or ""
     problem = run.problem if run.problem.owner_id == owner.pk else problem_for(owner, run.problem.source,
                                                                                  run.problem.name)
-    return create_run(owner, problem, settings, root_source=node.source, forked_from=(run, node_id), waiting=waiting)
+    human = forked_history(load_tree(run), node_id, run.pk)  # the fork keeps the run's human actions
+    return create_run(owner, problem, settings, root_source=node.source, forked_from=(run, node_id), waiting=waiting,
+                      human=human)
 

@@ -15,7 +15,7 @@ import logging
 from rq.registry import StartedJobRegistry
 
 from search.app.models import Node, Run
-from search.app.service import queues, steps
+from search.app.service import queues, steering, steps
 from search.app.service.runs import locked_run
 from search.engine.node import FINISHED
 
@@ -69,8 +69,11 @@ def reap_run(run: Run) -> list[str]:
             queues.enqueue_start(run.pk)
             actions.append(f"run {run.pk}: start re-enqueued")
         return actions
+    actions += steering.review_timeouts(run.pk)  # plans whose review timed out go on unchanged
     unfinished = list(Node.objects.filter(run=run).exclude(status__in=FINISHED))
     for row in unfinished:
+        if row.phase == "review":
+            continue  # waits for the user (or the timeout above); no job to lose
         state = job_state(row.job_id)
         if state in ALIVE:
             continue

@@ -25,7 +25,7 @@ from search.app.service.runs import MAX_TRIES, eval_settings, load_tree, locked_
 from search.engine.agents import AgentError
 from search.engine.busy import BusyWait
 from search.engine.engine import Engine
-from search.engine.node import FINISHED
+from search.engine.node import FINISHED, REVIEW
 from search.engine.tree import Tree
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,11 @@ def schedule(run: Run, engine: Engine) -> None:
     if not tree.root.finished:
         return
     elapsed = (timezone.now() - run.started_at).total_seconds() if run.started_at else 0.0
-    children, stop = engine.schedule(parallel_now(run) - len(tree.in_flight()), elapsed)
+    working = [n for n in tree.in_flight() if n.status != REVIEW]  # a plan waiting for review holds no slot
+    children, stop = engine.schedule(parallel_now(run) - len(working), elapsed)
+    if children and tree.meta != run.meta:  # a child consumed a pin or a "try this" (search.engine.steering)
+        run.meta = dict(tree.meta)
+        run.save(update_fields=["meta"])
     for child in children:
         pk = Node.objects.values_list("pk", flat=True).get(run_id=run.pk, node_id=child.id)
         Node.objects.filter(pk=pk).update(phase="expand", tries=1, claim="", job_id=queues.expand_job_id(pk, 1))
@@ -132,8 +136,12 @@ def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
         if not Node.objects.filter(pk=node_pk, claim=claim).exists():
             return f"node pk {node_pk}: taken over before it could be submitted"
         engine = engine_of(run)
-        if engine.tree[row.node_id].status == "building":
+        status = engine.tree[row.node_id].status
+        if status == "building":
             submit_evaluation(run, engine, row.node_id, 1)
+        elif status == REVIEW:  # the plan waits for the user (no job: steering queues its code step)
+            Node.objects.filter(pk=node_pk).update(phase="review", claim="", job_id="")
+            schedule(run, engine)
         else:
             Node.objects.filter(pk=node_pk).update(phase="", claim="")
             engine.progress()

@@ -44,7 +44,8 @@ def build_team(options: dict[str, Any] | None = None) -> Team:
         # never slower than torch.compile(default) unless compile itself fails
         params.setdefault("root_first", len(GPU_FIRST))
     policy = get_policy(name, **params)
-    settings = {k: options[k] for k in SETTINGS if options.get(k) is not None}
+    settings: dict[str, Any] = {k: options[k] for k in SETTINGS if options.get(k) is not None}
+    settings["reads_notes"] = False  # a user's hints reach no rule: the engine logs them as not read
     return Team(name="rules", plan=RulesPlan(ctx), code=RulesCode(ctx), debug=RulesDebug(ctx),
                 policy=policy, settings=settings)
 

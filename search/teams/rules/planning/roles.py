@@ -289,8 +289,9 @@ class RulesCode:
         anchors = resolve_instructions(plan.anchored_source, plan.instructions)
         tags = {tag_of(a.instruction) for a in anchors}
         if len(tags) != 1 or None in tags:
-            raise MalformedAnswer("the rules code role follows only rules plans: every span's instruction must "
-                                  "end with the same [rules: <recipe>] tag", usage("code", started))
+            raise MalformedAnswer("the rules code role follows only rules plans (a user's \"try this\" included): "
+                                  "every span's instruction must end with the same [rules: <recipe>] tag naming "
+                                  "one of its moves", usage("code", started))
         tag = tags.pop() or ""
         try:
             recipe = Recipe.from_text(tag)
