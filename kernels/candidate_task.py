@@ -1,4 +1,5 @@
-"""Child-side run of one candidate: build, correctness trials with probes, timing, post-timing re-check.
+"""Child-side run of one candidate: build, correctness trials with probes, timing, post-timing re-check, the
+fuzzing stage's variants (kernels.fuzz_task).
 
 Outputs are saved to outputs.pt in the work dir and judged by the parent against reference outputs made in
 another process; this process only reports facts (raw per-run times, probe findings), never a verdict or a
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from kernels import device_lock, digest, loading, probes, timing
+from kernels import device_lock, digest, fuzz_task, loading, probes, timing
 from kernels import profile as profiling
 from kernels.channel import Channel, redirect_output
 from kernels.reference_task import HarnessFailure, load_problem
@@ -200,6 +201,7 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
                                              "(it returns one reused buffer)")
         previous = (outputs, settled)
         trials.append(first)
+        del inputs, copies, outputs  # before the next trial's inputs are drawn (big inputs: gigabytes each)
         if index == 0:
             channel.phase("run")
     del previous
@@ -241,9 +243,13 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     facts["precision_switches"] = {k: [guard.tf32[k], v] for k, v in probes.precision_switches().items()
                                    if guard.tf32[k] != v}
+    # after timing, so the variants' other shapes never change what was timed (a torch.compile'd candidate
+    # recompiles for them, and may turn to dynamic shapes)
+    fuzzed = fuzz_task.candidate_variants(model, problem, task, device, channel)
+    facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     buffer = _bytes_io()
     _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,
-           "recheck": recheck}, buffer)
+           "recheck": recheck, "fuzz": fuzzed}, buffer)
     data = buffer.getvalue()
     write_file(task["outputs_path"], data)
     facts["compile_cache"] = compile_cache_counts()

@@ -1,6 +1,7 @@
-"""`python -m kernels evaluate|inspect|baseline`: a stable command line for people and other tools.
+"""`python -m kernels evaluate|inspect|baseline|fuzz`: a stable command line for people and other tools.
 
-Exit codes: 0 when the command ran (whatever the verdict), 2 when the problem or the arguments are invalid.
+Exit codes: 0 when the command ran (whatever the verdict), 2 when the problem or the arguments are invalid;
+`fuzz` (replay fuzzing variants, kernels/fuzz.py) exits 1 when a replayed variant fails.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.errors import ProblemError
-from kernels.settings import BASELINE_KINDS, SANDBOX_MODES, EvalSettings
+from kernels.settings import BASELINE_KINDS, FUZZ_LEVELS, SANDBOX_MODES, EvalSettings
 
 
 def _read(path: str, what: str) -> str:
@@ -63,6 +64,15 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-roofline", action="store_true", help="skip device ceilings and the roofline figures")
     ev.add_argument("--no-profile", action="store_true", help="skip the torch.profiler profile after timing")
     ev.add_argument("--ncu", action="store_true", help="also measure the kernels under Nsight Compute (CUDA, ncu on PATH)")
+    ev.add_argument("--fuzz", choices=FUZZ_LEVELS, default=None, help="fuzzing stage level (default standard)")
+    ev.add_argument("--fuzz-seed", type=int, default=None, help="the fuzzing stage's seed (default: --seed)")
+
+    fz = sub.add_parser("fuzz", help="replay fuzzing variants of a candidate (named in an incorrect verdict)")
+    common(fz)
+    fz.add_argument("candidate", help="candidate file defining ModelNew")
+    fz.add_argument("--variant", action="append", required=True, help="variant name, e.g. x0.large (repeatable)")
+    fz.add_argument("--fuzz-seed", type=int, default=None, help="the stage's seed (default: --seed)")
+    fz.add_argument("--level", choices=FUZZ_LEVELS[1:], default="standard", help="fuzz level of the plan")
 
     ins = sub.add_parser("inspect", help="validate a problem and print its summary")
     common(ins)
@@ -96,7 +106,31 @@ def settings_from(args: argparse.Namespace) -> EvalSettings:
         data["profile"] = False
     if getattr(args, "ncu", False):
         data["ncu"] = True
+    if getattr(args, "fuzz_seed", None) is not None:
+        data["fuzz_seed"] = args.fuzz_seed
+    if args.command == "evaluate" and args.fuzz is not None:
+        data["fuzz"] = args.fuzz
+    if args.command == "fuzz":  # a replay: the trials the stage needs, nothing timed beyond one run
+        data.update(fuzz=args.level, fuzz_seed=args.fuzz_seed, timing_runs=1, warmup_runs=0, baselines=[],
+                    profile=False, roofline=False, reuse_results=False)
     return EvalSettings.from_dict(data)
+
+
+def replay(problem: str, candidate: str, settings: EvalSettings, variants: list[str], as_json: bool) -> int:
+    from kernels.evaluate import evaluate
+
+    result = evaluate(problem, candidate, settings, fuzz_variants=variants)
+    fuzz = result.fuzz or {}
+    data = {"verdict": result.verdict, "reasons": result.reasons, "fuzz": fuzz}
+    if as_json:
+        print(json.dumps(data))
+    else:
+        print(f"verdict: {result.verdict}")
+        for line in result.reasons:
+            print(f"  {line}")
+        for item in fuzz.get("skipped", []):
+            print(f"  skipped {item['name']}: {item['why']}")
+    return 1 if fuzz.get("failed") else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
 
             data = evaluate(problem, _read(args.candidate, "candidate"), settings).to_dict()
             print(json.dumps(data) if args.json else evaluation_report(data))
+        elif args.command == "fuzz":
+            return replay(problem, _read(args.candidate, "candidate"), settings, args.variant, args.json)
         elif args.command == "inspect":
             from kernels.problem import inspect_problem
             from kernels.report import summary_report
@@ -128,4 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(chosen) if args.json else baseline_report(chosen))
     except ProblemError as exc:
         return _fail(f"invalid problem {args.problem}: {exc.message}")
+    except ValueError as exc:  # an unknown variant name (kernels.fuzz.prepare says which exist)
+        if args.command != "fuzz":
+            raise
+        return _fail(str(exc))
     return 0

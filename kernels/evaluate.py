@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, compile_seed, device_busy, judge, ncu
+from kernels import cache, compile_seed, device_busy, fuzz, judge, ncu
 from kernels import profile as profiling
 from kernels.isolation import new_work_dir
 from kernels.loading import check_problem_source
@@ -22,7 +22,7 @@ from kernels.reference import (
 )
 from kernels.result import EvalResult
 from kernels.sandbox import WorkerRun, run_worker
-from kernels.settings import EvalSettings
+from kernels.settings import EvalSettings, memory_limit_source
 
 REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and crashes may depend on load: re-run them
 SEED_SUSPECTS = ("build_error", "runtime_error")  # what a broken compile-cache entry could cause (kernels.compile_seed)
@@ -41,7 +41,8 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
     start, build and first call, the run deadline its work; the cache root is hidden from it."""
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
                 "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s,
-                **({"profile": profile_kill_s(settings)} if settings.profile else {})}  # phases it may have: no more
+                **({"profile": profile_kill_s(settings)} if settings.profile else {}),
+                **({"fuzz": settings.run_timeout_s} if task.get("fuzz") else {})}  # phases it may have: no more
 
     def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively
         return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
@@ -55,9 +56,10 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
 
 
 def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings | dict[str, Any] | None = None,
-             progress: Progress | None = None) -> EvalResult:
+             progress: Progress | None = None, fuzz_variants: list[str] | None = None) -> EvalResult:
     """Judge one candidate; raises ProblemError when the problem itself is invalid (never for a bad candidate).
-    `progress(phase, detail)` hears each phase as it starts (kernels.phases)."""
+    `progress(phase, detail)` hears each phase as it starts (kernels.phases); `fuzz_variants`: only these variants
+    of the fuzzing stage (a replay, `python -m kernels fuzz`; such a result is never stored)."""
     start = time.monotonic()
     settings = EvalSettings.coerce(settings)
     check_problem_source(problem_source)
@@ -68,29 +70,36 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     stored_path = root / "results" / (cache.sha(cache.source_hash(problem_source), cache.source_hash(candidate_source),
                                                 settings.to_dict(), cache.torch_version(),
                                                 cache.host_key(settings.device), reference.outputs_sha) + ".json")
-    stored = cache.read_json(stored_path) if settings.reuse_results else None
+    stored = cache.read_json(stored_path) if settings.reuse_results and not fuzz_variants else None
     if stored:
         result = EvalResult.from_dict(stored)
         result.environment["reused_result"] = True
         result.wall_s = round(time.monotonic() - start, 3)
         return result
-    result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True)
+    fuzzing = None
+    if settings.fuzz != "off":
+        clock.enter("fuzzing")
+        fuzzing = fuzz.prepare(problem_source, settings, reference, root, fuzz_variants)
+    result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True,
+                            fuzzing)
     if result.environment.get("compile_seed_files") and seed_suspected(result, candidate_source):
         # a build or run failure with another child's compiled code planted: judged again from empty caches, so a
         # broken cache entry can never cost a candidate (the compile attempts above all) its verdict
         first = result.verdict
-        result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, False)
+        result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, False,
+                                fuzzing)
         result.environment["compile_seed_retry"] = (f"ended {first} with the compile seed planted; judged again "
                                                     f"without it: {result.verdict}")
     result.phases = clock.done()
     result.wall_s = round(time.monotonic() - start, 3)
-    if result.verdict in REUSABLE:
+    if result.verdict in REUSABLE and not fuzz_variants:
         cache.write_json(stored_path, result.to_dict())
     return result
 
 
 def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSettings, reference: judge.Reference,
-                   environment: dict[str, Any], root: Path, clock: PhaseClock, seed: bool) -> EvalResult:
+                   environment: dict[str, Any], root: Path, clock: PhaseClock, seed: bool,
+                   fuzzing: fuzz.FuzzState | None = None) -> EvalResult:
     """One candidate child and the verdict on what it reports (with the compile seed planted when `seed`)."""
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
     seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox) if seed else 0
@@ -100,7 +109,7 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
             "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache},
             "profile": {"deadline_s": profile_deadline(settings), "flush": settings.flush_cache} if settings.profile
-            else None}
+            else None, "fuzz": fuzzing.task_part() if fuzzing else None}
     try:
         clock.enter("start")
         run = run_candidate_child(task, work_dir, settings, root, clock)
@@ -114,6 +123,7 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
         else:
             clock.enter("judge")
             result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed unchecked
+        judge_fuzz(result, fuzzing, work_dir / "outputs.pt", sha, settings, run)
         if result.verdict == "pass" and not reference.digest:  # only then is a reference worker for the timed seeds
             saved = judge.load_outputs(work_dir / "outputs.pt", sha)  # worth it
             if isinstance(saved, dict):
@@ -121,11 +131,13 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
                 timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(saved))
                 clock.enter("judge")
                 result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference)
+                judge_fuzz(result, fuzzing, work_dir / "outputs.pt", sha, settings, run)
         result.logs = {"build": run.logs["build"], "run": run_log(run)}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
                               "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm,
-                              "compile_seed_files": seeded, **compile_cache_of(run)}
+                              "compile_seed_files": seeded, **compile_cache_of(run),
+                              "memory_limit": memory_limit_source(settings.memory_limit_mb)}
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)  # the child's scratch: /tmp, build caches, outputs
     if run.sandbox == "none" and result.verdict not in ("build_error",):
@@ -144,6 +156,14 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
         result.profile["ncu"] = ncu.measure(task, settings, root, lambda t, d, wrap: run_candidate_child(
             t, d, settings, root, PhaseClock(), wrap))
     return result
+
+
+def judge_fuzz(result: EvalResult, fuzzing: fuzz.FuzzState | None, outputs: Path, sha: str | None,
+               settings: EvalSettings, run: WorkerRun) -> None:
+    """The fuzzing stage's verdict on a candidate that passed the standard trials and checks (kernels.fuzz)."""
+    if fuzzing is not None:
+        saved = judge.load_outputs(outputs, sha) if result.verdict == "pass" else None
+        fuzz.judge_variants(result, fuzzing, saved, settings, fuzz.candidate_seconds(run.messages))
 
 
 def profile_deadline(settings: EvalSettings) -> float:

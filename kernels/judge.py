@@ -197,7 +197,8 @@ def load_outputs(path: Path, sha256: str | None = None) -> dict[str, Any] | str:
                 "the timed runs")
     try:
         saved = torch.load(io.BytesIO(data), weights_only=True)
-        parts = [saved["trials"], [saved["timed"]], [saved["recheck"]], [o for _, o in saved.get("sampled", [])]]
+        parts = [saved["trials"], [saved["timed"]], [saved["recheck"]], [o for _, o in saved.get("sampled", [])],
+                 [o for _, o in saved.get("fuzz", []) if isinstance(o, list)]]
         tensors = [t for group in parts for outputs in group for t in outputs]
         tensors = [x for t in tensors for x in ([t["samples"], t["sums"], t["abs_sums"], t["positions"]]
                                                  if digest.is_digest(t) else [t])]

@@ -20,7 +20,7 @@ from kernels.errors import DeviceBusyError, ProblemError
 from kernels.isolation import new_work_dir
 from kernels.judge import Reference
 from kernels.sandbox import WorkerRun, read_regular_file, run_worker
-from kernels.settings import EvalSettings
+from kernels.settings import EvalSettings, memory_limit_source
 
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
 COMPILED = {"compile", "compile-max-autotune"}
@@ -57,7 +57,8 @@ def problem_failure(run: WorkerRun, settings: EvalSettings, what: str) -> Proble
                             "the timeout", log)
     if run.memory_exceeded_mb:
         return ProblemError(f"the problem needs more than memory_limit_mb={settings.memory_limit_mb} MB "
-                            f"({run.memory_exceeded_mb:.0f} MB seen); lower the sizes or raise memory_limit_mb", log)
+                            f"({run.memory_exceeded_mb:.0f} MB seen; {memory_limit_source(settings.memory_limit_mb)}); "
+                            "lower the sizes or raise memory_limit_mb", log)
     if run.limit_exceeded:
         return ProblemError(f"the problem {run.limit_exceeded}", log)
     if run.disk_exceeded_mb:

@@ -88,6 +88,7 @@ class EvalResult:
     wall_s: float = 0.0
     phases: list[dict[str, Any]] = field(default_factory=list)  # [{"phase", "seconds"}] in order (kernels.phases)
     profile: dict[str, Any] | None = None  # where the forward spends its time (kernels.profile, CONTRACTS §1)
+    fuzz: dict[str, Any] | None = None  # the fuzzing stage: level, seed, variants run/skipped/failed, cost (kernels.fuzz)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -10,8 +10,11 @@ Settings (all optional; defaults in brackets):
 - build_timeout_s [300]: wall time for starting, importing and building the candidate, and again for
   constructing ModelNew with its first forward() (where torch.compile, Triton and other JIT compilers build).
 - run_timeout_s [120]: wall time for each later phase (the other correctness trials and probes, timing).
-- memory_limit_mb [8192]: memory of the worker's process group (polled; proportional set sizes, so libraries
-  shared by torch.compile's compiler workers count once), plus RLIMIT_AS on CPU.
+- memory_limit_mb [a share of this machine's memory: MEMORY_SHARE of MemTotal, at least 4096; 8192 where the
+  total cannot be read]: memory of the worker's process group (polled; proportional set sizes, so libraries
+  shared by torch.compile's compiler workers count once), plus RLIMIT_AS on CPU. The default follows the machine
+  the settings are made on (a 24 GB host gets 14 GB, enough for a 2 GB-input problem on the CPU); results say
+  where the number came from (`environment.memory_limit`).
 - disk_limit_mb [None = memory_limit_mb]: what one child may write to its work directory, which holds its /tmp,
   $HOME and build caches (polled like memory; RLIMIT_FSIZE caps each file at it too). /tmp is on disk in the
   work dir rather than a tmpfs, so writes there never escape into host memory; all of it is removed afterwards.
@@ -54,6 +57,10 @@ Settings (all optional; defaults in brackets):
 - ncu [$STARK_NCU == "1"]: on CUDA, run the candidate once more under Nsight Compute (`ncu`, where it is on PATH and
   may read the GPU's counters) and attach per-kernel DRAM/SM throughput, achieved occupancy and duration to
   `profile.ncu` (kernels/ncu.py); a clear note instead where ncu is missing or not permitted.
+- fuzz ["standard"]: the fuzzing stage after the correctness trials (kernels/fuzz.py): "off", "standard" (one
+  variant per value distribution, shape and layout family) or "thorough" (more of each). A candidate that fails a
+  variant is `incorrect`, naming the variant and its seed.
+- fuzz_seed [None = seed]: the seed of the fuzzing stage's variants (replay one with `python -m kernels fuzz`).
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
 
@@ -70,6 +77,39 @@ _DEVICE = re.compile(r"cpu|cuda(?::(\d{1,3}))?", re.ASCII)
 BASELINE_KINDS = ("eager", "compile", "compile-max-autotune")
 SANDBOX_MODES = ("auto", "bwrap", "none")
 REFERENCE_DTYPES = ("native", "float64")
+FUZZ_LEVELS = ("off", "standard", "thorough")
+MEMORY_SHARE = 0.6  # of the machine's memory, for one harness child by default (the parent and the OS keep the rest)
+MIN_DEFAULT_MEMORY_MB = 4096
+FALLBACK_MEMORY_MB = 8192
+
+
+def machine_memory_mb() -> int | None:
+    """This machine's memory (MemTotal), or None where /proc/meminfo cannot be read."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_memory_limit_mb() -> int:
+    """MEMORY_SHARE of this machine's memory (at least MIN_DEFAULT_MEMORY_MB), or FALLBACK_MEMORY_MB."""
+    total = machine_memory_mb()
+    return max(MIN_DEFAULT_MEMORY_MB, int(total * MEMORY_SHARE)) if total else FALLBACK_MEMORY_MB
+
+
+def memory_limit_source(limit_mb: int) -> str:
+    """Where a memory limit came from, in words (recorded in results as environment.memory_limit)."""
+    total = machine_memory_mb()
+    if limit_mb == default_memory_limit_mb():
+        if total:
+            return (f"{limit_mb} MB: the default, {MEMORY_SHARE:.0%} of this machine's {total} MB "
+                    f"(at least {MIN_DEFAULT_MEMORY_MB} MB)")
+        return f"{limit_mb} MB: the default where the machine's memory cannot be read"
+    return f"{limit_mb} MB: set for this evaluation" + (f" (this machine has {total} MB)" if total else "")
 
 
 def device_problem(device: str) -> str | None:
@@ -96,7 +136,7 @@ class EvalSettings:
     baselines: tuple[str, ...] = BASELINE_KINDS
     build_timeout_s: float = 300.0
     run_timeout_s: float = 120.0
-    memory_limit_mb: int = 8192
+    memory_limit_mb: int = field(default_factory=default_memory_limit_mb)
     disk_limit_mb: int | None = None
     seed: int = 0
     reference_dtype: str = "native"
@@ -114,6 +154,8 @@ class EvalSettings:
     profile: bool = True
     profile_deadline_s: float = 10.0
     ncu: bool = field(default_factory=lambda: os.environ.get("STARK_NCU", "") == "1")
+    fuzz: str = "standard"
+    fuzz_seed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -136,6 +178,10 @@ class EvalSettings:
             raise ValueError(f"sandbox {self.sandbox!r} is not one of {list(SANDBOX_MODES)}")
         if self.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype {self.reference_dtype!r} is not one of {list(REFERENCE_DTYPES)}")
+        if self.fuzz not in FUZZ_LEVELS:
+            raise ValueError(f"fuzz {self.fuzz!r} is not one of {list(FUZZ_LEVELS)}")
+        if self.fuzz_seed is not None and (isinstance(self.fuzz_seed, bool) or not isinstance(self.fuzz_seed, int)):
+            raise ValueError(f"fuzz_seed must be a whole number or None, got {self.fuzz_seed!r}")
         for name in ("build_timeout_s", "run_timeout_s", "memory_limit_mb", "effective_disk_limit_mb",
                      "full_output_limit_mb", "profile_deadline_s"):
             if getattr(self, name) <= 0:
@@ -181,6 +227,10 @@ class EvalSettings:
     @property
     def full_limit_bytes(self) -> int:
         return int(self.full_output_limit_mb * (1 << 20))
+
+    @property
+    def effective_fuzz_seed(self) -> int:
+        return self.seed if self.fuzz_seed is None else int(self.fuzz_seed)
 
     def trial_seeds(self) -> list[int]:
         """Seeds of the correctness trials, then one more for the post-timing re-check (replayable)."""

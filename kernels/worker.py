@@ -74,11 +74,11 @@ def main(argv: list[str]) -> None:
     redirect_output(work_dir / "build.log")
     handlers: dict[str, Callable[[dict[str, Any], Path, Channel], None]] = {}
     try:
-        from kernels import call_task, candidate_task, ncu_task, reference_task, retime_task
+        from kernels import call_task, candidate_task, fuzz_task, ncu_task, reference_task, retime_task
 
         handlers = {"inspect": reference_task.inspect, "reference": reference_task.reference,
                     "candidate": candidate_task.run, "call": call_task.run, "retime": retime_task.run,
-                    "ncu": ncu_task.run}
+                    "ncu": ncu_task.run, "fuzz_reference": fuzz_task.reference}
         channel.send("environment", environment=environment(task.get("device", "cpu")))
         handlers[task["kind"]](task, work_dir, channel)
     except MemoryError:

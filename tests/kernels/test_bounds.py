@@ -23,10 +23,12 @@ pytestmark = pytest.mark.slow
 
 
 def total_cap_s(settings: EvalSettings) -> float:
-    """The most a candidate child may live: its phases' allowances (start, build, first call; run, timing) + margin."""
+    """The most a candidate child may live: its phases' allowances (start, build, first call; run, timing, and fuzz
+    where the fuzzing stage is on) + margin."""
     from kernels.watch import MARGIN_S
 
-    return 3 * settings.build_timeout_s + 2 * settings.run_timeout_s + MARGIN_S
+    fuzz = settings.run_timeout_s if settings.fuzz != "off" else 0.0
+    return 3 * settings.build_timeout_s + 2 * settings.run_timeout_s + fuzz + MARGIN_S
 
 
 def prime(settings: EvalSettings) -> None:

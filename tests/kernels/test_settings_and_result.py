@@ -10,7 +10,8 @@ from kernels import EvalResult, EvalSettings
 from kernels.result import truncate_log
 
 RESULT_KEYS = {"verdict", "reasons", "flags", "correctness", "integrity", "timing", "baselines", "speedup_vs_eager",
-               "speedup_vs_compile", "roofline", "logs", "settings", "environment", "wall_s", "phases", "profile"}
+               "speedup_vs_compile", "roofline", "logs", "settings", "environment", "wall_s", "phases", "profile",
+               "fuzz"}
 
 
 def test_it_round_trips_settings_through_json() -> None:

@@ -134,6 +134,7 @@ def node_view(node: Node) -> dict[str, Any]:
         if baselines else None,
         "roofline_detail": roofline,
         "profile": profile_view(result),
+        "fuzz": fuzz_view(result),
         "build_log": logs.get("build", "") or build_log_note(node, result),
         "run_log": logs.get("run", ""),
         "environment": result.get("environment") or {},
@@ -229,3 +230,17 @@ def profile_view(result: dict[str, Any]) -> dict[str, Any] | None:
                     "columns": [label for _, label in NCU_COLUMNS]}
     why = profile.get("error") or profile.get("note") or ("no kernels recorded" if not kernels else "")
     return {"rows": rows, "summary": summary, "why": why, "note": profile.get("note") or "", "ncu": ncu_view}
+
+
+def fuzz_view(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The fuzzing stage's verdict (kernels/fuzz.py) in words; None for results without one."""
+    fuzz = result.get("fuzz")
+    if not isinstance(fuzz, dict):
+        return None
+    failed = [f for f in fuzz.get("failed") or [] if isinstance(f, dict)]
+    summary = (f"{fuzz.get('level')} level, seed {fuzz.get('seed')}: {fuzz.get('passed', 0)} of {fuzz.get('run', 0)} "
+               f"variant(s) correct, {len(failed)} failed, {len(fuzz.get('skipped') or [])} skipped"
+               f" · {fuzz.get('cost_s', 0):.2f} s")
+    if fuzz.get("note"):
+        summary += f" ({fuzz['note']})"
+    return {"summary": summary, "failed": failed}

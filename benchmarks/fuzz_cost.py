@@ -1,0 +1,82 @@
+"""What the fuzzing stage (kernels/fuzz.py) costs an evaluation: the example problems' references evaluated as
+candidates with fuzz="off" and fuzz="standard" (or --level), default trials and timed runs, on one device.
+
+    .venv/bin/python -m benchmarks.fuzz_cost [--device cpu|cuda] [--level standard] [--repeats 1]
+        [--problems relu,softmax,...] [--runs 100] [--out var/bench/fuzz_cost.json]
+
+Prints a table and writes JSON. The reference side (outputs, summary, ceilings) is computed once per problem first
+and cached, as in a search after its first candidate. Per problem:
+- `eval_s`: an evaluation without the stage (fuzz off);
+- `fuzz_first_s`: the stage's cost in the first evaluation of the problem (`result.fuzz.cost_s`: the reference's
+  fuzzing worker, cached afterwards per problem and seed, plus the candidate's own variants);
+- `fuzz_s`: its cost in every later evaluation (the candidate's variants in its own child: `candidate_s`), and
+  `share`: fuzz_s / eval_s (the target: at most 25% at standard); `first_share` the same for the first one;
+- `wall_delta_s`: the whole evaluation's wall time with the stage minus without (noisier: it includes timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import report
+from kernels import EvalSettings, evaluate, reference_candidate
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS = ("level1/relu", "level1/softmax", "level1/layernorm", "level1/matmul", "level1/conv2d",
+            "level1/sum_reduction", "level2/gemm_divide_sum_scaling", "level2/conv2d_relu_bias_add")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--level", default="standard", choices=("standard", "thorough"))
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=100, help="timed runs per evaluation (the default: 100)")
+    parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list under examples/problems/")
+    parser.add_argument("--out", default="var/bench/fuzz_cost.json")
+    args = parser.parse_args()
+    cache = tempfile.mkdtemp(prefix="stark-bench-fuzz-")
+    rows = []
+    try:
+        for name in [p.strip() for p in args.problems.split(",") if p.strip()]:
+            source = (ROOT / "examples" / "problems" / f"{name}.py").read_text()
+            candidate = reference_candidate(source)
+            settings = EvalSettings(device=args.device, cache_dir=cache, baselines=(), timing_runs=args.runs,
+                                    reuse_results=False, profile=False)
+            evaluate(source, candidate, settings.replace(fuzz="off"))  # the reference side, cached
+            first = evaluate(source, candidate, settings.replace(fuzz=args.level))
+            assert first.verdict == "pass", (name, first.reasons)
+            off, on, fuzz_s = [], [], []
+            for _ in range(args.repeats):
+                a = evaluate(source, candidate, settings.replace(fuzz="off"))
+                b = evaluate(source, candidate, settings.replace(fuzz=args.level))
+                assert a.verdict == b.verdict == "pass", (name, a.reasons, b.reasons)
+                off.append(a.wall_s)
+                on.append(b.wall_s)
+                fuzz_s.append(b.fuzz["cost_s"])
+            eval_s, fuzz = statistics.median(off), statistics.median(fuzz_s)
+            rows.append({"problem": name, "device": args.device, "level": args.level, "eval_s": round(eval_s, 3),
+                         "fuzz_first_s": first.fuzz["cost_s"], "first_share": round(first.fuzz["cost_s"] / eval_s, 3),
+                         "fuzz_s": round(fuzz, 3), "share": round(fuzz / eval_s, 3),
+                         "wall_delta_s": round(statistics.median(on) - eval_s, 3),
+                         "variants": first.fuzz["run"], "skipped": len(first.fuzz["skipped"]),
+                         "median_ms": first.timing["median_ms"] if first.timing else None})
+            print(rows[-1], flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    total_eval = sum(r["eval_s"] for r in rows)
+    notes = {"level": args.level, "repeats": args.repeats, "timing_runs": args.runs,
+             "share_of_all": round(sum(r["fuzz_s"] for r in rows) / total_eval, 3) if total_eval else None,
+             "first_share_of_all": round(sum(r["fuzz_first_s"] for r in rows) / total_eval, 3) if total_eval else None,
+             "target": "fuzz_s / eval_s <= 0.25 at standard"}
+    report("fuzz_cost", rows, Path(args.out) if args.out else None, notes=notes)
+    print(f"the stage's share of all evaluations: {notes['share_of_all']:.1%} (first evaluation of each problem: "
+          f"{notes['first_share_of_all']:.1%})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Child-side work of the fuzzing stage (kernels.fuzz is the parent's side).
+
+- `reference` (task kind "fuzz_reference"): the problem's reference on every variant of the plan, in a process the
+  candidate never runs in: float64 where the reference runs so (else its own dtype), the variant skipped where the
+  reference cannot run it, returns NaN/Inf, or returns more than the whole-output limit. Each variant's tolerance
+  starts from the per-(op, dtype) table and is widened (x4 at a time, at most x64) until the reference in its own
+  dtype passes against float64: a variant that is ill-conditioned for the problem itself never fails a candidate.
+- `candidate_variants`: inside the candidate's child, after the correctness trials (phase "fuzz"): the candidate's
+  outputs on the variants the reference ran, kept as host copies (or the error a variant raised).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernels import correctness, device_lock, digest, loading
+from kernels.channel import Channel
+from kernels.fuzz_inputs import variant_inputs
+
+ACCUMULATING = ("matmul", "mm", "bmm", "addmm", "linear", "conv", "sum", "mean", "softmax", "norm", "var", "std",
+                "cumsum", "prod", "einsum", "baddbmm", "scaled_dot_product")
+# tolerance multipliers of the settings' atol/rtol by (op family, output dtype)
+TOLERANCE = {("elementwise", "torch.float32"): 1.0, ("accumulating", "torch.float32"): 1.0,
+             ("elementwise", "torch.float16"): 2.0, ("accumulating", "torch.float16"): 4.0,
+             ("elementwise", "torch.bfloat16"): 4.0, ("accumulating", "torch.bfloat16"): 8.0}
+WIDEN, MAX_WIDEN = 4.0, 64.0
+
+
+def op_family(ops: list[str]) -> str:
+    return "accumulating" if any(part in op.lower() for op in ops for part in ACCUMULATING) else "elementwise"
+
+
+def base_tolerance(ops: list[str], dtypes: list[str], atol: float, rtol: float) -> tuple[float, float, str]:
+    family = op_family(ops)
+    factor = max((TOLERANCE.get((family, d), 1.0) for d in dtypes), default=1.0)
+    return atol * factor, rtol * factor, family
+
+
+def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
+    from kernels.reference_task import load_problem, problem_model
+
+    device = torch.device(task["device"])
+    module = load_problem(task, work_dir)
+    hold = device_lock.DeviceHold.for_task(task, channel)
+    plan, limit = task["fuzz"], int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
+    channel.phase("queue")
+    with hold.shared():
+        channel.phase("fuzz")
+        native = problem_model(module, task, device)
+        try:
+            high: torch.nn.Module | None = problem_model(module, task, device, torch.float64)
+        except Exception:  # noqa: BLE001 - a reference that cannot run in float64 is compared in its own dtype
+            high = None
+        made: dict[str, Any] = {}
+        skipped: list[dict[str, str]] = []
+        for variant in plan["variants"]:
+            outcome = reference_variant(module, plan, variant, native, high, device, task, limit)
+            if isinstance(outcome, str):
+                skipped.append({"name": variant["name"], "why": outcome})
+            else:
+                made[variant["name"]] = outcome
+    buffer = io.BytesIO()
+    torch.save({"variants": made, "skipped": skipped}, buffer)
+    Path(task["outputs_path"]).write_bytes(buffer.getvalue())
+    channel.send("fuzz_reference", ran=sorted(made), skipped=skipped)
+
+
+def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any], native: torch.nn.Module,
+                      high: torch.nn.Module | None, device: torch.device, task: dict[str, Any],
+                      limit: int) -> dict[str, Any] | str:
+    """The variant's reference record, or why it is skipped."""
+    try:
+        inputs = variant_inputs(module, plan, variant, device)
+        with torch.no_grad():
+            own = loading.flatten_outputs(native(*inputs))
+    except Exception as exc:  # noqa: BLE001
+        return f"the reference cannot run it ({type(exc).__name__}: {str(exc)[:160]})"
+    if any((o.is_floating_point() or o.is_complex()) and not bool(torch.isfinite(o).all()) for o in own):
+        return "the reference itself returns NaN/Inf on it"
+    if digest.wants_digest(own, limit):
+        return f"its outputs ({digest.output_bytes(own) >> 20} MB) are larger than the whole-output limit"
+    dtypes = [str(o.dtype) for o in own]
+    atol, rtol, family = base_tolerance(task.get("ops") or [], dtypes, float(task["atol"]), float(task["rtol"]))
+    want, kind = [o.detach().to("cpu", copy=True) for o in own], "native"
+    if high is not None:
+        try:
+            wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+            with torch.no_grad():
+                exact = loading.flatten_outputs(high(*wide))
+            if len(exact) == len(own) and all(e.shape == o.shape for e, o in zip(exact, own)):
+                want, kind = [e.detach().to("cpu", copy=True) for e in exact], "float64"
+        except Exception:  # noqa: BLE001 - compared against the reference in its own dtype instead
+            pass
+    widened = 1.0
+    if kind == "float64":
+        mine = [o.detach().to("cpu", copy=True) for o in own]
+        while not correctness.compare(mine, want, dtypes, atol * widened, rtol * widened).ok:
+            widened *= WIDEN
+            if widened > MAX_WIDEN:
+                return (f"ill-conditioned: the reference in its own dtype differs from float64 by more than "
+                        f"{MAX_WIDEN:g}x the tolerance")
+    return {"outputs": want, "dtypes": dtypes, "atol": atol * widened, "rtol": rtol * widened, "reference": kind,
+            "family": family}
+
+
+def candidate_variants(model: torch.nn.Module, problem: Any, task: dict[str, Any], device: torch.device,
+                       channel: Channel) -> list[list[Any]]:
+    """[[variant name, outputs (host copies) or the error it raised]] for the variants the parent asked for."""
+    plan = task.get("fuzz")
+    if not plan or not plan.get("variants"):
+        return []
+    channel.phase("fuzz")
+    kept: list[list[Any]] = []
+    for variant in plan["variants"]:
+        try:
+            inputs = variant_inputs(problem, plan, variant, device)
+        except Exception as exc:  # noqa: BLE001 - the harness's own failure: said, never the candidate's
+            kept.append([variant["name"], f"harness: the inputs could not be made ({type(exc).__name__}: {exc})"])
+            continue
+        try:
+            with torch.no_grad():
+                outputs = loading.flatten_outputs(model(*inputs))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            kept.append([variant["name"], [o.detach().to("cpu", copy=True) for o in outputs]])
+        except Exception as exc:  # noqa: BLE001 - a candidate that raises on a variant fails it
+            kept.append([variant["name"], f"forward() raised {type(exc).__name__}: {str(exc)[:300]}"])
+        del inputs
+    channel.send("progress", step="fuzz", variants=len(kept))
+    return kept
