@@ -59,7 +59,7 @@ def from_zip(raw: bytes, field: str = "zip") -> list[Upload]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except zipfile.BadZipFile:
-        raise SettingError(field, "is not a zip file; send a zip of KernelBench level folders (level1/….py)") from None
+        raise SettingError(field, f"is not a zip file ({len(raw)} bytes, starting {raw[:8]!r}); send a zip of KernelBench level folders (level1/….py)") from None
     found = []
     for info in archive.infolist():
         path = info.filename
@@ -88,9 +88,11 @@ def read_problems(files: Any, data: dict[str, Any]) -> list[Upload]:
     several sources add up. Duplicate keys (level/name) are a 400."""
     found: list[Upload] = []
     for f in files.getlist("problems"):
+        if not f.name and not f.size:
+            continue  # a form's empty file input
         found.append(_upload(f.name or "problem.py", f.read(), "problems", "problems"))
     archive = files.get("zip")
-    if archive is not None:
+    if archive is not None and (archive.name or archive.size):
         found.extend(from_zip(archive.read()))
     if data.get("set"):
         found.extend(from_set(str(data["set"])))
