@@ -9,9 +9,11 @@ import { appendStream, enhanceInspector } from "./inspector.js";
 import { badges, moveLabel } from "./speed.js";
 import { rooflineView } from "./roofline.js";
 import { drawTemperatureNotice } from "./temperature.js";
+import { enableSteering } from "./steer.js";
 
 const config = JSON.parse(document.getElementById("run-config").textContent);
 const inspector = document.getElementById("inspector");
+enableSteering(inspector); // human steering: the inspector's review, pin, prune, hint and "try this" controls
 const state = new RunState();
 let selected = null;
 let firstSnapshot = true;
