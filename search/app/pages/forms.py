@@ -46,6 +46,8 @@ class NewRunForm(forms.Form):
     seed = forms.IntegerField(required=False, min_value=0, initial=0)
     time_limit_s = forms.FloatField(required=False, min_value=1, label="Time limit (s)")
     cost_limit_usd = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
+    review_plans = forms.BooleanField(required=False, label="Review each plan before it is coded")
+    review_timeout_s = forms.FloatField(required=False, min_value=1, label="Review timeout (s)")
     provider = forms.ChoiceField(required=False, choices=[("", "server default"), *((p, p) for p in PROVIDERS)])
     model = forms.CharField(required=False, max_length=200)
     base_url = forms.CharField(required=False, max_length=500, label="Server URL (openai-compatible)",
@@ -88,6 +90,9 @@ class NewRunForm(forms.Form):
         d = self.cleaned_data
         data = {k: d.get(k) for k in ("team", "device", "target", "budget", "parallel", "seed", "time_limit_s",
                                      "cost_limit_usd", "name")}
+        if d.get("review_plans"):  # human steering (issue 33): each plan waits for the user
+            data["review_plans"] = True
+            data["review_timeout_s"] = d.get("review_timeout_s")
         if d.get("team") != OFFLINE_TEAM:
             for key in LLM_FIELDS:
                 if d.get(key):
