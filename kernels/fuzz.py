@@ -70,7 +70,7 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
     else:
         state.records = made["variants"]
         state.skipped += made["skipped"]
-    state.reference_s = 0.0 if state.reference_cached else round(time.monotonic() - started, 3)
+    state.reference_s = round(time.monotonic() - started, 3)  # the worker, or reading its cached records
     return state
 
 
@@ -130,13 +130,16 @@ def replay_command(settings: EvalSettings, name: str) -> str:
 
 def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] | str | None, settings: EvalSettings,
                    candidate_s: float) -> None:
-    """Record `result.fuzz`; a candidate that passed everything else and fails a variant becomes `incorrect`."""
+    """Record `result.fuzz`; a candidate that passed everything else and fails a variant becomes `incorrect`.
+    Its `cost_s`: the reference side (its worker, or reading its cached records), the candidate's variants and
+    this comparison."""
+    started = time.monotonic()
     by_name = {v["name"]: v for v in state.plan["variants"]}
     summary: dict[str, Any] = {"level": settings.fuzz, "seed": settings.effective_fuzz_seed,
                                "variants": len(state.plan["variants"]), "run": 0, "passed": 0, "failed": [],
                                "skipped": state.skipped, "cost_s": round(state.reference_s + candidate_s, 3),
                                "reference_s": state.reference_s, "candidate_s": round(candidate_s, 3),
-                               "reference_cached": state.reference_cached}
+                               "judge_s": 0.0, "reference_cached": state.reference_cached}
     if state.note:
         summary["note"] = state.note
     result.fuzz = summary
@@ -166,6 +169,8 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
                                   "against": f"{record['reference']} reference, atol={float(record['atol']):.3g} "
                                              f"rtol={float(record['rtol']):.3g}",
                                   "replay": replay_command(settings, name)})
+    summary["judge_s"] = round(time.monotonic() - started, 3)
+    summary["cost_s"] = round(summary["cost_s"] + summary["judge_s"], 3)
     if summary["failed"]:
         result.verdict = "incorrect"
         result.reasons = [f"fuzzing: incorrect on variant {f['name']} ({fuzz_plan.describe(by_name[f['name']])}; "

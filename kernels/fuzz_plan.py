@@ -11,7 +11,9 @@ A variant changes one thing against the problem's own `get_inputs()` drawn under
   for 4-d inputs, and (thorough) a transposed dense layout.
 Variants are named `<input or size>.<change>[#k]` (e.g. `x0.large`, `size.batch_size=15`, `x1.strided`) with a
 seed derived from the stage's seed and the name, so one variant is replayed alone (`python -m kernels fuzz`).
-Problems whose outputs are too large to keep whole are fuzzed at a smaller size where a size name allows it.
+Variants run at a smaller size where a size name allows it, one call's outputs near FUZZ_OUTPUT_BYTES at most (the
+bugs they look for do not need the default's size, and the stage stays cheap); problems whose outputs are too
+large to keep whole and cannot shrink are not fuzzed (said in the plan).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ LAYOUT_KINDS = {
 MAX_INPUTS = 4  # inputs fuzzed per problem
 MAX_NAMES = 4  # size names varied per problem
 REPEATS = {"standard": 1, "thorough": 3}  # seeds per variant
+FUZZ_OUTPUT_BYTES = 4 << 20  # the variants' outputs are kept near this size where a size name can shrink them
 
 
 def variant_seed(seed: int, name: str) -> int:
@@ -83,29 +86,27 @@ def odd_sizes(value: int, thorough: bool) -> list[int]:
     return list(dict.fromkeys(v for v in out if v != value))
 
 
-def shrink_for(names: dict[str, int], output_bytes: int, limit_bytes: int) -> dict[str, int] | None:
-    """Base sizes at which one call's outputs fit `limit_bytes` (the largest names halved in turn), assuming
-    outputs grow linearly in each name; None when they already fit, {} when no name can shrink them enough."""
-    if output_bytes <= limit_bytes:
-        return None
+def shrink_for(names: dict[str, int], output_bytes: int, target_bytes: int) -> tuple[dict[str, int], float]:
+    """Base sizes (the names changed) at which one call's outputs come near `target_bytes` (the largest name halved
+    in turn, never below 16), assuming outputs grow linearly in each name; and the outputs' estimated bytes then."""
     sizes, estimate = dict(names), float(output_bytes)
-    while estimate > limit_bytes * 0.5:
-        name = max(sizes, key=lambda n: sizes[n], default=None)
-        if name is None or sizes[name] <= 1:
-            return {}
-        new = max(1, sizes[name] // 2)
+    while estimate > target_bytes:
+        name = max((n for n in sizes if sizes[n] >= 32), key=lambda n: sizes[n], default=None)
+        if name is None:
+            break
+        new = sizes[name] // 2
         estimate *= new / sizes[name]
         sizes[name] = new
-    return {n: v for n, v in sizes.items() if v != names[n]}
+    return {n: v for n, v in sizes.items() if v != names[n]}, estimate
 
 
 def build_plan(problem_source: str, summary: dict[str, Any], level: str, seed: int,
                output_bytes: int, limit_bytes: int) -> dict[str, Any]:
     """{"level", "seed", "base_sizes", "variants": [...], "skipped": [{"name", "why"}]} for `level` (not "off")."""
     names = size_names(problem_source)
-    base = shrink_for(names, output_bytes, limit_bytes)
-    plan: dict[str, Any] = {"level": level, "seed": seed, "base_sizes": base or {}, "variants": [], "skipped": []}
-    if base == {}:
+    base, estimate = shrink_for(names, output_bytes, min(FUZZ_OUTPUT_BYTES, limit_bytes))
+    plan: dict[str, Any] = {"level": level, "seed": seed, "base_sizes": base, "variants": [], "skipped": []}
+    if estimate > limit_bytes:
         plan["skipped"].append({"name": "*", "why": f"one call's outputs ({output_bytes >> 20} MB) are too large to "
                                 "keep whole and no module-level size name read only by get_inputs() can shrink them"})
         return plan
@@ -128,7 +129,7 @@ def build_plan(problem_source: str, summary: dict[str, Any], level: str, seed: i
                           "what": LAYOUT_KINDS["channels_last"]})
         if thorough and ndim >= 2:
             specs.append({"kind": "layout", "input": index, "change": "transposed", "what": LAYOUT_KINDS["transposed"]})
-    sizes = {**names, **(base or {})}
+    sizes = {**names, **base}
     for name in list(sizes)[:MAX_NAMES]:
         for size in odd_sizes(sizes[name], thorough):
             specs.append({"kind": "shape", "sizes": {name: size}, "change": f"{name}={size}",

@@ -49,7 +49,8 @@ def test_the_plan_names_each_variant_with_a_seed_and_is_the_same_for_the_same_se
     plan = fuzz_plan.build_plan(RELU, summary, "standard", 3, 16 << 20, 16 << 20)
     names = [v["name"] for v in plan["variants"]]
     assert names == ["x0.large", "x0.tiny", "x0.all_equal", "x0.zeros", "x0.negative", "x0.kinks", "x0.strided",
-                     "x1.strided", "size.batch_size=63", "size.dim=65535"]
+                     "x1.strided", "size.batch_size=63", "size.dim=16383"]
+    assert plan["base_sizes"] == {"dim": 16384}  # 16 MB of outputs fuzzed at 4 MB
     assert plan == fuzz_plan.build_plan(RELU, summary, "standard", 3, 16 << 20, 16 << 20)
     other = fuzz_plan.build_plan(RELU, summary, "standard", 4, 16 << 20, 16 << 20)
     assert [v["seed"] for v in other["variants"]] != [v["seed"] for v in plan["variants"]]
