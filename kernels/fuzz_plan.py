@@ -55,21 +55,42 @@ def size_names(problem_source: str) -> dict[str, int]:
     values: dict[str, int] = {}
     read_by: dict[str, set[str]] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            value = node.value
-            if isinstance(value, ast.Constant) and type(value.value) is int and value.value > 0:
-                values[node.targets[0].id] = value.value
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            value = constant_int(node.value)
+            if value is not None and value > 0:
+                values.update({t.id: value for t in node.targets if isinstance(t, ast.Name)})
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             read_by[node.name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
     fixed = set().union(*(names for owner, names in read_by.items() if owner != "get_inputs"))
     # a name assigned twice, or computed from others at module level, is left alone
     assigned = [t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AugAssign))
                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+    twins = {t.id for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) > 1
+             for t in node.targets if isinstance(t, ast.Name)}  # `M = N = 4096`: they may have to stay equal
     module_reads = {n.id for node in tree.body if isinstance(node, (ast.Assign, ast.AugAssign, ast.Expr))
                     for n in ast.walk(node.value) if isinstance(n, ast.Name)}
     wanted = read_by.get("get_inputs", set())
     return {name: value for name, value in values.items()
-            if name in wanted and name not in fixed and name not in module_reads and assigned.count(name) == 1}
+            if name in wanted and name not in fixed and name not in module_reads and assigned.count(name) == 1
+            and name not in twins}
+
+
+OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+             ast.FloorDiv: lambda a, b: a // b if b else None, ast.Pow: lambda a, b: a ** b if 0 <= b <= 64 else None}
+
+
+def constant_int(node: ast.AST) -> int | None:
+    """The value of an integer constant expression (`4096`, `16384 * 2`, `2 ** 12`), else None (never evaluated
+    beyond + - * // ** of integer literals)."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+        left, right = constant_int(node.left), constant_int(node.right)
+        if left is None or right is None:
+            return None
+        value = OPERATORS[type(node.op)](left, right)
+        return value if isinstance(value, int) and abs(value) < 1 << 62 else None
+    return None
 
 
 def odd_sizes(value: int, thorough: bool) -> list[int]:
@@ -86,17 +107,20 @@ def odd_sizes(value: int, thorough: bool) -> list[int]:
     return list(dict.fromkeys(v for v in out if v != value))
 
 
-def shrink_for(names: dict[str, int], output_bytes: int, target_bytes: int) -> tuple[dict[str, int], float]:
+def shrink_for(names: dict[str, int], output_bytes: int, target_bytes: int,
+               limit_bytes: int) -> tuple[dict[str, int], float]:
     """Base sizes (the names changed) at which one call's outputs come near `target_bytes` (the largest name halved
-    in turn, never below 16), assuming outputs grow linearly in each name; and the outputs' estimated bytes then."""
+    in turn, not below 16), or at least within `limit_bytes` (then down to 1), assuming outputs grow linearly in
+    each name; and the outputs' estimated bytes then."""
     sizes, estimate = dict(names), float(output_bytes)
-    while estimate > target_bytes:
-        name = max((n for n in sizes if sizes[n] >= 32), key=lambda n: sizes[n], default=None)
-        if name is None:
-            break
-        new = sizes[name] // 2
-        estimate *= new / sizes[name]
-        sizes[name] = new
+    for floor, target in ((16, target_bytes), (1, limit_bytes)):  # below 16 only where the outputs must fit
+        while estimate > target:
+            name = max((n for n in sizes if sizes[n] >= 2 * floor), key=lambda n: sizes[n], default=None)
+            if name is None:
+                break
+            new = sizes[name] // 2
+            estimate *= new / sizes[name]
+            sizes[name] = new
     return {n: v for n, v in sizes.items() if v != names[n]}, estimate
 
 
@@ -104,7 +128,7 @@ def build_plan(problem_source: str, summary: dict[str, Any], level: str, seed: i
                output_bytes: int, limit_bytes: int) -> dict[str, Any]:
     """{"level", "seed", "base_sizes", "variants": [...], "skipped": [{"name", "why"}]} for `level` (not "off")."""
     names = size_names(problem_source)
-    base, estimate = shrink_for(names, output_bytes, min(FUZZ_OUTPUT_BYTES, limit_bytes))
+    base, estimate = shrink_for(names, output_bytes, min(FUZZ_OUTPUT_BYTES, limit_bytes), limit_bytes)
     plan: dict[str, Any] = {"level": level, "seed": seed, "base_sizes": base, "variants": [], "skipped": []}
     if estimate > limit_bytes:
         plan["skipped"].append({"name": "*", "why": f"one call's outputs ({output_bytes >> 20} MB) are too large to "

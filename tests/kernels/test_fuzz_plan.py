@@ -98,3 +98,13 @@ def test_the_fuzz_level_is_validated() -> None:
     with pytest.raises(ValueError, match="fuzz_seed"):
         EvalSettings(fuzz_seed="1")  # type: ignore[arg-type]
     assert EvalSettings.from_dict(EvalSettings(fuzz="off").to_dict()).fuzz == "off"
+
+
+def test_sizes_from_constant_expressions_count_and_twins_stay_equal() -> None:
+    source = ("import torch\nM = N = 16384 * 2\nK = 32 * 2\nclass Model(torch.nn.Module):\n    pass\n"
+              "def get_inputs():\n    return [torch.randn(M, K), torch.randn(K, N)]\ndef get_init_inputs():\n"
+              "    return []\n")
+    assert fuzz_plan.size_names(source) == {"K": 64}
+    assert fuzz_plan.constant_int(__import__("ast").parse("2 ** 12 - 1").body[0].value) == 4095  # type: ignore[attr-defined]
+    # outputs that must shrink below the whole-output limit go below 16 where they must
+    assert fuzz_plan.shrink_for({"batch_size": 64}, 600 << 20, 4 << 20, 16 << 20) == ({"batch_size": 1}, 600 * (1 << 20) / 64)
