@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,15 +124,22 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
         else:
             clock.enter("judge")
             result = judge.judge(settings, run, reference, work_dir / "outputs.pt")  # provisional: timed unchecked
-        judge_fuzz(result, fuzzing, work_dir / "outputs.pt", sha, settings, run)
-        if result.verdict == "pass" and not reference.digest:  # only then is a reference worker for the timed seeds
-            saved = judge.load_outputs(work_dir / "outputs.pt", sha)  # worth it
-            if isinstance(saved, dict):
-                clock.enter("re-check")
-                timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(saved))
-                clock.enter("judge")
-                result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference)
-                judge_fuzz(result, fuzzing, work_dir / "outputs.pt", sha, settings, run)
+        loaded: list[Any] = []  # the candidate's outputs file, read once for the fuzzing stage and the timed seeds
+
+        def outputs() -> dict[str, Any] | str:
+            if not loaded:
+                loaded.append(saved if isinstance(saved, dict) else judge.load_outputs(work_dir / "outputs.pt", sha))
+            return loaded[0]
+
+        judge_fuzz(result, fuzzing, outputs, settings, run)
+        # only for a pass is a reference worker for the timed seeds worth it
+        kept = outputs() if result.verdict == "pass" and not reference.digest else None
+        if isinstance(kept, dict):
+            clock.enter("re-check")
+            timed_reference = reference_outputs_for_seeds(problem_source, settings, judge.timed_seeds(kept))
+            clock.enter("judge")
+            result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference)
+            judge_fuzz(result, fuzzing, outputs, settings, run)
         result.logs = {"build": run.logs["build"], "run": run_log(run)}
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
@@ -158,11 +166,11 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
     return result
 
 
-def judge_fuzz(result: EvalResult, fuzzing: fuzz.FuzzState | None, outputs: Path, sha: str | None,
+def judge_fuzz(result: EvalResult, fuzzing: fuzz.FuzzState | None, outputs: Callable[[], dict[str, Any] | str],
                settings: EvalSettings, run: WorkerRun) -> None:
     """The fuzzing stage's verdict on a candidate that passed the standard trials and checks (kernels.fuzz)."""
     if fuzzing is not None:
-        saved = judge.load_outputs(outputs, sha) if result.verdict == "pass" else None
+        saved = outputs() if result.verdict == "pass" else None
         fuzz.judge_variants(result, fuzzing, saved, settings, fuzz.candidate_seconds(run.messages))
 
 
