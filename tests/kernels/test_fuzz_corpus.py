@@ -5,6 +5,7 @@ the harness allows (the reference sides are cached per problem and seed; childre
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,8 @@ def source(name: str) -> str:
     return (CORPUS / f"{name}.py").read_text()
 
 
-def test_the_corpus_illusions_fail_a_named_variant_and_the_controls_pass(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_corpus_illusions_fail_a_named_variant_and_the_controls_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     settings = EvalSettings(cache_dir=str(tmp_path), correctness_trials=5, timing_runs=2, warmup_runs=0, baselines=(),
@@ -79,9 +80,12 @@ def test_the_corpus_illusions_fail_a_named_variant_and_the_controls_pass(tmp_pat
     assert verdicts[FUZZ_SEEDS[0]] == verdicts[FUZZ_SEEDS[1]]
 
     # one failing variant replayed alone from the command line: the same failure
-    problem, candidate = tmp_path / "problem.py", tmp_path / "candidate.py"
-    problem.write_text(source("problem_softmax"))
-    candidate.write_text(source("illusion_softmax_no_max"))
-    code = cli_main(["fuzz", str(problem), str(candidate), "--fuzz-seed", "7", "--variant", "x0.large", "--json",
+    problem_file, candidate_file = tmp_path / "problem.py", tmp_path / "candidate.py"
+    problem_file.write_text(source("problem_softmax"))
+    candidate_file.write_text(source("illusion_softmax_no_max"))
+    code = cli_main(["fuzz", str(problem_file), str(candidate_file), "--fuzz-seed", "7", "--variant", "x0.large", "--json",
                      "--cache-dir", str(tmp_path), "--sandbox", "none", "--memory-mb", "4096"])
     assert code == 1
+    replayed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert replayed["verdict"] == "incorrect" and [f["name"] for f in replayed["fuzz"]["failed"]] == ["x0.large"]
+    assert replayed["fuzz"]["run"] == 1 and "NaN/Inf" in replayed["fuzz"]["failed"][0]["reason"]
