@@ -9,3 +9,9 @@ class SearchConfig(AppConfig):
     name = "search.app"
     label = "search"  # the app label of the tables and migrations, unchanged by the move into search/app/
     verbose_name = "Kernel search"
+
+    def ready(self) -> None:
+        from search.app.suites import models as suite_models  # noqa: F401 - the suites' models belong to this app
+        from search.app.suites import signals
+
+        signals.connect()

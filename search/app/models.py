@@ -248,5 +248,3 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
 
-
-from search.app.suites.models import Suite, SuiteMember  # noqa: E402,F401 - suites (issue 32): models of this app

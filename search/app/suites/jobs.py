@@ -9,12 +9,11 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from rq import get_current_job
 
 from search.app.service import queues
 
-ADVANCE_JOB = "search.app.suites.jobs.advance_job"
-CHAIN_JOB = "search.app.suites.jobs.chain_job"
+ADVANCE_JOB = "search.app.suites.service.advance"  # the RQ entry points live beside what they call
+CHAIN_JOB = "search.app.suites.service.chain_job"
 
 
 def chain_key() -> str:
@@ -35,12 +34,6 @@ def advance_owner(owner_id: int) -> None:
         enqueue_advance(suite_id)
 
 
-def advance_job(suite_id: int) -> str:
-    from search.app.suites import service
-
-    return service.advance(suite_id)
-
-
 def ensure_chain() -> None:
     conn = queues.connection()
     job_id = queues.make_job_id("suites", uuid.uuid4().hex[:12])
@@ -50,20 +43,7 @@ def ensure_chain() -> None:
                                                      result_ttl=60)
 
 
-def chain_job() -> list[str]:
-    """Advance every running suite, then schedule the next pass while one is running."""
-    from search.app.suites import service
-    from search.app.suites.models import Suite
-
-    job = get_current_job()
-    try:
-        return [service.advance(pk) for pk in
-                Suite.objects.filter(status=Suite.Status.RUNNING).values_list("pk", flat=True)]
-    finally:
-        _continue(job.id if job is not None else None)
-
-
-def _continue(my_job_id: str | None) -> None:
+def continue_chain(my_job_id: str | None) -> None:
     from search.app.suites.models import Suite
 
     conn = queues.connection()

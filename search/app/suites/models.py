@@ -8,11 +8,8 @@ Imported suites (a `python -m search bench` output) keep each member's bench rec
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
-from django.db.models.signals import post_save
 
 from search.app.models import Problem, Run
 
@@ -68,16 +65,3 @@ class SuiteMember(models.Model):
     @property
     def name(self) -> str:
         return self.key.rsplit("/", 1)[-1]
-
-
-def _run_saved(sender: Any, instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:
-    """A run of the owner ended: a slot is free, so the owner's running suites advance."""
-    if instance.status not in Run.ENDED or (update_fields and "status" not in update_fields):
-        return
-    from search.app.service import queues
-    from search.app.suites import jobs
-
-    queues.after_commit(jobs.advance_owner, instance.owner_id)
-
-
-post_save.connect(_run_saved, sender=Run, dispatch_uid="suites-run-saved")

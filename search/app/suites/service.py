@@ -12,6 +12,7 @@ from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
+from rq import get_current_job
 
 from search.app.models import Run
 from search.app.service import control, devices
@@ -262,3 +263,12 @@ def suite_dict(suite: Suite, counts: dict[str, int] | None = None) -> dict[str, 
             "counts": counts, "url": f"/suites/{suite.pk}/", "api_url": f"/api/suites/{suite.pk}",
             "created_at": suite.created_at.timestamp() if suite.created_at else None,
             "finished_at": suite.finished_at.timestamp() if suite.finished_at else None}
+
+
+def chain_job() -> list[str]:
+    """The periodic pass (RQ job): advance every running suite, then schedule the next pass while one is running."""
+    job = get_current_job()
+    try:
+        return [advance(pk) for pk in Suite.objects.filter(status=Suite.Status.RUNNING).values_list("pk", flat=True)]
+    finally:
+        jobs.continue_chain(job.id if job is not None else None)
