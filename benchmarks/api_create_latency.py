@@ -1,4 +1,4 @@
-"""How long `POST /api/runs` takes to answer, through a real daphne over HTTP (issue 36: it took ~12 s, the problem
+"""How long `POST /api/runs` takes to answer, through a real daphne over HTTP (it took ~12 s when the problem
 checked in the request; now only the static check runs there and the full check runs in the run's start job).
 
 Starts a private Redis (unix socket) and daphne on a fresh SQLite database under a temporary folder, creates a user

@@ -1,6 +1,6 @@
 """Evaluation at KernelBench scale: how long the harness takes to judge one candidate, and where the time goes.
 
-For each problem the candidate is the reference itself renamed `ModelNew` (the protocol of issue #14). Each
+For each problem the candidate is the reference itself renamed `ModelNew` (the harness's own protocol). Each
 problem is evaluated `--rounds` times in one process: round 1 is the first evaluation of a new problem (reference
 outputs, baselines and device ceilings computed), later rounds are the steady state (problem known, baselines
 cached, result reuse off). Every harness child (`kernels.sandbox.run_worker`) is recorded with its phases, so the

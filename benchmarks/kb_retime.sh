@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19: re-time finished searches side by side (`python -m search retime`: each winner and both torch.compile
+# re-time finished searches side by side (`python -m search retime`: each winner and both torch.compile
 # modes against the reference, alternating in one harness child each), then rebuild the table
 # (benchmarks/kb_table.py). The second phase of benchmarks/kb_rules.sh, and on its own for trees a search wrote
 # earlier (a bench cut short before its re-times, the trees.tar.gz committed under docs/benchmarks/kb_rules/).

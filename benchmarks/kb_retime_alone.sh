@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19: re-time finished searches one at a time, alone on the host, every entry again (`python -m search retime
+# re-time finished searches one at a time, alone on the host, every entry again (`python -m search retime
 # --force`: the search's best, its contenders and both torch.compile modes against the reference, alternating in one
 # harness child per tree). The 2026-12-03 H200 run showed why alone: eight re-time streams side by side gave program
 # ratios 5-15% apart that no instability check flagged; alone, the same trees re-timed within their spreads.

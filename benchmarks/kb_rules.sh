@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19: the offline rules team on the KernelBench-shaped set (benchmarks/problems/kb_l1 + kb_l2) with
+# the offline rules team on the KernelBench-shaped set (benchmarks/problems/kb_l1 + kb_l2) with
 # `python -m search bench --team rules --max-autotune-baseline --retime`, in one device call. Modelled on
 # benchmarks/h200.sh: the selected problems are dealt round-robin into STREAMS benches that run side by side (the
 # harness's per-device lock makes their timed work take turns), each problem with a wall-time limit for its search,

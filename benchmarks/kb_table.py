@@ -82,7 +82,7 @@ def suite_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         figures = [(r.get("custom") or {}) if custom else r for r in rows if r["success"]]
         return sum(1 for f in figures if f.get(key) is not None and pred(f[key]))
 
-    # Each problem's figure is its best correct attempt's (issue 29): a reference kept is never a win, and a best
+    # Each problem's figure is its best correct attempt's: a reference kept is never a win, and a best
     # attempt slower than a compile mode counts as slower than it, whoever ships.
     return {
         "n": n, "success": sum(r["success"] for r in rows),

@@ -195,7 +195,7 @@ STARK_QUEUE_ABSENT_DEVICES = envbool("STARK_QUEUE_ABSENT_DEVICES", False)
 STARK_RETIME_AT_END = envbool("STARK_RETIME_AT_END", True)
 STARK_SOCKET_AUTH_S = envint("STARK_SOCKET_AUTH_S", 2, minimum=1, maximum=60)
 STARK_SOCKET_POLL_S = envfloat("STARK_SOCKET_POLL_S", 5.0, minimum=0.1, maximum=3600)
-# Floods (issue 35): jobs a user may have queued without a run, and websockets a user may hold open.
+# Floods: jobs a user may have queued without a run, and websockets a user may hold open.
 STARK_MAX_QUEUED_RETIMES = envint("STARK_MAX_QUEUED_RETIMES", 3, minimum=0, maximum=1000)  # 0: no limit
 STARK_MAX_QUEUED_PINGS = envint("STARK_MAX_QUEUED_PINGS", 2, minimum=1, maximum=1000)
 STARK_MAX_SOCKETS_PER_USER = envint("STARK_MAX_SOCKETS_PER_USER", 20, minimum=1, maximum=10000)

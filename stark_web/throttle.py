@@ -1,4 +1,4 @@
-"""Login throttling (issue 13 V6) for the site's login and the admin's: after STARK_LOGIN_MAX_FAILURES failed
+"""Login throttling for the site's login and the admin's: after STARK_LOGIN_MAX_FAILURES failed
 logins for one (user name, client address) within STARK_LOGIN_WINDOW_S seconds, that pair is refused, even
 with the right password, until the window (counted from the first failure) ends. A successful login clears it.
 

@@ -51,7 +51,7 @@ def test_the_table_names_the_winning_move_and_counts_strict_wins(tmp_path: Path)
     assert rows["fused"]["move"] == "compile-default → fuse-all" and rows["fused"]["winner"] == "attempt"
     assert rows["fused"]["pct_of_roofline"] == 80.0 and rows["fused"]["kernelbench"] == "level2/63_Gemm_ReLU_Divide"
     assert rows["fused"]["speedup_vs_compile_max_autotune"] == 1.7 and rows["fused"]["correct_attempts"] == 2
-    # issue 29: a problem's figure is its best correct attempt's, also below 1.0x, whoever ships
+    # a problem's figure is its best correct attempt's, also below 1.0x, whoever ships
     assert rows["slower"]["winner"] == "reference" and rows["slower"]["move"] == "compile-default"
     assert rows["slower"]["speedup_vs_eager"] == pytest.approx(2.0 / 4.1) and rows["slower"]["best"] == 1
     assert rows["slower"]["pct_of_roofline"] is None  # the attempt's own roofline, not the reference's

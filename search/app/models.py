@@ -182,7 +182,7 @@ class Node(models.Model):
     reasks = models.IntegerField(default=0)
     agent_log = models.TextField(blank=True)
     human = models.JSONField(default=list, blank=True,
-                             help_text="Steering actions on this node: [{who, at, action, detail}] (issue 33).")
+                             help_text="Steering actions on this node: [{who, at, action, detail}].")
     # Job bookkeeping (not part of the node schema).
     job_id = models.CharField(max_length=100, blank=True, help_text="The RQ job now responsible for this node.")
     phase = models.CharField(max_length=10, blank=True,

@@ -6,6 +6,6 @@ from django.urls import include, path
 
 urlpatterns = [
     path("api/", include("search.app.api.urls")),
-    path("", include("search.app.suites.urls")),  # suites (issue 32): /api/suites..., /suites/...
+    path("", include("search.app.suites.urls")),  # suites: /api/suites..., /suites/...
     path("", include("search.app.pages.urls")),
 ]

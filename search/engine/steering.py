@@ -1,4 +1,4 @@
-"""Human steering (issue 33): the expert edits the plan, the agents do the typing.
+"""Human steering: the expert edits the plan, the agents do the typing.
 
 Every human action is data kept in the tree: an action on a node is appended to that node's `human` list
 ({who, at, action, detail}) and emitted as `node.human`; a run-wide one (a hint for every plan) goes to

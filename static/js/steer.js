@@ -1,4 +1,4 @@
-// Human steering (issue 33) from the node inspector: the forms and buttons of templates/pages/_steer.html post to
+// Human steering from the node inspector: the forms and buttons of templates/pages/_steer.html post to
 // POST /api/runs/<id>/steer; the action's events come back over the run's socket and redraw the inspector.
 
 function csrf() {

@@ -1,4 +1,4 @@
-// The live suite page (issue 32): polls GET /api/suites/<id> and draws the grid (problems × teams), Table 1 and
+// The live suite page: polls GET /api/suites/<id> and draws the grid (problems × teams), Table 1 and
 // Table 2 from the server's metrics (search/bench_metrics.py: the page does no metric arithmetic, only formats them
 // as the Markdown report does) and the figures (static/js/suite_figures.js).
 

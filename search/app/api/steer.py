@@ -1,5 +1,5 @@
 """POST /api/runs/<id>/steer {"action", "node"?, "text"?, "anchored_source"?, "instructions"?}: a human action on
-a running search (issue 33; search/app/service/steering.py). Only the owner and staff steer: anyone who cannot see
+a running search (search/app/service/steering.py). Only the owner and staff steer: anyone who cannot see
 the run gets 404, a user it is shared with 403; a bad action is a 400 naming the field; an ended run 409."""
 
 from __future__ import annotations

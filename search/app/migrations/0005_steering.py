@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='node',
             name='human',
-            field=models.JSONField(blank=True, default=list, help_text='Steering actions on this node: [{who, at, action, detail}] (issue 33).'),
+            field=models.JSONField(blank=True, default=list, help_text='Steering actions on this node: [{who, at, action, detail}].'),
         ),
         migrations.AlterField(
             model_name='node',

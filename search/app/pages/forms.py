@@ -90,7 +90,7 @@ class NewRunForm(forms.Form):
         d = self.cleaned_data
         data = {k: d.get(k) for k in ("team", "device", "target", "budget", "parallel", "seed", "time_limit_s",
                                      "cost_limit_usd", "name")}
-        if d.get("review_plans"):  # human steering (issue 33): each plan waits for the user
+        if d.get("review_plans"):  # human steering: each plan waits for the user
             data["review_plans"] = True
             data["review_timeout_s"] = d.get("review_timeout_s")
         if d.get("team") != OFFLINE_TEAM:

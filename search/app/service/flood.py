@@ -1,4 +1,4 @@
-"""Per-user caps on the jobs a user can queue without starting a run (issue 35, item 6): re-times of a node
+"""Per-user caps on the jobs a user can queue without starting a run: re-times of a node
 (STARK_MAX_QUEUED_RETIMES) and diagnostics pings (STARK_MAX_QUEUED_PINGS). Beyond the cap the request is a 429
 naming the limit and when to retry; nothing is queued. Staff are exempt from the re-time cap (as from the
 active-runs cap), not from the ping cap (a ping is never needed twice at once)."""

@@ -24,7 +24,7 @@ from search.teams import get_team
 __all__ = ["RunSettings", "SettingError", "check_stored_options", "parse_run_settings", "service_settings",
            "stored_settings"]
 
-# Evaluation settings that belong to the server's operator, never to a run (issue 13 V4): where the evaluator
+# Evaluation settings that belong to the server's operator, never to a run: where the evaluator
 # isolates candidates, where it caches, and the device lock that keeps timings honest.
 OPERATOR_EVAL_KEYS = {"sandbox": "the workers' sandbox (bubblewrap where it works)",
                       "cache_dir": "STARK_CACHE_DIR on the workers",
@@ -163,7 +163,7 @@ def _check_keys_and_prices(names: Any) -> None:
 
 
 def _check_base_urls(options: dict[str, Any]) -> None:
-    """Base URLs only from the operator's list (issue 13 V3)."""
+    """Base URLs only from the operator's list."""
     env = dict(os.environ)
     for key in BASE_URL_OPTIONS:
         url = options.get(key)

@@ -1,4 +1,4 @@
-"""Human steering in the service (issue 33): the API and the websocket carry the same actions to `steer`.
+"""Human steering in the service: the API and the websocket carry the same actions to `steer`.
 
 Each action is one transaction under the run lock: the engine applies it to the stored tree
 (search.engine.steering: validated first, SteeringError names the field), its event is stored, the tree's meta is

@@ -1,4 +1,4 @@
-"""Suites (issue 32): a KernelBench level as one job, one run per (problem, team), the paper's tables live.
+"""Suites: a KernelBench level as one job, one run per (problem, team), the paper's tables live.
 
 models: Suite and SuiteMember; service: create, advance (start members as the owner's active-run slots free),
 pause/resume/extend/cancel, results (search.bench_record per run, search.bench_metrics per team); uploads: problems

@@ -1,4 +1,4 @@
-"""Routes of the suites (issue 32): the JSON API under /api/suites and the pages under /suites/."""
+"""Routes of the suites: the JSON API under /api/suites and the pages under /suites/."""
 
 from __future__ import annotations
 
