@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBLEM_PATH = ROOT / "examples/problems/level2/residual_sub_leaky_relu_div.py"
 # Few timing runs and no torch.compile baselines: the tests are about the service, not the timings.
 CHEAP_EVAL = {"correctness_trials": 2, "timing_runs": 3, "warmup_runs": 1, "baselines": ["eager"],
-              "roofline": False, "run_timeout_s": 120.0, "build_timeout_s": 300.0}
+              "roofline": False, "run_timeout_s": 120.0, "build_timeout_s": 300.0, "fuzz": "off"}
 
 
 def problem_source() -> str:
