@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import signal
@@ -166,6 +167,9 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+WORKER_NUMBERS = itertools.count(1)
+
+
 class Processes:
     """Child processes a test started; all are stopped at teardown (whole process groups)."""
 
@@ -212,7 +216,8 @@ def start_worker(processes: Processes, redis_url: str) -> Callable[..., subproce
         from rq import Worker
 
         queues = queues or ("search", "gpu")
-        name = name or f"test-worker-{os.getpid()}-{len(processes.procs)}"
+        # unique for the whole session: a worker killed at a test's teardown may stay registered in Redis a while
+        name = name or f"test-worker-{os.getpid()}-{next(WORKER_NUMBERS)}"
         proc = processes.start(
             [sys.executable, "manage.py", "rqworker", *queues, "--name", name], f"worker-{name}", **env
         )

@@ -77,13 +77,15 @@ def test_the_context_window_is_a_cached_block_that_re_asks_reuse(stub: StubLLMSe
 
 @pytest.mark.slow
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
-def test_an_answer_cut_off_at_max_tokens_says_how_to_fix_it(stub: StubLLMServer, results: dict, provider: str) -> None:
+def test_an_answer_cut_off_at_max_tokens_is_asked_again_with_a_larger_limit(stub: StubLLMServer, results: dict, provider: str) -> None:
     engine = engine_for("stark", options(stub, provider, max_tokens=64), results, [])
     stub.push(Reply("INSTRUCTION 1: fuse\n```python\nimport torch\nclass ModelNew:", truncated=True))
-    child = engine.expand(0)
-    assert child.reasks == 1 and child.status == "building"
-    assert "cut off" in child.agent_log and "output limit of 64 tokens; raise --max-tokens" in child.agent_log
-    assert child.usage["calls"][0]["stop_reason"] in ("max_tokens", "length")
+    child = engine.expand(0)  # asked once more with twice the limit (no re-ask spent), and the answer then builds
+    assert child.reasks == 0 and child.status == "building", child.reasons
+    calls = child.usage["calls"]
+    assert "asked again once with an answer limit of 128 instead of 64" in calls[1]["notes"][-1]
+    assert calls[0]["stop_reason"] in ("max_tokens", "length") and calls[1]["stop_reason"] not in ("max_tokens", "length")
+    assert "```" not in child.source and "IMPROVE" not in child.source
 
 
 @pytest.mark.slow

@@ -58,7 +58,8 @@ def test_plan_runs_without_its_temperature_code_keeps_its_own_and_the_summary_sa
     assert "rejected temperature 0.8 for the plan agent" in plan[0]["temperature_note"]
     shown = io.StringIO()
     assert main(["show", str(out)], out=shown) == 0
-    assert ["no temp" in line for line in shown.getvalue().splitlines()] == [False, True, True]
+    nodes = [line for line in shown.getvalue().splitlines() if line.lstrip().startswith("#")]  # below the verdict line
+    assert ["no temp" in line for line in nodes] == [False, True, True]
     # Resumed: the plan role's refusal is on record, so its first call of the new process sends none.
     sent = len(stub.requests)
     proc = search_run(stub, provider, "--budget", "3", "--out", str(out), "--resume")

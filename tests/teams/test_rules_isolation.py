@@ -61,6 +61,7 @@ def test_the_team_never_imports_or_executes_the_problem_in_its_own_process(tmp_p
 
 TEAM_PROCESS = """
 import sys
+from kernels.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from search.teams.rules import build_team
