@@ -65,6 +65,9 @@ def served() -> Served:
     return Served(host_devices(), "this host (no live gpu worker has reported its devices)")
 
 
+WAITING_PREFIX = "waiting for a worker with "  # the line a run shows while no live worker serves its device
+
+
 def absent_allowed() -> bool:
     return bool(getattr(settings, "STARK_QUEUE_ABSENT_DEVICES", False))
 
@@ -78,8 +81,18 @@ def check_device(device: str) -> str | None:
     if available.serves(device):
         return None
     if absent_allowed():
-        return (f"waiting for a worker with {device}: none of this instance's gpu workers serves it yet "
+        return (f"{WAITING_PREFIX}{device}: none of this instance's gpu workers serves it yet "
                 f"(available now: {available.text()})")
     raise SettingError("device", f"no worker of this instance serves {device}; available: {available.text()} "
                                  f"(from {available.source}). Choose one of those, or start a gpu worker on a host "
                                  "with that device")
+
+
+def waiting_for_a_device(meta: dict) -> bool:
+    """The run still shows the line it got because no live worker served its device when it was created."""
+    return str(meta.get("status_line") or "").startswith(WAITING_PREFIX)
+
+
+def wait_is_over(device: str, root_job_state: str | None) -> bool:
+    """A worker now serves the device, or one has already taken the reference's evaluation."""
+    return root_job_state == "started" or served().serves(device)

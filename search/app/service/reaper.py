@@ -15,7 +15,7 @@ import logging
 from rq.registry import StartedJobRegistry
 
 from search.app.models import Node, Run
-from search.app.service import queues, steering, steps
+from search.app.service import devices, queues, steering, steps
 from search.app.service.runs import locked_run
 from search.engine.node import FINISHED
 
@@ -60,6 +60,23 @@ def reap(run_ids: list[int] | None = None) -> list[str]:
     return actions
 
 
+def device_wait_over(run: Run) -> list[str]:
+    """Clear the "waiting for a worker with <device>" line once a worker serves the device (or took the
+    reference's evaluation), so the page and the API stop saying the run waits."""
+    if not devices.waiting_for_a_device(run.meta):
+        return []
+    root = Node.objects.filter(run=run, node_id=0).values_list("job_id", flat=True).first()
+    if not devices.wait_is_over(run.device, job_state(root or "")):
+        return []
+    with locked_run(run.pk) as locked:
+        if not devices.waiting_for_a_device(locked.meta):
+            return []
+        locked.meta = {k: v for k, v in locked.meta.items() if k != "status_line"}
+        locked.save(update_fields=["meta"])
+        steps.announce(locked, "")
+    return [f"run {run.pk}: a worker serves {run.device} now; no longer waiting for one"]
+
+
 def reap_run(run: Run) -> list[str]:
     actions: list[str] = []
     if run.status == Run.Status.PAUSED and run.started_at is None:
@@ -70,6 +87,7 @@ def reap_run(run: Run) -> list[str]:
             actions.append(f"run {run.pk}: start re-enqueued")
         return actions
     actions += steering.review_timeouts(run.pk)  # plans whose review timed out go on unchanged
+    actions += device_wait_over(run)
     unfinished = list(Node.objects.filter(run=run).exclude(status__in=FINISHED))
     for row in unfinished:
         if row.phase == "review":
