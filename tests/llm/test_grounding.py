@@ -35,9 +35,10 @@ def first_code_answer(edit: Callable[[str], str]) -> Callable[[RecordedRequest],
 
 
 def rejection(request: RecordedRequest) -> str:
-    found = re.search(r"Your previous answer for this node was rejected: (.*)", request.text)
+    """The latest reason in the window's feedback section (the re-ask note does not repeat it)."""
+    found = re.search(r"## Your previous answer was rejected\n((?:- .*\n?)+)", request.text)
     assert found, "the re-ask does not carry the reason"
-    return found.group(1)
+    return found.group(1).rstrip("\n").split("\n- ")[-1].removeprefix("- ")
 
 
 def line_of(text: str, line: str) -> int:

@@ -28,10 +28,13 @@ from search.teams.llm.prompts import debug as debug_prompt
 from search.teams.llm.prompts import plan as plan_prompt
 from search.teams.llm.prompts import single as single_prompt
 from search.teams.llm.prompts.common import target_of
+from search.teams.llm.prompts.logs import trimmed_window
+from search.teams.llm.prompts.reask import quote_rejected
 
 DEFAULT_CONTEXT_TOKENS = 30_000
 TRUNCATED = ("max_tokens", "length")  # Anthropic's stop_reason, OpenAI's finish_reason: cut at the token limit
 MAX_ANSWER_TOKENS = 64_000  # the enlarged re-ask of a cut-off answer asks at most this
+KEPT_ANSWERS = 256  # the last answer of this many attempts is kept, for the re-ask's quote of its rejected lines
 Answer = TypeVar("Answer", PlanAnswer, CodeAnswer)
 
 
@@ -72,6 +75,8 @@ class LLMAgent:
         self.context_tokens = context_tokens
         self.target = target
         self.shrunk_to: int | None = None  # the window budget that fitted after a context-length error
+        # The last answer per (role, attempt, node i): a re-ask quotes the lines its rejection names.
+        self._answers: dict[tuple[str, int, int], str] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client.settings.provider}:{self.client.settings.model})"
@@ -89,6 +94,23 @@ class LLMAgent:
         feedback = getattr(window, "feedback", None) or []
         return str(feedback[-1]) if feedback else None
 
+    @staticmethod
+    def _key(window: ContextWindow) -> tuple[str, int, int]:
+        return (window.role, window.attempt, window.target.id)
+
+    def remember(self, window: ContextWindow, text: str) -> None:
+        """Keep the answer for this attempt: if the engine rejects it, the re-ask quotes the lines it names."""
+        self._answers.pop(self._key(window), None)
+        self._answers[self._key(window)] = text
+        while len(self._answers) > KEPT_ANSWERS:
+            self._answers.pop(next(iter(self._answers)))
+
+    def quoted(self, window: ContextWindow) -> str:
+        """On a re-ask, the rejected answer's lines that the rejection names, numbered, once each; else ""."""
+        error = self.previous_error(window)
+        answer = self._answers.get(self._key(window)) if error else None
+        return quote_rejected(error, answer, window.role) if error and answer else ""
+
     def ask(self, window: ContextWindow, system: str, user: Callable[[int | None], str], version: str,
             parse: Callable[[str], Answer]) -> Answer:
         """One call: stream to the UI, turn failures into the engine's errors, attach usage. `user` builds
@@ -96,6 +118,10 @@ class LLMAgent:
         error = self.previous_error(window)
         if error:
             window.stream("\n\n--- re-asking: " + error[:300] + " ---\n\n")
+        def kept(text: str) -> Answer:  # every answer text is kept before it is checked
+            self.remember(window, text)
+            return parse(text)
+
         budget, note = fitted_budget(self.client, window, self.budget(window))
         try:
             text, record = self.call(window, system, user, budget, version)
@@ -120,11 +146,11 @@ class LLMAgent:
             record.notes.append(note)
         usage = usage_of(record)
         try:
-            answer = parse(text)
+            answer = kept(text)
         except MalformedAnswer as exc:
             if record.stop_reason not in TRUNCATED:
                 raise MalformedAnswer(exc.message, usage=usage, text=text) from None
-            answer, usage = self.ask_larger(window, system, user, version, parse, budget, record, usage)
+            answer, usage = self.ask_larger(window, system, user, version, kept, budget, record, usage)
         answer.usage = usage
         return answer
 
@@ -184,7 +210,8 @@ class LLMPlanAgent(LLMAgent):
     def plan(self, window: ContextWindow) -> PlanAnswer:
         target = target_of(window, self.target)
         return self.ask(window, plan_prompt.system(window, target),
-                        lambda budget: plan_prompt.user_prompt(window, budget, self.previous_error(window)),
+                        lambda budget: plan_prompt.user_prompt(window, budget, self.previous_error(window),
+                                                               self.quoted(window)),
                         plan_prompt.VERSION, plan_prompt.parse)
 
 
@@ -194,7 +221,8 @@ class LLMCodeAgent(LLMAgent):
     def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
         target = target_of(window, self.target)
         return self.ask(window, code_prompt.system(window, target),
-                        lambda budget: code_prompt.user_prompt(window, plan, budget, self.previous_error(window)),
+                        lambda budget: code_prompt.user_prompt(window, plan, budget, self.previous_error(window),
+                                                               self.quoted(window)),
                         code_prompt.VERSION, lambda text: code_prompt.parse(text, plan))
 
 
@@ -203,8 +231,10 @@ class LLMDebugAgent(LLMAgent):
 
     def debug(self, window: ContextWindow) -> CodeAnswer:
         target = target_of(window, self.target)
+        window = trimmed_window(window)  # the failure logs cut to the candidate's own frames and the compiler's errors
         return self.ask(window, debug_prompt.system(window, target),
-                        lambda budget: debug_prompt.user_prompt(window, budget, self.previous_error(window)),
+                        lambda budget: debug_prompt.user_prompt(window, budget, self.previous_error(window),
+                                                                self.quoted(window)),
                         debug_prompt.VERSION, lambda text: debug_prompt.parse(text, window))
 
 
@@ -257,9 +287,12 @@ class SingleAgent(LLMAgent):
     def code(self, window: ContextWindow, plan: PlanAnswer) -> CodeAnswer:
         instruction = plan.instructions[0] if len(plan.instructions) == 1 else ""
         return self._answer(window, lambda budget: single_prompt.user_prompt(window, budget, instruction,
-                                                                             self.previous_error(window)),
+                                                                             self.previous_error(window),
+                                                                             self.quoted(window)),
                             lambda text: single_prompt.parse(text, window))
 
     def debug(self, window: ContextWindow) -> CodeAnswer:
-        return self._answer(window, lambda budget: single_prompt.fix_prompt(window, budget, self.previous_error(window)),
+        window = trimmed_window(window)  # the failure logs cut to the candidate's own frames and the compiler's errors
+        return self._answer(window, lambda budget: single_prompt.fix_prompt(window, budget, self.previous_error(window),
+                                                                            self.quoted(window)),
                             lambda text: debug_prompt.parse(text, window))

@@ -1,4 +1,4 @@
-"""Code agent prompt, v2: implement every anchored instruction inside its span and return the complete file, no
+"""Code agent prompt, v3: implement every anchored instruction inside its span and return the complete file, no
 markers; outside the spans only the grounding allowance (search.engine.grounding) may be added. The engine checks
 the answer against the skeleton (search.engine.grounding.check_filled) and re-asks with the lines it names."""
 
@@ -8,7 +8,7 @@ from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer, Pla
 from search.engine.anchors import BEGIN, END, AnchorError, parse_anchors
 from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
-VERSION = "code/2"
+VERSION = "code/3"
 
 ROLE = (
     "Your role: the CODE agent. The plan agent marked spans of node i's source and wrote one "
@@ -28,7 +28,8 @@ a change outside the spans, or a span left as it was, is rejected with the lines
 
 
 def user_prompt(window: ContextWindow, plan: PlanAnswer, token_budget: int | None,
-                previous_error: str | None = None) -> str:
+                previous_error: str | None = None,
+                quoted: str = "") -> str:
     try:
         spans = parse_anchors(plan.anchored_source)
     except AnchorError:
@@ -39,7 +40,7 @@ def user_prompt(window: ContextWindow, plan: PlanAnswer, token_budget: int | Non
     for k, text in enumerate(plan.instructions or [a.instruction for a in spans], start=1):
         lines.append(f"INSTRUCTION {k}: {text}")
     lines.append("\nTask: implement every instruction and return the complete file in one fenced block.")
-    return "\n".join(lines) + rejection_note(previous_error)
+    return "\n".join(lines) + rejection_note(window, previous_error, quoted)
 
 
 def system(window: ContextWindow, target: str) -> str:

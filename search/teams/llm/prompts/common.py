@@ -13,6 +13,7 @@ from typing import Any
 from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
 from search.engine.anchors import has_markers
 from search.engine.targets import TARGETS
+from search.teams.llm.prompts.examples import example_for
 
 TARGET_ALIASES = {"cpu": "cpp", "c++": "cpp"}
 
@@ -50,18 +51,60 @@ TARGET_GUIDANCE = {
     ),
 }
 
-RULES = (
-    "Rules the evaluator enforces (breaking one fails the candidate):\n"
-    "- Outputs must match the reference within atol=rtol=1e-2 on several fresh random inputs; "
-    "NaN/Inf never pass; shapes and dtypes must match.\n"
-    "- Parameters of ModelNew must be created like the reference's (same modules/shapes, in the same "
-    "order) so that they get the same random initial values.\n"
-    "- The hot path must run your own kernel: calling the same torch operator as the reference is "
-    "flagged as no custom kernel. Torch may still be used for allocation and glue.\n"
-    "- No caching of outputs, no returning inputs, no work on unsynchronized side streams, no patching "
-    "torch or timers, no lowering precision beyond the tolerance.\n"
-    "- The file must run on its own: all imports inside it, no network, no files."
-)
+# The evaluator's numbers the rules quote: kernels.settings.EvalSettings' defaults (tests/llm/test_prompt_rules.py
+# pins them to the harness, so the prompt cannot drift from what judges the candidate).
+ATOL = 1e-2
+RTOL = 1e-2
+CORRECTNESS_TRIALS = 5
+BUILD_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 120
+PRECISION_FLAG_FRACTION = 0.05
+
+# Verdicts other than "pass" (kernels.result.VERDICTS): a failed attempt, which the debug agent may fix.
+FAIL_VERDICTS = ("build_error", "runtime_error", "timeout", "incorrect", "rejected")
+# The integrity checks that fail a candidate (verdict "rejected"; kernels/judge.py) ...
+FAILING_CHECKS = ("forged_result", "timing_report", "harness_patched", "output_aliases_input", "mutates_inputs",
+                  "output_buffer_reused", "work_after_return", "output_ignores_inputs", "timed_outputs_correct")
+# ... and the ones that only flag it (it still passes and is timed; kernels/judge.py, kernels/evaluate.py).
+FLAGGING_CHECKS = ("no_custom_kernel", "precision_lowered", "timing_unstable", "beyond_roofline")
+
+RULES = f"""How the evaluator judges a candidate. It builds the file, runs it, compares it with the reference, then
+times it. Check names as they appear in the reasons are in parentheses.
+
+FAILS the candidate (verdict build_error, runtime_error, timeout, incorrect or rejected; no time counts, only a fix):
+- build_error: the file does not import or its extension does not compile (Python syntax, nvcc/g++/Triton errors).
+- runtime_error: constructing ModelNew or forward() raises or crashes the process, or it exceeds the harness's
+  memory or disk limit.
+- timeout: importing/building plus constructing ModelNew and its first forward() take more than
+  {BUILD_TIMEOUT_S} s (build_timeout_s), or a later phase (trials, timing) more than {RUN_TIMEOUT_S} s (run_timeout_s).
+- incorrect: on each of {CORRECTNESS_TRIALS} trials with fresh random inputs (own seeds), forward() must return the
+  same number of outputs as the reference, with the same shapes and dtypes; floating outputs must satisfy
+  |out - ref| <= atol + rtol * |ref| elementwise with atol={ATOL:g}, rtol={RTOL:g}; integer and bool outputs must
+  match exactly; a NaN or Inf never passes. Then input variants (other value ranges: large, tiny, zeros, all equal,
+  negative; smaller odd sizes of the module-level size names; non-contiguous, channels-last layouts) are checked the
+  same way: do not hard-code sizes or assume contiguous inputs. Create ModelNew's parameters like the reference's
+  (same modules and shapes, in the same order) so they get the same random initial values.
+- rejected, by the integrity checks: patching torch, timers or the harness (harness_patched); returning an input or a
+  view of one (output_aliases_input); changing an input in place (mutates_inputs); returning the same output memory
+  on every call instead of fresh memory (output_buffer_reused); work still running after forward() returns, e.g. on
+  an unsynchronized side stream or thread (work_after_return); cached or constant outputs (output_ignores_inputs);
+  timed runs or a re-check after timing that give wrong outputs, e.g. a cache keyed on the input tensors
+  (timed_outputs_correct); writing to the harness's result channel (forged_result) or tampering with its timings
+  (timing_report). Outputs must be plain torch.Tensor objects.
+
+Only FLAGGED (the candidate passes and is timed, but the flag is shown and its win is counted for what it is):
+- no_custom_kernel: forward() only calls the reference's own torch operators. Its speed-up is NOT a custom-kernel win:
+  it is classed a "configuration" win when it configures a compiler or library (torch.compile, CUDA graphs, TF32,
+  cuDNN flags, channels_last, autocast) and "reference-equivalent" otherwise. A custom-kernel win needs forward()
+  to reach your own kernel: a @triton.jit kernel with tl.load/tl.store launched as kernel[grid](...), or a
+  load_inline function whose source has a CUDA __global__ kernel or (CPU) a C++ loop of its own. Torch may still
+  allocate outputs and do glue.
+- precision_lowered: computing in float16/bfloat16/float8 where the reference does not, switching precision (TF32),
+  or float32 outputs whose error uses more than {PRECISION_FLAG_FRACTION:.0%} of the tolerance.
+- timing_unstable (the timed runs spread widely: the device was busy) and beyond_roofline (faster than the device can
+  move or compute the data: a bug or an exploit) put the time itself in doubt.
+
+The file runs on its own in a sandbox: all imports inside it, no network, no files outside its work directory."""
 
 
 def target_of(window: ContextWindow, default: str | None = None) -> str:
@@ -126,10 +169,66 @@ def describe_problem(problem: dict[str, Any]) -> str:
     return "Problem summary:\n" + "\n".join(lines) if lines else ""
 
 
+DEVICE_KEYS = ("device", "device_name", "capability", "multiprocessors", "memory_gb", "copy_gbps", "matmul_tflops",
+               "torch", "cuda", "reference_pct_of_roofline", "reference_bound")  # search.engine.engine.device_facts
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def describe_device(device: dict[str, Any]) -> str:
+    """The device facts the engine passes (search.engine.engine.device_facts: the harness's environment and the
+    measured ceilings) as readable lines; keys it does not know are listed as they are."""
+    if not device:
+        return ""
+    lines = []
+    name, where = device.get("device_name"), device.get("device")
+    head = [f"{name} ({where})" if name and where else str(name or where or "")]
+    capability = device.get("capability")
+    if isinstance(capability, (list, tuple)) and capability:
+        capability = ".".join(str(c) for c in capability)
+    if capability not in (None, ""):
+        head.append(f"compute capability {capability}")
+    sms = _number(device.get("multiprocessors"))
+    if sms is not None:
+        head.append(f"{sms:g} SMs (streaming multiprocessors)")
+    memory = _number(device.get("memory_gb"))
+    if memory is not None:
+        head.append(f"{memory:.4g} GB device memory")
+    if any(head):
+        lines.append("- " + ", ".join(h for h in head if h))
+    ceilings = []
+    copy, matmul = _number(device.get("copy_gbps")), _number(device.get("matmul_tflops"))
+    if copy is not None:
+        ceilings.append(f"copy bandwidth {copy:.4g} GB/s")
+    if matmul is not None:
+        ceilings.append(f"matmul {matmul:.4g} TFLOP/s")
+    if ceilings:
+        lines.append("- Measured ceilings on this device: " + "; ".join(ceilings)
+                     + " (what a memory-bound or a matmul-bound kernel can reach at best)")
+    software = [f"{label} {device[key]}" for key, label in (("torch", "torch"), ("cuda", "CUDA"))
+                if device.get(key) not in (None, "", {})]
+    if software:
+        lines.append("- Software: " + ", ".join(software))
+    pct = _number(device.get("reference_pct_of_roofline"))
+    if pct is not None:
+        bound = device.get("reference_bound")
+        lines.append(f"- The reference reaches {pct:.3g}% of its {f'{bound}-bound ' if bound else ''}roofline")
+    rest = facts("- Other facts", device, skip=DEVICE_KEYS)
+    if rest:
+        lines.append(rest)
+    return "Device:\n" + "\n".join(lines) if lines else ""
+
+
 def system_prompt(role_text: str, answer_format: str, window: ContextWindow, target: str) -> str:
-    """The stable prefix: task, role, target, rules, answer format, device and the reference problem."""
+    """The stable prefix: task, role, target, rules, answer format, the target's worked example, device and the
+    reference problem."""
     parts = [TASK, role_text, TARGET_GUIDANCE[target], RULES, answer_format]
-    device = facts("Device", window.device)
+    example = example_for(target)
+    if example:
+        parts.append(example)
+    device = describe_device(window.device)
     if device:
         parts.append(device)
     problem = describe_problem(window.problem)
@@ -163,12 +262,18 @@ def candidate_block(text: str) -> str:
     return full[-1].rstrip() + "\n"
 
 
-def rejection_note(previous_error: str | None) -> str:
-    """Shown when re-asking after a malformed answer, so the model fixes the named problem."""
+def rejection_note(window: ContextWindow, previous_error: str | None, quoted: str = "") -> str:
+    """Shown when re-asking after a rejected answer, so the model fixes the named problem: the reason (unless the
+    window's feedback section already lists it: each reason is shown once) and the rejected lines it names, quoted
+    once each (search.teams.llm.prompts.reask)."""
     if not previous_error:
         return ""
-    return (f"\n\nYour previous answer for this node was rejected: {previous_error}\n"
-            "Answer again, following the answer format exactly.")
+    if previous_error in (window.feedback or []):
+        head = "\n\nYour previous answer for this node was rejected for the reason given above."
+    else:
+        head = f"\n\nYour previous answer for this node was rejected: {previous_error}"
+    body = f"\n{quoted.strip()}" if quoted.strip() else ""
+    return f"{head}{body}\nAnswer again, following the answer format exactly."
 
 
 def whole_file_answer(text: str, window: ContextWindow, markers_left: str, unchanged: str) -> CodeAnswer:

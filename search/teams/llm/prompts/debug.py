@@ -1,4 +1,4 @@
-"""Debug agent prompt, v1: minimally fix a failed candidate, given its errors and its siblings."""
+"""Debug agent prompt, v2: minimally fix a failed candidate, given its errors and its siblings."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
 from search.teams.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
-VERSION = "debug/1"
+VERSION = "debug/2"
 
 ROLE = (
     "Your role: the DEBUG agent. Node i failed: it did not build, crashed, timed out, was incorrect or "
     "was rejected by the integrity checks; its verdict, reasons and logs are shown. Make the MINIMAL "
     "change that fixes the failure while keeping its optimization. Siblings of i (other attempts from "
-    "the same parent) are shown for reference: one may have solved the same problem."
+    "the same parent) are shown for reference: one may have solved the same problem. The logs are cut to what "
+    "concerns the candidate: its own traceback frames (in `candidate.py`, numbered as node i's source), the "
+    "exception, and the compiler's errors; the harness's and libraries' frames are left out."
 )
 
 FORMAT = f"""Answer format (machine-checked; an answer that breaks it is rejected):
@@ -20,10 +22,11 @@ Optionally one or two sentences naming the bug, then the COMPLETE fixed file in 
 block. No {BEGIN}/{END} markers, no other code block."""
 
 
-def user_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None) -> str:
+def user_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None,
+                quoted: str = "") -> str:
     return (window.render(token_budget) + "\n\n"
             f"Task: fix node {window.target.id} with a minimal change and return the complete file."
-            + rejection_note(previous_error))
+            + rejection_note(window, previous_error, quoted))
 
 
 def system(window: ContextWindow, target: str) -> str:

@@ -1,4 +1,4 @@
-"""Plan agent prompt, v1: propose one grounded optimization as anchored spans plus one instruction each.
+"""Plan agent prompt, v4: propose one grounded optimization as anchored spans plus one instruction each.
 
 Answer format: `INSTRUCTION k: ...` lines (one per span, in order), then the complete current file in
 one fenced block with each span to change wrapped in `# <<<IMPROVE BEGINS>>>` / `# <<<IMPROVE ENDS>>>`.
@@ -12,7 +12,7 @@ from search.engine.agents import ContextWindow, MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END, AnchorError, resolve_instructions
 from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
-VERSION = "plan/3"
+VERSION = "plan/4"
 
 ROLE = (
     "Your role: the PLAN agent. Study node i (its source, its measured runtime and speed-ups), the "
@@ -46,11 +46,12 @@ FORMAT = f"""Answer format (machine-checked; an answer that breaks it is rejecte
 INSTRUCTION_RE = re.compile(r"^\W{0,4}INSTRUCTION\s*(\d+)\s*\W{0,3}[:.)\-]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
-def user_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None) -> str:
+def user_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None,
+                quoted: str = "") -> str:
     return (window.render(token_budget) + "\n\n"
             f"Task: propose the next optimization of node {window.target.id} in the answer format: "
             "INSTRUCTION lines, then the complete anchored file in one fenced block."
-            + rejection_note(previous_error))
+            + rejection_note(window, previous_error, quoted))
 
 
 def system(window: ContextWindow, target: str) -> str:

@@ -1,4 +1,4 @@
-"""Single-agent prompt, v2 (baselines sampling, reflexion, search-single): one agent reads node i and
+"""Single-agent prompt, v3 (baselines sampling, reflexion, search-single): one agent reads node i and
 writes an improved complete candidate directly, with no plan/anchor hand-off; the same agent (same system
 prompt, same temperature) fixes a failed candidate when the policy selects one."""
 
@@ -8,7 +8,7 @@ from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
 from search.teams.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
-VERSION = "single/2"
+VERSION = "single/3"
 
 ROLE = (
     "Your role: you are the only agent. Read node i (and the attempts shown), decide on the most "
@@ -23,18 +23,20 @@ defining ModelNew. No {BEGIN}/{END} markers, no other code block."""
 
 
 def user_prompt(window: ContextWindow, token_budget: int | None, instruction: str = "",
-                previous_error: str | None = None) -> str:
+                previous_error: str | None = None,
+                quoted: str = "") -> str:
     task = instruction.strip() or "write a faster, correct candidate"
     return (window.render(token_budget) + "\n\n"
             f"Task for node {window.target.id}: {task}. Return the complete file in one fenced block."
-            + rejection_note(previous_error))
+            + rejection_note(window, previous_error, quoted))
 
 
-def fix_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None) -> str:
+def fix_prompt(window: ContextWindow, token_budget: int | None, previous_error: str | None = None,
+                quoted: str = "") -> str:
     """The same agent's task when node i failed: fix it, minimally."""
     return (window.render(token_budget) + "\n\n"
             f"Task for node {window.target.id}: it failed; fix it with a minimal change and return the complete "
-            "file in one fenced block." + rejection_note(previous_error))
+            "file in one fenced block." + rejection_note(window, previous_error, quoted))
 
 
 def reflect_prompt(window_text: str, node_id: int) -> str:
