@@ -66,7 +66,7 @@ FAIL_VERDICTS = ("build_error", "runtime_error", "timeout", "incorrect", "reject
 FAILING_CHECKS = ("forged_result", "timing_report", "harness_patched", "output_aliases_input", "mutates_inputs",
                   "output_buffer_reused", "work_after_return", "output_ignores_inputs", "timed_outputs_correct")
 # ... and the ones that only flag it (it still passes and is timed; kernels/judge.py, kernels/evaluate.py).
-FLAGGING_CHECKS = ("no_custom_kernel", "precision_lowered", "timing_unstable", "beyond_roofline")
+FLAGGING_CHECKS = ("no_custom_kernel", "precision_lowered", "timing_unstable", "beyond_roofline", "isolation_reduced")
 
 RULES = f"""How the evaluator judges a candidate. It builds the file, runs it, compares it with the reference, then
 times it. Check names as they appear in the reasons are in parentheses.
@@ -102,7 +102,8 @@ Only FLAGGED (the candidate passes and is timed, but the flag is shown and its w
 - precision_lowered: computing in float16/bfloat16/float8 where the reference does not, switching precision (TF32),
   or float32 outputs whose error uses more than {PRECISION_FLAG_FRACTION:.0%} of the tolerance.
 - timing_unstable (the timed runs spread widely: the device was busy) and beyond_roofline (faster than the device can
-  move or compute the data: a bug or an exploit) put the time itself in doubt.
+  move or compute the data: a bug or an exploit) put the time itself in doubt; isolation_reduced says the harness
+  ran the candidate without its full sandbox (nothing the candidate did).
 
 The file runs on its own in a sandbox: all imports inside it, no network, no files outside its work directory."""
 
