@@ -1,27 +1,74 @@
-"""Call an allow-listed pure function on untrusted input in a harness child (task kind "call"), never in the caller.
+"""Call a registered pure function on untrusted input in a harness child (task kind "call"), never in the caller.
 
-The offline rules team reads the user's problem this way: tracing it means importing it, and that runs the problem's
-module-level code, so it happens in an isolated child started through kernels.sandbox.run_worker (fresh interpreter,
-allow-listed environment without secrets, bubblewrap where it works, one wall-clock deadline for the whole call, a
-memory limit, the child's whole process tree killed at the end) and only JSON comes back over the nonce channel.
+A layer above the harness reads the user's problem this way: tracing it means importing it, and that runs the
+problem's module-level code, so it happens in an isolated child started through kernels.isolation.sandbox.run_worker
+(fresh interpreter, allow-listed environment without secrets, bubblewrap where it works, one wall-clock deadline for
+the whole call, a memory limit, the child's whole process tree killed at the end) and only JSON comes back over the
+nonce channel.
 
-Parent:  call_isolated("search.teams.rules.traced.analyse_and_render", payload, timeout_s=120, memory_limit_mb=8192)
-Child:   kernels.worker runs kernels.call_task.run(task, work_dir, channel), which imports the function by its dotted name (only the
-         names in ALLOWED_CALLS; kernels imports nothing of search at module level) and calls fn(payload, report);
+The harness names no caller. The caller registers each function it calls, at import time:
+
+    register_isolated_call("pkg.analyse", "pkg.module.analyse", packages=("pkg",))
+
+Parent:  call_isolated("pkg.analyse", payload, timeout_s=120, memory_limit_mb=8192): only registered names; the task
+         written for the child carries the registered target (the dotted name of the function), and bubblewrap
+         shows the child `kernels` plus the registration's `packages`.
+Child:   kernels.child.worker runs kernels.child.call.run(task, work_dir, channel), which imports the target the task
+         names (the task comes from the parent before any untrusted code runs) and calls fn(payload, report);
          report(step) tells the parent how far it got (e.g. "imported"), so a failure can say where it stopped.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from typing import Any
 
 from kernels import cache
-from kernels.call_task import ALLOWED_CALLS
-from kernels.isolation import new_work_dir
-from kernels.sandbox import WorkerRun, run_worker
+from kernels.isolation.sandbox import run_worker
+from kernels.isolation.work_dirs import new_work_dir
+from kernels.isolation.worker_run import WorkerRun
 
 TAIL_CHARS = 1500  # of the child's output, quoted in a failure message
+
+
+@dataclass(frozen=True)
+class IsolatedCall:
+    """A registered call: `target` is the function's dotted name (module.function), imported in the child;
+    `packages` the checkout's top-level packages the child needs besides `kernels` (shown to it by bubblewrap)."""
+
+    name: str
+    target: str
+    packages: tuple[str, ...] = ()
+
+
+_registry: dict[str, IsolatedCall] = {}
+
+
+def register_isolated_call(name: str, target: str, packages: tuple[str, ...]) -> None:
+    """Allow `call_isolated(name, ...)`: the child imports `target` ("package.module.function") and calls it.
+    Registering the same name again with the same target and packages is a no-op; another one is an error."""
+    module, _, function = target.rpartition(".")
+    if not module or not function.isidentifier():
+        raise ValueError(f"isolated call {name!r}: target {target!r} must be a dotted name, module.function")
+    packages = tuple(packages)
+    if any(not p or "." in p or "/" in p or not p.isidentifier() for p in packages):
+        raise ValueError(f"isolated call {name!r}: packages {packages!r} must be top-level package names")
+    call = IsolatedCall(name, target, packages)
+    known = _registry.get(name)
+    if known is not None and known != call:
+        raise ValueError(f"isolated call {name!r} is already registered for {known.target!r}")
+    _registry[name] = call
+
+
+def registered(name: str) -> IsolatedCall:
+    """The registration of `name`; ValueError naming the registered calls when there is none."""
+    call = _registry.get(name)
+    if call is None:
+        names = ", ".join(sorted(_registry)) or "none"
+        raise ValueError(f"{name!r} is not a registered isolated call (registered: {names}); the caller registers "
+                         "it with kernels.isolation.isolated_call.register_isolated_call")
+    return call
 
 
 class IsolatedCallError(Exception):
@@ -66,20 +113,19 @@ def failure(run: WorkerRun, what: str, timeout_s: float, memory_limit_mb: float)
     return IsolatedCallError(kind, reason, tail, steps, run.log)
 
 
-def call_isolated(function: str, payload: dict[str, Any], *, timeout_s: float, memory_limit_mb: float,
+def call_isolated(name: str, payload: dict[str, Any], *, timeout_s: float, memory_limit_mb: float,
                   what: str = "the isolated call", sandbox: str = "auto", cache_dir: str | None = None) -> Any:
-    """fn(payload, report) computed in a harness child; raises IsolatedCallError (naming `what`) when no result
-    came back."""
-    if function not in ALLOWED_CALLS:
-        raise ValueError(f"{function!r} is not an allow-listed isolated call ({', '.join(sorted(ALLOWED_CALLS))})")
+    """fn(payload, report) of the call registered as `name`, computed in a harness child; raises ValueError for an
+    unregistered name, IsolatedCallError (naming `what`) when no result came back."""
+    call = registered(name)
     root = cache.cache_root(cache_dir)
     work_dir = new_work_dir(root, "call-", sandbox, False)  # its caches, $HOME and /tmp inside; removed below
-    task = {"kind": "call", "function": function, "payload": payload, "device": "cpu",
+    task = {"kind": "call", "function": call.target, "payload": payload, "device": "cpu",
             "memory_limit_mb": memory_limit_mb}
     try:
         run = run_worker(task, work_dir, timeouts={"start": timeout_s}, sandbox=sandbox, cuda=False,
                          memory_limit_mb=memory_limit_mb, disk_limit_mb=memory_limit_mb, hidden=[root],
-                         zygote_root=root)
+                         zygote_root=root, packages=call.packages)
         result = run.last("result")
         if result is None or run.stopped():
             raise failure(run, what, timeout_s, memory_limit_mb)
