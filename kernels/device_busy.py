@@ -8,7 +8,7 @@ have fit without them, the failure is reported as kind "device_busy" with the nu
 child (`run_retrying`) after a wait, with the device lock held exclusively for every device section of the rerun,
 at most len(BACKOFF_S) times ($STARK_DEVICE_BUSY_RERUNS_S: `reruns_s`); a genuine OOM (the request does not fit
 even with the others gone, or no one else holds much memory) is never retried. A result whose GPU stayed busy carries
-the flag BUSY_KIND (kernels.judge, kernels.jobs): the search waits and evaluates it again (search.engine.busy).
+the flag BUSY_KIND (kernels.judge, kernels.jobs): the caller waits and evaluates it again.
 """
 
 from __future__ import annotations

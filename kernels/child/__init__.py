@@ -8,5 +8,6 @@ candidate modules, the timing protocol, the integrity probes, the device lock as
 compile_aside), roofline ceilings, the profiler, and the authenticated channel back to the parent.
 
 Nothing outside this package imports it (ruff's banned-api rule; tests/foundation/test_import_graph.py also for
-the files ruff lets through), and it imports nothing of search/, stark_web or Django (checked there too).
+the files ruff lets through), and it imports nothing of the layers above the harness or of Django (checked there
+too).
 """
