@@ -3,7 +3,7 @@
 For each problem the candidate is the reference itself renamed `ModelNew` (the harness's own protocol). Each
 problem is evaluated `--rounds` times in one process: round 1 is the first evaluation of a new problem (reference
 outputs, baselines and device ceilings computed), later rounds are the steady state (problem known, baselines
-cached, result reuse off). Every harness child (`kernels.sandbox.run_worker`) is recorded with its phases, so the
+cached, result reuse off). Every harness child (`kernels.isolation.sandbox.run_worker`) is recorded with its phases, so the
 table shows the harness overhead per candidate: wall time minus the candidate's own build (import + first call)
 minus its timed work (warm-up + timed runs x its median).
 
@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels import sandbox
 from kernels.errors import ProblemError
+from kernels.isolation import sandbox
+from kernels.isolation.worker_run import WorkerRun
 from kernels.settings import EvalSettings
 
 evaluate_module = importlib.import_module("kernels.evaluate")
@@ -37,7 +38,7 @@ reference_module = importlib.import_module("kernels.reference")
 CHILDREN: list[dict[str, Any]] = []
 
 
-def recording_run_worker(task: dict[str, Any], work_dir: Path, **kwargs: Any) -> sandbox.WorkerRun:
+def recording_run_worker(task: dict[str, Any], work_dir: Path, **kwargs: Any) -> WorkerRun:
     started = time.monotonic()
     run = _original_run_worker(task, work_dir, **kwargs)
     phases = [(m.get("phase"), m.get("received_s")) for m in run.messages if m.get("type") == "phase"]

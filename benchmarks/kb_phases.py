@@ -17,7 +17,7 @@ from typing import Any
 
 from search.engine.tree import Tree
 
-ASIDE = "of which compiling off the device lock"  # kernels.device_lock: a part of "build" (its share overlaps)
+ASIDE = "of which compiling off the device lock"  # kernels.child.device_lock: a part of "build" (its share overlaps)
 
 
 def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:

@@ -1,4 +1,4 @@
-"""Compiles stepping aside from the device lock (kernels.device_lock), measured side by side: batches of concurrent
+"""Compiles stepping aside from the device lock (kernels.child.device_lock), measured side by side: batches of concurrent
 evaluations on one device, the same batch with $STARK_COMPILE_ASIDE on and off in alternating order, reporting the
 batch's wall time, the time its evaluations waited for the device, and what each candidate's timing read in each
 mode (median and IQR), so a gain in throughput is never bought with noisier figures unseen. Each batch evaluates,

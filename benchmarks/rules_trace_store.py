@@ -6,7 +6,7 @@ job made. The CLI keeps one team for the whole run (the floor).
     python -m benchmarks.rules_trace_store [--budget 8] [--out docs/benchmarks/rules_trace_store.json]
 
 Expand only: each candidate is recorded as correct at 0.9x its parent's time instead of being evaluated, so the
-numbers are the agents' tracing work alone (children are real kernels.isolated children). Modes:
+numbers are the agents' tracing work alone (children are real kernels.isolation.isolated_call children). Modes:
   per-job      a fresh team per attempt, no store (the service before the store)
   per-job+store a fresh team per attempt sharing one store (the service now; a dict here, a Redis hash there)
   one-team     one team for the run (python -m search run)"""

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import report
-from kernels import EvalSettings, evaluate, isolation
+from kernels import EvalSettings, evaluate
+from kernels.isolation import layers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +34,7 @@ def main() -> None:
     rows = []
     for mode in ("auto", "none"):
         start = time.monotonic()
-        chosen = isolation.plan(mode, cuda=False)
+        chosen = layers.plan(mode, cuda=False)
         decide_s = time.monotonic() - start
         walls = []
         for _ in range(args.repeats):

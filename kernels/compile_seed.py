@@ -12,7 +12,7 @@ by absolute path, Inductor's entries carry the cache dirs' paths), which is the 
 by the time a child loads them (and never the child's to read: on the H200, where children run without bubblewrap
 and each as the sandbox uid at its own path, every seeded compile wrapper failed with a PermissionError naming it,
 2026-12-02). The seed records that path (ORIGINS_FILE); planting replaces it, byte for byte, by the child's work
-dir, whose path has the same length (kernels.isolation.WORK_DIR_NAME), so pickled strings keep their framing. A
+dir, whose path has the same length (kernels.isolation.work_dirs.WORK_DIR_NAME), so pickled strings keep their framing. A
 file naming an origin that cannot be replaced so (another length: the sandbox base moved) is not planted. Each
 file is kept once, by the first reference worker that wrote it, and names that worker's dir only (a later worker
 was planted with the seed relocated to its own dir), so FILE_ORIGINS maps each file to its origin: planting
@@ -34,8 +34,8 @@ import uuid
 from pathlib import Path
 
 from kernels import cache
-from kernels.isolation import plan
-from kernels.sandbox import read_regular_file
+from kernels.isolation.layers import plan
+from kernels.isolation.worker_run import read_regular_file
 
 KEPT = ("inductor", "triton")  # the children's TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (isolation.CACHE_DIRS)
 MAX_BYTES = 512 * 2**20
@@ -93,7 +93,7 @@ def relocation(origins: list[list[str]], work_dir: Path) -> tuple[list[tuple[byt
 
 def _copy_file(src: Path, dst: Path, pairs: list[tuple[bytes, bytes]] | None = None,
                stuck: list[bytes] | None = None) -> int:
-    """One regular file (read as kernels.sandbox.read_regular_file reads what a child could have replaced: never
+    """One regular file (read as kernels.isolation.worker_run.read_regular_file reads what a child could have replaced: never
     through a link, never a FIFO), written under a temporary name then renamed; its bytes, or -1 when not copied.
     `pairs` are replaced (same lengths); a file containing one of `stuck` is not copied."""
     data = read_regular_file(src)
@@ -194,7 +194,7 @@ def _keep(work_dir: Path, target: Path) -> tuple[int, int, list[str]]:
 
 
 def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str) -> int:
-    """plant() for a work dir made by kernels.isolation.new_work_dir with the settings' sandbox mode."""
+    """plant() for a work dir made by kernels.isolation.work_dirs.new_work_dir with the settings' sandbox mode."""
     chosen = plan(sandbox, device.startswith("cuda"))
     return plant(work_dir, root, problem_source, device, chosen.uid, chosen.gid)
 

@@ -1,14 +1,14 @@
 """CUDA out-of-memory caused by OTHER processes on the GPU, told apart from a problem's or candidate's own.
 
 Several evaluations may share one GPU (parallel attempts, several gpu workers or benches on one device); the device
-lock (kernels.timing) serialises timed work, not memory residency, so one child can run out of device memory
-because others hold it. The worker (kernels.worker) asks `busy_report` on every failure caused by
+lock (kernels.child.timing) serialises timed work, not memory residency, so one child can run out of device memory
+because others hold it. The worker (kernels.child.worker) asks `busy_report` on every failure caused by
 torch.OutOfMemoryError; when other processes hold more than `OTHERS_SHARE` of the device and the request would
 have fit without them, the failure is reported as kind "device_busy" with the numbers. The parent reruns such a
 child (`run_retrying`) after a wait, with the device lock held exclusively for every device section of the rerun,
 at most len(BACKOFF_S) times ($STARK_DEVICE_BUSY_RERUNS_S: `reruns_s`); a genuine OOM (the request does not fit
 even with the others gone, or no one else holds much memory) is never retried. A result whose GPU stayed busy carries
-the flag BUSY_KIND (kernels.judge, kernels.jobs): the search waits and evaluates it again (search.engine.busy).
+the flag BUSY_KIND (kernels.judge, kernels.jobs): the caller waits and evaluates it again.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ R = TypeVar("R", bound=_Run)
 
 def alone_task(task: dict[str, Any], alone: bool) -> dict[str, Any]:
     """The task of a rerun after device_busy: its child holds the device lock exclusively in every device section
-    (task["timing"]["alone"], read by kernels.reference_task and kernels.candidate_task)."""
+    (task["timing"]["alone"], read by kernels.child.reference and kernels.child.candidate)."""
     if not alone or not isinstance(task.get("timing"), dict):
         return task
     return {**task, "timing": {**task["timing"], "alone": True}}

@@ -10,8 +10,9 @@ from typing import Any
 
 from kernels import cache, compile_seed, device_busy, fuzz, judge, ncu
 from kernels import profile as profiling
-from kernels.isolation import new_work_dir
-from kernels.loading import check_problem_source
+from kernels.isolation.sandbox import run_worker
+from kernels.isolation.work_dirs import new_work_dir
+from kernels.isolation.worker_run import WorkerRun
 from kernels.phases import PhaseClock, Progress
 from kernels.reference import (
     BASELINE_KEYS,
@@ -22,8 +23,8 @@ from kernels.reference import (
     worker_env,
 )
 from kernels.result import EvalResult
-from kernels.sandbox import WorkerRun, run_worker
 from kernels.settings import EvalSettings, memory_limit_source
+from kernels.static_check import check_problem_source
 
 REUSABLE = ("pass", "incorrect", "rejected", "build_error")  # timeouts and crashes may depend on load: re-run them
 SEED_SUSPECTS = ("build_error", "runtime_error")  # what a broken compile-cache entry could cause (kernels.compile_seed)
@@ -248,7 +249,7 @@ ASIDE_FACTS = ("compiles", "aside_s", "took_back", "autotunes_alone", "alone_s",
 def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     """{"compile_cache": {"hits", "misses"}} from the child's facts when it compiled anything (informational: how
     much of its torch.compile came from kernels.compile_seed), and {"compile_aside": {...}} when its compiles
-    stepped out of the device lock or its autotuning ran alone (kernels.device_lock.DeviceHold.facts)."""
+    stepped out of the device lock or its autotuning ran alone (kernels.child.device_lock.DeviceHold.facts)."""
     facts = (run.last("result") or {}).get("facts") or {}
     found: dict[str, Any] = {}
     counts = facts.get("compile_cache") or {}

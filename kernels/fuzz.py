@@ -1,5 +1,5 @@
 """The parent's side of the fuzzing stage: the plan (kernels.fuzz_plan), the reference on every variant in its own
-worker (kernels.fuzz_task, cached per problem, seed and level like the reference outputs), and the verdict on the
+worker (kernels.child.fuzz, cached per problem, seed and level like the reference outputs), and the verdict on the
 candidate's outputs for them (computed in the candidate's own child after its trials, phase "fuzz").
 
 Only a candidate that passes the standard trials is judged on the variants; one that fails a variant is
@@ -84,8 +84,8 @@ def _numel(shape: list[Any]) -> int:
 def _load(path: Path) -> dict[str, Any] | None:
     import torch
 
+    from kernels.isolation.worker_run import read_regular_file
     from kernels.reference import stored_outputs_sha
-    from kernels.sandbox import read_regular_file
 
     if stored_outputs_sha(path) is None:
         return None
@@ -96,8 +96,8 @@ def _load(path: Path) -> dict[str, Any] | None:
 def _run_reference(problem_source: str, settings: EvalSettings, plan: dict[str, Any], ops: list[str],
                    root: Path, path: Path) -> dict[str, Any] | str:
     """The reference on every variant, in a fresh worker; the reason when it failed (the stage is then skipped)."""
+    from kernels.isolation.sandbox import run_worker
     from kernels.reference import adopt_outputs, device_lock, new_reference_dir, worker_env
-    from kernels.sandbox import run_worker
 
     work_dir = new_reference_dir(settings)
     task = {"kind": "fuzz_reference", "problem_source": problem_source, "device": settings.device,

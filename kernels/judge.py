@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kernels import correctness, device_busy, digest, probes, roofline, stats
+from kernels import correctness, device_busy, digest, roofline, stats
+from kernels.isolation.worker_run import WorkerRun
+from kernels.ops import compute_ops
 from kernels.result import Check, Correctness, EvalResult, Timing
-from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
 
 LOW_PRECISION = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
@@ -167,7 +168,7 @@ def load_reference_outputs(ref: Reference) -> dict[str, Any]:
     import torch
 
     from kernels.errors import ProblemError
-    from kernels.sandbox import read_regular_file
+    from kernels.isolation.worker_run import read_regular_file
 
     data = read_regular_file(ref.outputs_path)
     if data is None or (ref.outputs_sha and hashlib.sha256(data).hexdigest() != ref.outputs_sha):
@@ -187,7 +188,7 @@ def load_outputs(path: Path, sha256: str | None = None) -> dict[str, Any] | str:
 
     import torch
 
-    from kernels.sandbox import read_regular_file
+    from kernels.isolation.worker_run import read_regular_file
 
     data = read_regular_file(path)
     if data is None:
@@ -273,7 +274,7 @@ def flag_checks_for(facts: dict[str, Any], ref: Reference, comparisons: list[cor
     if ops is None:
         out.append(check("no_custom_kernel", "skipped", f"op probe failed: {facts.get('op_probe_error', '?')}"))
     else:
-        mine, theirs = probes.compute_ops(set(ops)), probes.compute_ops(set(ref.ops))
+        mine, theirs = compute_ops(set(ops)), compute_ops(set(ref.ops))
         custom_ns = [o for o in ops if "::" in o]
         custom = sorted(set(facts.get("custom_calls", [])) | set(custom_ns))
         if not custom and mine and (mine <= theirs or (theirs and theirs <= mine)):  # extra ops around the reference's own

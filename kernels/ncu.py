@@ -1,6 +1,6 @@
 """Opt-in Nsight Compute metrics (EvalSettings.ncu, or STARK_NCU=1): the candidate runs once more, in the same
-sandboxed child machinery as every candidate (kernels.sandbox.run_worker with its command wrapped in `ncu`), and
-one forward() after a warm-up call is measured kernel by kernel (kernels/ncu_task.py brackets it with
+sandboxed child machinery as every candidate (kernels.isolation.sandbox.run_worker with its command wrapped in `ncu`), and
+one forward() after a warm-up call is measured kernel by kernel (kernels/child/ncu.py brackets it with
 cudaProfilerStart/Stop; ncu runs with --profile-from-start off).
 
 Where ncu is not on PATH, does not run, or may not read the GPU's performance counters (ERR_NVGPUCTRPERM), the
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels.isolation import new_work_dir
-from kernels.sandbox import WorkerRun, read_regular_file
+from kernels.isolation.work_dirs import new_work_dir
+from kernels.isolation.worker_run import WorkerRun, read_regular_file
 
 METRICS = {"gpu__time_duration.sum": "duration_us",
            "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",

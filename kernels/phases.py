@@ -37,7 +37,7 @@ class PhaseClock:
                 self.progress(name, {"elapsed_s": round(now - self.started, 3), **detail})
 
     def child(self, reference: bool = False) -> Callable[[str], None]:
-        """An on_phase callback for kernels.sandbox.run_worker; a reference worker's own phases all count as
+        """An on_phase callback for kernels.isolation.sandbox.run_worker; a reference worker's own phases all count as
         "reference" except its baselines and device ceilings."""
         def on_phase(phase: str) -> None:
             name = CHILD_PHASES.get(phase, phase)

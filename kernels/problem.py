@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernels.loading import check_problem_source
 from kernels.reference import ensure_reference
 from kernels.settings import EvalSettings
+from kernels.static_check import check_problem_source
 
 
 @dataclass
@@ -44,7 +44,7 @@ def inspect_problem(problem_source: str, device: str = "cpu",
     reference, _ = ensure_reference(problem_source, settings.replace(roofline=False, exclusive_device=False),
                                     baselines=(), outputs=False)
     data = {k: v for k, v in reference.summary.items() if k in ProblemSummary.__dataclass_fields__}
-    from kernels.probes import compute_ops
+    from kernels.ops import compute_ops
 
     return ProblemSummary(**data, ops=sorted(compute_ops(set(reference.ops))))
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from kernels import cache, compile_seed, device_busy, roofline
 from kernels.errors import DeviceBusyError, ProblemError
-from kernels.isolation import new_work_dir
+from kernels.isolation.sandbox import run_worker
+from kernels.isolation.work_dirs import new_work_dir
+from kernels.isolation.worker_run import WorkerRun, read_regular_file
 from kernels.judge import Reference
-from kernels.sandbox import WorkerRun, read_regular_file, run_worker
 from kernels.settings import EvalSettings, memory_limit_source
 
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
@@ -27,7 +28,7 @@ COMPILED = {"compile", "compile-max-autotune"}
 
 
 def worker_env() -> dict[str, str]:
-    """Knobs for every worker (its build caches, /tmp and $HOME are in its work dir: kernels.isolation.child_env;
+    """Knobs for every worker (its build caches, /tmp and $HOME are in its work dir: kernels.isolation.work_dirs.child_env;
     the harness cache's own location is never handed to problem or candidate code).
     torch.compile's compiler pool is capped at 4 processes: by default it starts one per core (16 on a GPU host),
     each a Python with torch loaded, which costs seconds and gigabytes in every evaluation for no gain at the sizes

@@ -2,7 +2,7 @@
 come from the same process, the same inputs, the same protocol and the same minutes of the device's life.
 
 Parent:  retime(problem_source, candidate_source, settings, rounds=6, progress=cb) -> dict (below), or RetimeError.
-Child:   task kind "retime" (kernels.worker -> kernels.retime_task.run): imports the problem, builds the reference and times one round of it
+Child:   task kind "retime" (kernels.child.worker -> kernels.child.retime.run): imports the problem, builds the reference and times one round of it
          BEFORE the candidate is imported (`reference_before`: a candidate that slows the reference down from its
          import shows as a slower reference later), then builds the candidate, checks its output against the
          reference's on the same inputs (atol/rtol of the settings), and times them in rounds, alternating which
@@ -15,7 +15,7 @@ Answer: {"reference": summary, "candidate": summary, "reference_before": summary
          "unstable": bool, "unstable_why": str, "protocol": str, "wall_s", "environment": {...}}
 The reference and the candidate share one process, so a candidate could still reach the reference's code at
 run time; the before/after reference comparison flags a reference that got slower once the candidate was loaded,
-and a candidate that replaced the timer, torch's functions or the harness's own (kernels.probes.HarnessSnapshot,
+and a candidate that replaced the timer, torch's functions or the harness's own (kernels.child.probes.HarnessSnapshot,
 the same check as an evaluation's) gets no re-timed figures at all.
 """
 
@@ -28,10 +28,10 @@ from typing import Any
 
 from kernels import cache, compile_seed
 from kernels.evaluate import run_candidate_child
-from kernels.isolation import new_work_dir
+from kernels.isolation.work_dirs import new_work_dir
+from kernels.isolation.worker_run import WorkerRun
 from kernels.phases import PhaseClock, Progress
 from kernels.problem import reference_candidate
-from kernels.sandbox import WorkerRun
 from kernels.settings import EvalSettings
 from kernels.stats import summarize, valid_times
 

@@ -1,19 +1,17 @@
 """Roofline: the device's measured ceilings (copy bandwidth, matmul rate per dtype, and on CUDA the TF32 rate for
 float32 work) and where a timing sits against them.
 
-Ceilings are measured once per (host, device) by a reference worker and cached; `assess` is pure arithmetic.
+Ceilings are measured once per (host, device) by a reference worker (kernels.child.ceilings) and cached; this
+module, used on both sides, is pure arithmetic.
 A time below the roofline bound by more than `margin` is physically implausible: a bug or an exploit.
 """
 
 from __future__ import annotations
 
-import operator
 import time
-from functools import partial
 from typing import Any
 
 MAX_AGE_S = 86400.0  # ceilings older than a day are measured again (one measured under load must not stick)
-REPEATS = 3  # each ceiling is the best of this many measurements
 # Ceilings below these are implausible for the device kind (measured while the host was busy): no flag then.
 PLAUSIBLE = {"cpu": {"copy_gbps": 4.0, "tflops": 0.02}, "cuda": {"copy_gbps": 200.0, "tflops": 2.0}}
 
@@ -34,55 +32,6 @@ def plausible(ceilings: dict[str, Any], bound: str) -> bool:
         return float(ceilings.get("copy_gbps") or 0.0) >= floor["copy_gbps"]
     rates = ceilings.get("matmul_tflops") or {}
     return float(rates.get("float32") or 0.0) >= floor["tflops"]
-
-
-def measure_ceilings(device: Any) -> dict[str, Any]:
-    """The best of REPEATS measurements of each ceiling (load on the host only ever lowers them)."""
-    best: dict[str, Any] = {}
-    for _ in range(REPEATS):
-        one = measure_once(device)
-        best["copy_gbps"] = max(best.get("copy_gbps", 0.0), one["copy_gbps"])
-        rates = best.setdefault("matmul_tflops", {})
-        for key, value in one["matmul_tflops"].items():
-            rates[key] = max(rates.get(key, 0.0), value)
-        best["device"] = one["device"]
-    best["measured_at"] = time.time()
-    return best
-
-
-def measure_once(device: Any) -> dict[str, Any]:
-    """Copy bandwidth (GB/s) and matmul rate (TFLOP/s per dtype) with the harness's own timing protocol."""
-    import torch
-
-    from kernels.timing import time_callable
-
-    cuda = device.type == "cuda"
-    n = (1 << 28) if cuda else (1 << 24)  # 1 GiB / 64 MiB of float32
-    src = torch.randn(n, device=device)
-    dst = torch.empty_like(src)
-    stats, _, _ = time_callable(partial(dst.copy_, src), device, runs=30, warmup=3, flush=False)
-    copy_gbps = 2 * n * 4 / (stats["min_ms"] * 1e-3) / 1e9
-    src = dst = None  # type: ignore[assignment]  # free the buffers before the matmuls
-    rates: dict[str, float] = {}
-    dtypes = [torch.float32, torch.bfloat16, torch.float16] if cuda else [torch.float32]
-    size = 8192 if cuda else 1024
-    for dtype in dtypes:
-        a = torch.randn(size, size, device=device, dtype=dtype)
-        b = torch.randn(size, size, device=device, dtype=dtype)
-        stats, _, _ = time_callable(partial(operator.matmul, a, b), device, runs=10 if cuda else 5, warmup=2, flush=False)
-        rates[str(dtype).replace("torch.", "")] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
-        if cuda and dtype == torch.float32:  # float32 work on tensor cores: cuDNN's default for convolutions
-            before = torch.backends.cuda.matmul.allow_tf32
-            try:
-                torch.backends.cuda.matmul.allow_tf32 = True
-                stats, _, _ = time_callable(partial(operator.matmul, a, b), device, runs=10, warmup=2, flush=False)
-                rates["tfloat32"] = 2 * size**3 / (stats["min_ms"] * 1e-3) / 1e12
-            except (RuntimeError, AttributeError):  # a torch without the switch: the FP32 rate stays the ceiling
-                rates["tfloat32"] = 0.0
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = before
-    return {"copy_gbps": round(copy_gbps, 2), "matmul_tflops": {k: round(v, 4) for k, v in rates.items()},
-            "device": str(device)}
 
 
 def assess(flops: float, moved_bytes: float, ms: float, ceilings: dict[str, Any], dtype: str = "float32",

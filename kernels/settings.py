@@ -3,7 +3,7 @@
 Settings (all optional; defaults in brackets):
 - device ["cpu"]: "cpu", "cuda" or "cuda:N".
 - correctness_trials [5]: trials, each on fresh random inputs under its own recorded seed.
-- timing_runs [100], warmup_runs [10]: the timing protocol (see kernels/timing.py).
+- timing_runs [100], warmup_runs [10]: the timing protocol (see kernels/child/timing.py).
 - atol, rtol [1e-2]: tolerances (KernelBench's), recorded with the result.
 - baselines [eager, compile, compile-max-autotune]: reference timings; () skips them (torch.compile costs
   10-60 s on CPU, once per problem, then cached).
@@ -23,7 +23,7 @@ Settings (all optional; defaults in brackets):
 - flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.
 - sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (no bubblewrap). The other
   layers (a dedicated uid when the harness runs as root, rlimits, no inherited fds, the disk budget) apply in every
-  mode; kernels/isolation.py says what each layer gives, results record which were active.
+  mode; kernels/isolation/layers.py says what each layer gives, results record which were active.
 - roofline [True]: measure device ceilings (once, cached) and report roofline figures and the flag.
 - roofline_margin [None]: a time faster than the roofline bound by more than this factor is flagged; None
   means 1.25 on CUDA and 3.0 on CPU (CPU ceilings are noisy, and write-only work can beat the copy rate).
@@ -46,7 +46,7 @@ Settings (all optional; defaults in brackets):
   (kernels/digest.py: a secret random sample of elements checked elementwise plus float64 sums of every block of
   1024 elements), so nothing the size of the outputs passes through host memory or disk.
 - warm_start [True]: where a child runs without bubblewrap (GPU hosts in containers, sandbox "none"), fork it
-  from a warm zygote that has already imported torch and the harness (kernels/zygote.py) instead of starting a new
+  from a warm zygote that has already imported torch and the harness (kernels/isolation/zygote.py) instead of starting a new
   interpreter: the same isolation otherwise (own process and session, clean environment, the zygote never touches
   the device), seconds less per child.
 - profile [True]: after timing, profile a few calls of the forward with torch.profiler (kernels/profile.py): the

@@ -1,5 +1,5 @@
 """The static check of a problem file (no torch, nothing run): it parses and defines the three KernelBench pieces.
-Used by the harness's child (kernels.loading) and by the web service before a run is created, where the full check
+Used by the harness's child (kernels.child.loading) and by the web service before a run is created, where the full check
 (kernels.inspect_problem in a sandboxed child) then runs in the background."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """benchmarks/kb_phases.py: where the evaluation time went, per harness phase, split into references and attempts,
-with the seconds that compiles spent off the device lock (kernels.device_lock) as a row of their own."""
+with the seconds that compiles spent off the device lock (kernels.child.device_lock) as a row of their own."""
 
 from __future__ import annotations
 

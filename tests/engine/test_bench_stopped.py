@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.zygote import parent_of
+from kernels.child.zygote_server import parent_of
 from search.engine.tree import Tree
 from tests.teams.processes import command_lines
 
@@ -29,7 +29,7 @@ def _children_left(cache: Path) -> list[str]:
     """Harness children of this bench's cache still alive: spawned workers, or processes forked from its zygote (the
     idle zygote itself may stay: it never runs a task)."""
     procs = command_lines(str(cache))
-    return [line for pid, line in procs.items() if "kernels.zygote" not in line or parent_of(pid) in procs]
+    return [line for pid, line in procs.items() if "kernels.child.zygote_server" not in line or parent_of(pid) in procs]
 
 
 def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ import pytest
 from kernels import EvalSettings, judge
 from kernels.device_busy import BUSY_KIND, GIB, busy_message
 from kernels.errors import DeviceBusyError
+from kernels.isolation.worker_run import WorkerRun
 from kernels.jobs import problem_result
 from kernels.problem import reference_candidate
 from kernels.result import EvalResult
-from kernels.sandbox import WorkerRun
 from search.engine.busy import DEVICE_BUSY, BusyPolicy, busy_reason, held_words, is_busy
 from search.engine.engine import Engine
 from search.engine.events import EventLog

@@ -191,3 +191,64 @@ def test_tests_and_benchmarks_import_nothing_of_each_other() -> None:
                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
                 wrong += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n.split(".")[0] == other]
     assert not wrong, "\n".join(wrong)
+
+
+CHILD = "kernels.child"
+CHILD_DIR = ROOT / "kernels" / "child"
+NOT_IN_THE_CHILD = ("search", "stark_web", "django", "channels", "django_rq", "daphne", "asgiref")
+
+
+def absolute_imports(path: Path) -> set[str]:
+    """Every module `path` names in an import statement (module level or in functions, relative ones resolved
+    against its package), with `from X import name` counted as X.name too (a submodule imported by name)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[:len(package) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def python_files_outside_tests() -> list[Path]:
+    skip = {".venv", "venv", "var", "node_modules", ".git", "tests", "test-artifacts"}
+    return [path for path in ROOT.rglob("*.py")
+            if not skip & set(path.relative_to(ROOT).parts[:1]) and "site-packages" not in path.parts]
+
+
+def test_only_the_child_imports_the_childs_code() -> None:
+    """The harness's process line (ruff's TID251 "kernels.child", checked here for the files ruff lets through:
+    search/app/, stark_web/, scripts/, benchmarks/): outside kernels/child/ and the tests, nothing imports
+    kernels.child. The parent starts a child by module name only (`python -m kernels.child.worker`)."""
+    wrong = sorted(f"{path.relative_to(ROOT)} imports {name}" for path in python_files_outside_tests()
+                   if CHILD_DIR not in path.parents for name in absolute_imports(path) if under(name, CHILD))
+    assert not wrong, "the parent side imports the child's code:\n" + "\n".join(wrong)
+
+
+def test_the_child_imports_nothing_of_search_stark_web_or_django() -> None:
+    """kernels/child/ is exempt from ruff's banned-api rule (to import itself), which also lifts the Django line
+    there: this keeps search/, stark_web and Django out of the child's code."""
+    files = sorted(CHILD_DIR.rglob("*.py"))
+    assert files
+    wrong = sorted(f"{path.relative_to(ROOT)} imports {name}" for path in files for name in absolute_imports(path)
+                   if any(under(name, banned) for banned in NOT_IN_THE_CHILD))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_child_checks_can_fail() -> None:
+    """The walker sees a lazy, relative or from-import of the child's code, and a lazy import of Django."""
+    probe = ROOT / "kernels" / "_probe_child_line.py"
+    probe.write_text("def f():\n    from kernels import child\n    from .child.timing import time_callable\n"
+                     "    import django.db\n    return child, time_callable, django\n")
+    try:
+        names = absolute_imports(probe)
+    finally:
+        probe.unlink()
+    assert {"kernels.child", "kernels.child.timing", "django.db"} <= names

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels import EvalResult, EvalSettings, cache, evaluate, inspect_problem, isolation
+from kernels import EvalResult, EvalSettings, cache, evaluate, inspect_problem
+from kernels.isolation import layers
 from tests.kernels.conftest import fixture_source
 from tests.kernels.test_sandbox_layers import SHAPE
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.slow
 def total_cap_s(settings: EvalSettings) -> float:
     """The most a candidate child may live: its phases' allowances (start, build, first call; run, timing, and fuzz
     where the fuzzing stage is on) + margin."""
-    from kernels.watch import MARGIN_S
+    from kernels.isolation.watch import MARGIN_S
 
     fuzz = settings.run_timeout_s if settings.fuzz != "off" else 0.0
     return 3 * settings.build_timeout_s + 2 * settings.run_timeout_s + fuzz + MARGIN_S
@@ -163,7 +164,7 @@ def test_a_problem_check_does_not_wait_for_the_device_lock(fast_settings: EvalSe
     assert summary.parameters >= 0 and took < 30, took
 
 
-@pytest.mark.skipif(not isolation.plan("auto", False).bwrap, reason="bubblewrap does not run here")
+@pytest.mark.skipif(not layers.plan("auto", False).bwrap, reason="bubblewrap does not run here")
 def test_writing_to_the_sandbox_root_fails_the_candidate(fast_settings: EvalSettings, tmp_path: Path) -> None:
     """#3: 1,600 MB written into bubblewrap's in-memory root (outside the work dir) with memory_limit_mb=256 passed;
     here 600 MB against 128 MB: the root is read-only, so the write fails the candidate at once."""
@@ -195,7 +196,7 @@ for channel in [o for o in gc.get_objects() if type(o).__name__ == "Channel" and
 PARENT = '''
 import json, resource, sys, tempfile
 from pathlib import Path
-from kernels.sandbox import run_worker
+from kernels.isolation.sandbox import run_worker
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 work = Path(tempfile.mkdtemp(prefix="flood-"))
 task = {"kind": "inspect", "problem_source": sys.stdin.read(), "device": "cpu", "seed": 0, "seeds": [0],

@@ -61,11 +61,11 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
     they name the child's own work dir (same length: pickled strings keep their framing), never the reference's."""
     import pickle
 
-    from kernels.isolation import work_dir_name
+    from kernels.isolation.work_dirs import work_dir_name
 
     root = tmp_path / "root"
 
-    def new_work_dir(prefix: str) -> Path:  # as kernels.isolation.new_work_dir names them (without its bwrap probe)
+    def new_work_dir(prefix: str) -> Path:  # as kernels.isolation.work_dirs.new_work_dir names them (without its bwrap probe)
         return root / "work" / work_dir_name(prefix)
 
     ref, child = new_work_dir("ref-"), new_work_dir("")
@@ -97,7 +97,7 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
 def test_every_file_is_relocated_however_many_reference_workers_refreshed_the_seed(tmp_path: Path) -> None:
     """Each reference worker adds the entries the seed lacks, naming its own dir; a child gets every one of them
     naming its dir instead (an earlier cap of 16 remembered origins planted older workers' files unrelocated)."""
-    from kernels.isolation import work_dir_name
+    from kernels.isolation.work_dirs import work_dir_name
 
     root = tmp_path / "root"
     workers = [root / "work" / work_dir_name("ref-") for _ in range(20)]

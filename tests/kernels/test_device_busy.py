@@ -44,7 +44,7 @@ def test_requested_bytes_from_torch_messages() -> None:
 
 
 def test_oom_cause_follows_the_harness_wrapping_and_cpu_reports_nothing() -> None:
-    from kernels.reference_task import HarnessFailure
+    from kernels.child.reference import HarnessFailure
 
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB.")
     try:
@@ -129,7 +129,7 @@ def test_alone_task_marks_only_reruns_with_a_timing_section() -> None:
 
 
 def busy_worker_run() -> Any:
-    from kernels.sandbox import WorkerRun
+    from kernels.isolation.worker_run import WorkerRun
 
     error = {"type": "error", "kind": BUSY_KIND, "own_kind": "runtime_error", "tries": 4, "traceback": "tb",
              "message": "HarnessFailure: ModelNew.forward raised OutOfMemoryError in trial 0",

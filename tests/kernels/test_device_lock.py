@@ -1,4 +1,4 @@
-"""torch.compile's compiles step out of the shared device lock (kernels.device_lock): a timer waiting for the device
+"""torch.compile's compiles step out of the shared device lock (kernels.child.device_lock): a timer waiting for the device
 goes ahead while another child compiles on the host, a compile that benchmarks on the device takes it back first,
 an exclusive (timed) holder never lets go, and with the setting off nothing changes."""
 
@@ -17,8 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels import EvalSettings, device_lock, evaluate
-from kernels.device_lock import DeviceHold, compile_aside_wanted
+from kernels import EvalSettings, evaluate
+from kernels.child import compile_aside
+from kernels.child.device_lock import DeviceHold
+from kernels.isolation.lock_broker import compile_aside_wanted
 from tests.kernels.conftest import fixture_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,22 +99,22 @@ def test_only_host_side_compiles_step_aside_never_a_cuda_graph_recording(tmp_pat
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Dynamo's callbacks also announce CUDA graph recordings (device work, at run time): those keep the hold."""
     hold = DeviceHold(*open_lock(tmp_path), aside=True)
-    monkeypatch.setitem(device_lock._state, "hold", hold)
+    monkeypatch.setitem(compile_aside._state, "hold", hold)
 
     def args(trigger: str) -> SimpleNamespace:  # torch._dynamo.callback.CallbackArgs
         return SimpleNamespace(callback_trigger=SimpleNamespace(name=trigger), compile_id="0/0")
 
     with hold.shared():
-        device_lock._on_compile_start(args("CUDAGRAPH_RECORDING"))
+        compile_aside._on_compile_start(args("CUDAGRAPH_RECORDING"))
         assert not free_for(fcntl.LOCK_EX, tmp_path), "a CUDA graph recording let go of the device"
-        device_lock._on_compile_end(args("CUDAGRAPH_RECORDING"))
-        device_lock._on_compile_start(args("DYNAMO"))
+        compile_aside._on_compile_end(args("CUDAGRAPH_RECORDING"))
+        compile_aside._on_compile_start(args("DYNAMO"))
         assert free_for(fcntl.LOCK_EX, tmp_path)
-        device_lock._on_compile_end(args("DYNAMO"))
+        compile_aside._on_compile_end(args("DYNAMO"))
         assert not free_for(fcntl.LOCK_EX, tmp_path)
-        device_lock._on_compile_start()  # a torch whose callbacks take no arguments: a compile
+        compile_aside._on_compile_start()  # a torch whose callbacks take no arguments: a compile
         assert free_for(fcntl.LOCK_EX, tmp_path)
-        device_lock._on_compile_end()
+        compile_aside._on_compile_end()
     assert hold.facts()["compiles"] == 2
 
 
@@ -176,7 +178,8 @@ def test_the_setting_is_on_for_cuda_only_unless_forced(monkeypatch: pytest.Monke
 HOOKED = textwrap.dedent("""
     import fcntl, inspect, json, os, sys
     import torch
-    from kernels.device_lock import DeviceHold, watch_compiles
+    from kernels.child.compile_aside import watch_compiles
+    from kernels.child.device_lock import DeviceHold
     lock = sys.argv[1]
     fds = [os.open(path, os.O_RDONLY | os.O_CREAT, 0o644) for path in (lock, lock + ".gate")]
     hold = DeviceHold(*fds, aside=True)
@@ -194,7 +197,7 @@ HOOKED = textwrap.dedent("""
             os.close(fd)
 
     seen = []
-    from kernels import device_lock
+    from kernels.child import compile_aside
     from torch._inductor import select_algorithm
     Cache = select_algorithm.AlgorithmSelectorCache
     assert vars(Cache)["benchmark_choices"].__func__.__wrapped__  # hooked as it was imported
@@ -202,8 +205,8 @@ HOOKED = textwrap.dedent("""
     assert vars(triton_heuristics.CachingAutotuner)["benchmark_all_configs"].__wrapped__
     # observe one autotuned op's benchmark of all its choices from inside: a probe in its place, hooked the same way
     Cache.benchmark_choices = classmethod(lambda cls, choices, args: seen.append(["autotuning", free()]) or {})
-    device_lock._state["autotuning"] = False
-    device_lock._wrap_autotuning()
+    compile_aside._state["autotuning"] = False
+    compile_aside._wrap_autotuning()
 
     def backend(gm, example_inputs):  # runs inside Dynamo's compile, between its start and end callbacks
         seen.append(free())

@@ -1,5 +1,5 @@
 """The fuzzing stage's plan (kernels/fuzz_plan.py: read from the problem's source, never run in the parent), its
-inputs (kernels/fuzz_inputs.py) and the `fuzz` settings."""
+inputs (kernels/child/fuzz_inputs.py) and the `fuzz` settings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernels import EvalSettings, fuzz_plan
-from kernels.fuzz_inputs import changed_layout, changed_values, variant_inputs
+from kernels.child.fuzz_inputs import changed_layout, changed_values, variant_inputs
 from tests.kernels.conftest import RELU
 
 LINEAR = '''

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate, ncu
-from kernels.profile import plan_calls, summarize
+from kernels.child.torch_profiler import plan_calls
+from kernels.profile import summarize
 from kernels.report import evaluation_report
 from tests.kernels.conftest import fixture_source
 

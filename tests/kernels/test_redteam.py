@@ -14,11 +14,11 @@ from kernels import (
     ProblemError,
     evaluate,
     inspect_problem,
-    isolation,
     reference_candidate,
 )
+from kernels.isolation import layers
+from kernels.isolation.sandbox import clean_env
 from kernels.roofline import assess, ceilings_stale
-from kernels.sandbox import clean_env
 from tests.kernels.conftest import fixture_source
 from tests.teams.processes import command_lines
 
@@ -163,7 +163,7 @@ def test_a_problem_cannot_poison_other_problems_reference_outputs(fast_settings:
     problem, honest = fixture_source("problem_matmul"), fixture_source("plain_matmul")
     assert evaluate(problem, honest, settings).verdict == "pass"
     poison = fixture_source("problem_poison_references")
-    if isolation.plan("none", cuda=False).uid is None:
+    if layers.plan("none", cuda=False).uid is None:
         with pytest.raises(ProblemError, match="changed during the evaluation"):  # it poisons its own outputs too
             evaluate(poison, reference_candidate(poison), settings)
     else:  # under the dedicated uid its work dir is outside the cache, which it can neither find nor write

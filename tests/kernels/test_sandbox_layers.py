@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels import EvalSettings, ProblemError, evaluate, inspect_problem, isolation, reference_candidate
-from kernels.sandbox import bwrap_available
+from kernels import EvalSettings, ProblemError, evaluate, inspect_problem, reference_candidate
+from kernels.isolation import bubblewrap, work_dirs
+from kernels.isolation import layers as isolation_layers
+from kernels.isolation.sandbox import bwrap_available
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -29,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODES = ["auto", "none"]
 
 
-def layers(mode: str) -> isolation.Plan:
-    chosen = isolation.plan(mode, cuda=False)
+def layers(mode: str) -> isolation_layers.Plan:
+    chosen = isolation_layers.plan(mode, cuda=False)
     if mode == "none" and chosen.uid is None:
         pytest.skip("no second layer to test here: not root, or the interpreter is not readable by the sandbox "
                     f"uid ({chosen.missing})")
@@ -127,7 +129,7 @@ for pid in os.listdir("/proc"):
             continue
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             line = handle.read()
-            if b"kernels.worker" not in line and b"kernels.zygote" not in line:  # spawned, or forked warm
+            if b"kernels.child.worker" not in line and b"kernels.child.zygote_server" not in line:  # spawned, or forked warm
                 continue
     except OSError:
         continue
@@ -230,7 +232,7 @@ def test_the_child_inherits_no_descriptors_and_runs_as_the_sandbox_user(mode: st
     fds = json.loads(log.split("FDS: ", 1)[1].splitlines()[0])
     assert not [t for t in fds.values() if "held-open" in t], fds
     pipes = [t for t in fds.values() if t.startswith("pipe:")]
-    assert len(pipes) <= 3, fds  # the result channel, the device lock's answers (kernels.lock_broker), stdin
+    assert len(pipes) <= 3, fds  # the result channel, the device lock's answers (kernels.isolation.lock_broker), stdin
     assert not [t for t in fds.values() if "locks/device-" in t], fds  # no lock descriptor: the parent holds it
     outside = [t for t in fds.values() if t.startswith("/") and not t.startswith(("/dev/null", "/tmp"))
                and "/work/" not in t and "stark-sandbox" not in t]
@@ -238,7 +240,7 @@ def test_the_child_inherits_no_descriptors_and_runs_as_the_sandbox_user(mode: st
     ids = json.loads(log.split("IDS: ", 1)[1].splitlines()[0])
     if chosen.uid is not None:
         assert ids["uid"] == chosen.uid and ids["gid"] == chosen.gid and ids["groups"] in ([], [chosen.gid])
-    assert ids["core"] == 0 and ids["nofile"] <= isolation.NOFILE and ids["fsize"] > 0
+    assert ids["core"] == 0 and ids["nofile"] <= isolation_layers.NOFILE and ids["fsize"] > 0
     assert ids["dumpable"] == 0  # other children of the sandbox uid cannot ptrace the worker or open its /proc files
     assert result.environment["isolation"]["layers"] == list(chosen.layers)
     if mode == "none":
@@ -252,7 +254,7 @@ def test_writing_gigabytes_to_tmp_is_stopped_and_nothing_remains(mode: str, fast
     """V5: /tmp (a tmpfs) took 2.5 GB against a 1 GB memory limit, and scratch files piled up."""
     chosen = layers(mode)
     settings = fast_settings.replace(sandbox=mode, cache_dir=str(tmp_path / "cache"), disk_limit_mb=256)
-    base = isolation.sandbox_base() if chosen.uid is not None else tmp_path / "cache" / "work"
+    base = work_dirs.sandbox_base() if chosen.uid is not None else tmp_path / "cache" / "work"
     before = set(base.iterdir()) if base.exists() else set()
     result = evaluate(fixture_source("problem_scale_add"), probe("fill_tmp"), settings)
     assert result.verdict == "runtime_error", result.reasons
@@ -292,24 +294,25 @@ def test_bwrap_shows_only_the_allow_list(fast_settings: EvalSettings) -> None:
     log = result.logs["build"]
     assert result.verdict == "pass", (result.reasons, log)
     listing = json.loads(log.split("LISTING: ", 1)[1].splitlines()[0])
-    extra = set(listing["repo"]) - {"kernels", "search"}  # and the venv, where the interpreter lives in the repo
+    extra = set(listing["repo"]) - {"kernels"}  # and the venv, where the interpreter lives in the repo
     assert extra <= {".venv", "venv"}, listing
-    assert {"kernels", "search"} <= set(listing["repo"]), listing  # no var/, .git, .env, tests, docs, stark_web
+    assert "kernels" in listing["repo"], listing  # no var/, .git, .env, tests, docs, stark_web, and no search/: a
+    # candidate's child needs only the harness (an isolated call's child also sees the packages it registered)
     assert listing["etc_shadow"] == "missing" and not listing["var_lib"], listing
-    needed = {Path(p).relative_to("/root").parts[0] for p in isolation.interpreter_paths() if p.startswith("/root/")}
+    needed = {Path(p).relative_to("/root").parts[0] for p in bubblewrap.interpreter_paths() if p.startswith("/root/")}
     assert set(listing["root"]) <= needed, listing  # $HOME only where the interpreter lives, nothing else
     assert listing["tmpdir"] == "/tmp" and not Path(listing["tmp_marker"]).exists(), listing  # a private /tmp
 
 
 def test_a_forked_child_enters_the_same_layers() -> None:
-    """isolation.enter: what a child forked without exec (a warm-start zygote's) does before running its task."""
+    """layers.enter: what a child forked without exec (a warm-start zygote's) does before running its task."""
     chosen = layers("none")
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report and leave, whatever happens
         try:
             os.close(read_fd)
-            isolation.enter(64, chosen.uid, chosen.gid)
+            isolation_layers.enter(64, chosen.uid, chosen.gid)
             import resource
 
             state = [os.getuid(), os.getgid(), os.getgroups(), resource.getrlimit(resource.RLIMIT_FSIZE)[0],
@@ -354,7 +357,7 @@ def _workers_of(uid: int | None) -> list[str]:
             if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid:
                 with open(f"/proc/{pid}/cmdline", "rb") as handle:
                     line = handle.read()
-                    if b"kernels.worker" in line or b"kernels.zygote" in line:  # spawned, or forked warm
+                    if b"kernels.child.worker" in line or b"kernels.child.zygote_server" in line:  # spawned, or forked warm
                         found.append(pid)
         except OSError:
             continue

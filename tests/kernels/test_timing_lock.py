@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalResult, EvalSettings, cache, evaluate
-from kernels.timing import exclusive, shared
+from kernels.child.timing import exclusive, shared
 from tests.kernels.conftest import fixture_source
 
 HOLD_S = 12.0

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from kernels import EvalSettings, evaluate
+from kernels.child.timing import summarize, time_callable
 from kernels.reference import ensure_reference
 from kernels.roofline import assess, ceilings_stale
-from kernels.timing import summarize, time_callable
 from tests.kernels.conftest import fixture_source
 
 

@@ -1,4 +1,4 @@
-"""Warm start (kernels/zygote.py): children forked from a zygote where no bubblewrap runs get the same verdicts,
+"""Warm start (kernels/isolation/zygote.py): children forked from a zygote where no bubblewrap runs get the same verdicts,
 deadlines, kills and isolation from the parent's environment as spawned ones."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate
 from kernels.cache import cache_root
-from kernels.zygote import socket_path
+from kernels.isolation.zygote import socket_path
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -82,7 +82,7 @@ def test_the_zygote_refuses_its_own_descendants() -> None:
     import subprocess
     import sys
 
-    from kernels.zygote import descends_from
+    from kernels.child.zygote_server import descends_from
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -97,12 +97,14 @@ def test_the_zygote_refuses_its_own_descendants() -> None:
 
 def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path) -> None:
     """ensure_zygote does not wait out START_WAIT_S for a zygote that exited: it says so, with the log's path."""
-    from kernels import zygote
+    from kernels.isolation import zygote
 
     broken = tmp_path / "broken" / "kernels"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise ImportError('this harness is broken on purpose')\n")
-    (broken / "zygote.py").write_text("")
+    (broken / "child").mkdir()
+    (broken / "child" / "__init__.py").write_text("")
+    (broken / "child" / "zygote_server.py").write_text("")
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(broken.parent), "PYTHONNOUSERSITE": "1"}
     started = time.monotonic()
     with pytest.raises(zygote.ZygoteUnavailable, match="exited with code"):
@@ -112,8 +114,8 @@ def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path) -> None:
 
 def test_without_a_zygote_the_child_is_spawned_and_judged_the_same(fast_settings: EvalSettings,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernels import sandbox
-    from kernels.zygote import ZygoteUnavailable
+    from kernels.isolation import sandbox
+    from kernels.isolation.zygote import ZygoteUnavailable
 
     def unavailable(*args: object, **kwargs: object) -> None:
         raise ZygoteUnavailable("the harness zygote exited with code 1 at its start (test)")

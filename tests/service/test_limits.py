@@ -140,7 +140,7 @@ class Browser:
 
 def check_processes(root: int) -> dict[str, list[int]]:
     """The problem-check processes below daphne: the check process and the harness child it started."""
-    from kernels.process_tree import descendants
+    from kernels.isolation.process_tree import descendants
 
     found: dict[str, list[int]] = {"check": [], "harness": []}
     for pid in descendants(root):
@@ -151,7 +151,7 @@ def check_processes(root: int) -> dict[str, list[int]]:
             continue
         if "search.app.service.check_child" in cmdline:
             found["check"].append(pid)
-        elif "kernels.worker" in cmdline:
+        elif "kernels.child.worker" in cmdline:
             found["harness"].append(pid)
     return found
 

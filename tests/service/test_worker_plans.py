@@ -1,5 +1,5 @@
 """A worker decides the sandbox layers once, in its main process, so the work-horse of every job inherits them
-(kernels.isolation.plan's trial runs cost seconds; each RQ job runs in a fresh fork)."""
+(kernels.isolation.layers.plan's trial runs cost seconds; each RQ job runs in a fresh fork)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: st
     code = textwrap.dedent(f"""
         from redis import Redis
         from rq import Queue
-        from kernels import isolation
+        from kernels.isolation import layers
         from search.app.service.worker import Worker
-        assert not isolation._plans
+        assert not layers._plans
         connection = Redis.from_url({redis_url!r})
         Worker([Queue("test-plans-gpu", connection=connection)], connection=connection)
-        print("PLANS", sorted(isolation._plans))
+        print("PLANS", sorted(layers._plans))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "DJANGO_SETTINGS_MODULE": "stark_web.settings"})

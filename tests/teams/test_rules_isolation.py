@@ -133,15 +133,20 @@ def test_the_child_sees_no_secret_and_no_django(monkeypatch: pytest.MonkeyPatch)
     assert facts.regions == []
 
 
-def test_only_allow_listed_functions_run_in_the_child(tmp_path: Path) -> None:
-    from kernels.isolated import call_isolated
-    from kernels.isolation import new_work_dir
-    from kernels.sandbox import run_worker
+def test_only_registered_calls_run_in_a_child() -> None:
+    """The harness names no caller: the rules team registers its call (name -> function, packages the child needs);
+    any other name is refused in the parent, before a child starts, and a name is never re-pointed elsewhere."""
+    from kernels.isolation.isolated_call import call_isolated, register_isolated_call, registered
+    from search.teams.rules import remote
 
-    with pytest.raises(ValueError, match="not an allow-listed isolated call"):
+    remote.register_calls()
+    remote.register_calls()  # idempotent
+    call = registered(remote.CALL)
+    assert (call.target, call.packages) == ("search.teams.rules.traced.analyse_and_render", ("search",))
+    with pytest.raises(ValueError, match=r"'os.system' is not a registered isolated call \(registered: .*"
+                                         r"rules\.analyse_and_render"):
         call_isolated("os.system", {}, timeout_s=30, memory_limit_mb=1024)
-    task = {"kind": "call", "function": "os.system", "payload": "touch /tmp/x", "device": "cpu"}
-    run = run_worker(task, new_work_dir(tmp_path, "call-", "auto", False), timeouts={"start": 60})
-    error = run.last("error")
-    assert error is not None and "not an allow-listed isolated call" in error["message"]
-    assert run.last("result") is None
+    with pytest.raises(ValueError, match="already registered"):
+        register_isolated_call(remote.CALL, "os.system", packages=())
+    with pytest.raises(ValueError, match="module.function"):
+        register_isolated_call("bad", "system", packages=())

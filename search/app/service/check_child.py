@@ -3,7 +3,7 @@
 Reads {"source", "timeout_s"} as JSON on stdin, validates the problem with kernels.inspect_problem (which runs
 the problem's code only in a sandboxed harness child, with `timeout_s` for each phase) and prints one JSON object:
 {"summary": {...}} or {"error": "..."}. SIGTERM, SIGINT or the parent's death stop it; the harness child is
-killed on the way out (kernels.sandbox.run_worker kills its process group in a `finally`). No Django here.
+killed on the way out (kernels.isolation.sandbox.run_worker kills its process group in a `finally`). No Django here.
 """
 
 from __future__ import annotations

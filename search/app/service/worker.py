@@ -47,16 +47,16 @@ DEVICES_FIELD = "stark_devices"
 
 
 def preload_isolation_plans() -> None:
-    """Decide the sandbox layers of harness children (kernels.isolation.plan: trial runs of bubblewrap and the
+    """Decide the sandbox layers of harness children (kernels.isolation.layers.plan: trial runs of bubblewrap and the
     sandbox uid, several seconds) once in the worker's main process, so every job's work-horse inherits the answer
     instead of repeating the trials. Only the default mode; nothing here touches the device."""
     try:
-        from kernels import isolation
+        from kernels.isolation import layers
     except ImportError:  # a worker without the harness (torch) installed
         return
-    isolation.plan("auto", False)
+    layers.plan("auto", False)
     if os.path.exists("/dev/nvidiactl"):
-        isolation.plan("auto", True)
+        layers.plan("auto", True)
 
 
 class Worker(RQWorker):

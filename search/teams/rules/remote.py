@@ -1,4 +1,4 @@
-"""Server side of the rules team's tracing: ask a harness child (kernels.isolated) to trace the problem and render
+"""Server side of the rules team's tracing: ask a harness child (kernels.isolation.isolated_call) to trace the problem and render
 candidates, and turn what it answers (JSON) into Facts and sources. The problem is never imported or executed
 here, and no graph built from it is ever held here.
 
@@ -18,7 +18,8 @@ from search.teams.rules.analysis.facts import Facts
 from search.teams.rules.planning.moves import candidate_moves, fixes
 from search.teams.rules.planning.recipe import Recipe
 
-FUNCTION = "search.teams.rules.traced.analyse_and_render"
+CALL = "rules.analyse_and_render"  # the isolated call's registered name (register_calls)
+FUNCTION = "search.teams.rules.traced.analyse_and_render"  # what the child imports and calls
 LOADED = "imported"  # the step the child reports once the problem's module-level code has run
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_MB = 8192.0
@@ -118,14 +119,25 @@ def failure_message(exc: Any, timeout_s: float) -> str:
     return f"rules team: {reason}. The problem's output ends with:\n{exc.tail}"
 
 
+def register_calls() -> None:
+    """Register the rules team's isolated call with the harness (the harness names no caller: this says which
+    function its child imports and that the child needs the `search` package). Idempotent; made before the first
+    call rather than at import, since importing the harness imports torch and this module is imported by the web
+    process (search.app.startup)."""
+    from kernels.isolation.isolated_call import register_isolated_call
+
+    register_isolated_call(CALL, FUNCTION, packages=("search",))
+
+
 def trace_in_child(problem_source: str, cuda: bool, problem_name: str, request: Request,
                    timeout_s: float | None = None) -> Traced:
     """Trace and render in an isolated harness child; AgentError(permanent) when it gives no answer."""
-    from kernels.isolated import IsolatedCallError, call_isolated
+    from kernels.isolation.isolated_call import IsolatedCallError, call_isolated
 
+    register_calls()
     timeout = analysis_timeout_s() if timeout_s is None else timeout_s
     try:
-        answer = call_isolated(FUNCTION, request.payload(problem_source, cuda, problem_name), timeout_s=timeout,
+        answer = call_isolated(CALL, request.payload(problem_source, cuda, problem_name), timeout_s=timeout,
                                memory_limit_mb=analysis_memory_mb(), what="tracing the problem")
     except IsolatedCallError as exc:
         raise AgentError(failure_message(exc, timeout), permanent=True) from exc

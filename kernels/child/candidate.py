@@ -1,5 +1,5 @@
 """Child-side run of one candidate: build, correctness trials with probes, timing, post-timing re-check, the
-fuzzing stage's variants (kernels.fuzz_task).
+fuzzing stage's variants (kernels.child.fuzz).
 
 Outputs are saved to outputs.pt in the work dir and judged by the parent against reference outputs made in
 another process; this process only reports facts (raw per-run times, probe findings), never a verdict or a
@@ -22,16 +22,17 @@ from typing import Any
 
 import torch
 
-from kernels import device_lock, digest, fuzz_task, loading, probes, timing
-from kernels import profile as profiling
-from kernels.channel import Channel, redirect_output
-from kernels.reference_task import HarnessFailure, load_problem
+from kernels import digest
+from kernels.child import compile_aside, device_lock, loading, probes, timing, torch_profiler
+from kernels.child import fuzz as fuzz_task
+from kernels.child.channel import Channel, redirect_output
+from kernels.child.reference import HarnessFailure, load_problem
 
 _sleep = time.sleep
 _urandom = os.urandom
 _save = torch.save
 _sha256, _bytes_io, _open, _write, _close = hashlib.sha256, io.BytesIO, os.open, os.write, os.close
-_collect = profiling.collect
+_collect = torch_profiler.collect
 SAMPLED_RUNS = 3  # timed runs whose outputs are re-checked against the reference, chosen after each run returns
 
 
@@ -144,7 +145,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     on_device, timed = judge_on_device, time_on_device
     # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
     hold = device_lock.DeviceHold.for_task(task, channel)
-    device_lock.watch_compiles(hold)
+    compile_aside.watch_compiles(hold)
     guard = probes.HarnessSnapshot()
     channel.phase("build")
     cls = build(task, work_dir, device)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from kernels.device_lock import locked
+from kernels.child.device_lock import locked
 from kernels.stats import summarize
 
 _perf_counter = time.perf_counter
@@ -55,7 +55,7 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
 
 def exclusive(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.AbstractContextManager[None]:
     """Hold the device alone, for timed work (timing loops, ceilings): `lock_fd` is a read-only descriptor of the
-    device lock file and `gate_fd` of its gate, opened by the harness for this worker (kernels.sandbox.run_worker);
+    device lock file and `gate_fd` of its gate, opened by the harness for this worker (kernels.isolation.sandbox.run_worker);
     None runs without waiting for anyone. While this waits, new shared holders wait too, so timers are not starved."""
     return locked(lock_fd, gate_fd, fcntl.LOCK_EX)
 

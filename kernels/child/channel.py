@@ -1,5 +1,5 @@
 """The child's side of the harness channel: authenticated JSON lines back to the parent over an inherited pipe, and
-where the child's own output goes (kernels.worker runs every task with these; the parent is kernels.sandbox)."""
+where the child's own output goes (kernels.child.worker runs every task with these; the parent is kernels.isolation.sandbox)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Channel:
         self._resume: str | None = None
 
     def on_wait(self, waiting: bool) -> None:
-        """For kernels.device_lock.DeviceHold: a wait to take the device back is the phase "queue" (with its own
+        """For kernels.child.device_lock.DeviceHold: a wait to take the device back is the phase "queue" (with its own
         deadline), then the phase it interrupted goes on."""
         if waiting:
             self._resume = self.current

@@ -13,7 +13,7 @@ MAX_PROCESSES = 512  # per child: ninja's parallel nvcc jobs and torch.compile's
 
 def max_processes() -> int:
     """How many live processes one harness child's tree may have ($STARK_EVAL_MAX_PROCESSES, operator-only); the
-    parent (kernels.sandbox) stops a child above it. A polled cap: a fork bomb is stopped within a poll (0.25 s)."""
+    parent (kernels.isolation.sandbox) stops a child above it. A polled cap: a fork bomb is stopped within a poll (0.25 s)."""
     try:
         return max(8, int(os.environ.get("STARK_EVAL_MAX_PROCESSES", MAX_PROCESSES)))
     except ValueError:

@@ -1,11 +1,11 @@
 """The device lock taken by the parent on a child's behalf: no lock descriptor ever reaches a child.
 
-The child (kernels.device_lock.DeviceHold with a `BrokeredLock`) asks over its result channel for the lock
+The child (kernels.child.device_lock.DeviceHold with a `BrokeredLock`) asks over its result channel for the lock
 (`{"type": "lock", "op": "shared" | "exclusive" | "release", "wait": bool}`) and reads the answer ("1" granted,
-"0" busy) from a pipe of its own. The parent (`LockBroker`, polled by kernels.sandbox.run_worker) holds its own
-descriptors of the lock file and its gate and takes them with the same protocol as kernels.device_lock.take (writer
+"0" busy) from a pipe of its own. The parent (`LockBroker`, polled by kernels.isolation.sandbox.run_worker) holds its own
+descriptors of the lock file and its gate and takes them with the same protocol as kernels.child.device_lock.take (writer
 preference: a waiting exclusive taker holds the gate, so new shared takers wait behind it), polling without blocking
-so it keeps watching the child's deadlines meanwhile; its own wait is the child's "queue" phase (kernels.watch). A
+so it keeps watching the child's deadlines meanwhile; its own wait is the child's "queue" phase (kernels.isolation.watch). A
 child can hold the lock only while it lives within its deadlines: when the child ends, or is killed, the parent closes
 its descriptors and the lock is free. A child that writes "lock" messages of its own only gets what an honest one
 gets; a child that never reads its answers only blocks itself.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -116,27 +115,14 @@ class LockBroker:
         self.close_child_end()
 
 
-class BrokeredLock:
-    """Child side: take and release the device lock through the parent (kernels.device_lock.DeviceHold's locker)."""
-
-    def __init__(self, channel: Any, reply_fd: int) -> None:
-        self.send = type(channel).send  # captured before any candidate code runs
-        self.channel, self.reply_fd = channel, reply_fd
-        self._mutex = threading.Lock()
-        os.set_inheritable(reply_fd, False)
-
-    def take(self, mode: int, blocking: bool = True) -> bool:
-        op = "exclusive" if mode == fcntl.LOCK_EX else "shared"
-        with self._mutex:
-            self.send(self.channel, "lock", op=op, wait=blocking)
-            answer = b""
-            while not answer.endswith(b"\n"):
-                chunk = os.read(self.reply_fd, 1)
-                if not chunk:
-                    raise RuntimeError("the harness stopped answering lock requests")
-                answer += chunk
-            return answer.strip() == b"1"
-
-    def release(self) -> None:
-        with self._mutex:
-            self.send(self.channel, "lock", op="release")
+def compile_aside_wanted(device: str) -> bool:
+    """Parent side: whether a child's compiles step aside from the device lock ($STARK_COMPILE_ASIDE "1" or "0";
+    unset or "auto": on for CUDA devices only)."""
+    raw = os.environ.get("STARK_COMPILE_ASIDE", "auto").strip().lower()
+    if raw in ("1", "on", "true", "yes"):
+        return True
+    if raw in ("0", "off", "false", "no"):
+        return False
+    if raw != "auto":
+        raise ValueError(f"STARK_COMPILE_ASIDE={raw!r} must be 1, 0 or auto (the default: on for CUDA devices)")
+    return device.startswith("cuda")

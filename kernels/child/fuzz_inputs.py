@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kernels import loading
+from kernels.child import loading
 
 KINKS = (0.0, 1.0, -1.0, 3.0, -3.0, 6.0, -6.0)
 SCALES = {"large": 1e3, "tiny": 1e-6, "huge": 1e6}

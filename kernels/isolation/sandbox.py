@@ -1,13 +1,13 @@
-"""Run one harness worker (`python -m kernels.worker`) in a fresh, isolated, time-, memory- and disk-limited process.
+"""Run one harness worker (`python -m kernels.child.worker`) in a fresh, isolated, time-, memory- and disk-limited process.
 
-Isolation, always: a fresh interpreter (spawned, or forked from the warm zygote of kernels/zygote.py that holds
+Isolation, always: a fresh interpreter (spawned, or forked from the warm zygote of kernels/isolation/zygote.py that holds
 only imported modules and never touched the device), its own process group (killed whole on a
 timeout) plus every descendant it ever had (tracked through /proc; the worker is a child subreaper, so setsid'd
 double forks stay visible), an allow-listed environment without secrets, no inherited descriptors but the result
 pipe and the device-lock fds, rlimits, logs read without following links, and results over a private pipe whose
 messages must carry a per-run nonce handed over on stdin (what the candidate prints is never the result).
 The further layers (bubblewrap with an allow-listed read-only file system and no network; a dedicated uid when
-the harness runs as root) are chosen per host by kernels.isolation with the `sandbox` setting ("auto" = default,
+the harness runs as root) are chosen per host by kernels.isolation.layers with the `sandbox` setting ("auto" = default,
 "bwrap", "none"); a run records which were active, and runs without bubblewrap carry the `isolation_reduced` flag.
 """
 
@@ -20,20 +20,17 @@ import os
 import re
 import secrets
 import select
-import signal
-import stat
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels import isolation, zygote
-from kernels.device_lock import compile_aside_wanted
-from kernels.lock_broker import POLL_S, LockBroker
-from kernels.process_tree import (
+from kernels.isolation import CHECKOUT, layers, work_dirs, zygote
+from kernels.isolation.bubblewrap import bwrap_prefix
+from kernels.isolation.lock_broker import POLL_S, LockBroker, compile_aside_wanted
+from kernels.isolation.process_tree import (
     descendants,
     group_rss_mb,
     kill_group,
@@ -42,7 +39,7 @@ from kernels.process_tree import (
     pgid,
     rss_mb,
 )
-from kernels.watch import (
+from kernels.isolation.watch import (
     MAX_FORGED,
     MAX_LINE,
     QUEUE_WAIT_S,
@@ -51,80 +48,19 @@ from kernels.watch import (
     Deadlines,
     phase_name,
 )
-from kernels.zygote import ZygoteUnavailable
+from kernels.isolation.worker_run import LOG_LIMIT, WorkerRun, authenticate, read_regular_file
+from kernels.isolation.zygote import ZygoteUnavailable
 
 __all__ = ["MAX_FORGED", "MAX_LINE", "QUEUE_WAIT_S", "ChannelLines", "WorkerRun", "run_worker"]
+
+WORKER = "kernels.child.worker"  # the child's entry point, run as `python -m WORKER TASK.json FD`
 
 SECRET_ENV = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|ANTHROPIC|OPENAI|AWS_|AZURE|GOOGLE_APPLICATION|GITHUB|GH_|HF_|"
     r"HUGGING|DATABASE_URL|REDIS_URL|COOKIE|AUTH|SESSION|PRIVATE|CERT",
     re.IGNORECASE,
 )
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class WorkerRun:
-    """What came back from one worker: authenticated messages, forgeries, exit status and logs."""
-
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    forged: list[str] = field(default_factory=list)
-    returncode: int | None = None
-    timed_out_phase: str | None = None
-    memory_exceeded_mb: float | None = None
-    disk_exceeded_mb: float | None = None
-    limit_exceeded: str | None = None  # another bound broken (processes, channel flood), in words
-    phase: str = "start"
-    log: str = ""
-    logs: dict[str, str] = field(default_factory=dict)
-    wall_s: float = 0.0
-    sandbox: str = "none"
-    warm: bool = False
-    isolation: dict[str, list[str]] = field(default_factory=dict)
-    started: float = field(default_factory=time.monotonic)
-
-    forged_count: int = 0
-
-    def add_forged(self, text: str) -> None:
-        self.forged_count += 1
-        if len(self.forged) < MAX_FORGED:
-            self.forged.append(text)
-
-    def last(self, kind: str) -> dict[str, Any] | None:
-        return next((m for m in reversed(self.messages) if m.get("type") == kind), None)
-
-    def exit_description(self) -> str:
-        code = self.returncode
-        if code is None:
-            return "did not exit"
-        if code < 0:
-            try:
-                return f"was killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"was killed by signal {-code}"
-        if code > 128 and self.sandbox == "bwrap":  # bwrap reports a child's signal as 128 + signal
-            try:
-                return f"was killed by signal {signal.Signals(code - 128).name}"
-            except ValueError:
-                pass
-        return f"exited with code {code}"
-
-    def stopped(self) -> bool:
-        """Killed by the parent: a timeout, or over its memory, disk, process or channel budget."""
-        return bool(self.timed_out_phase or self.memory_exceeded_mb or self.disk_exceeded_mb or self.limit_exceeded)
-
-    def stderr_tail(self, lines: int = 20, limit: int = 2048) -> str:
-        """The last lines of what the child wrote to stdout/stderr (its logs), bounded, for error messages."""
-        text = "\n".join(t.rstrip() for t in (self.logs.get("worker", ""), self.logs.get("build", ""),
-                                               self.logs.get("run", "")) if t.strip())
-        tail = "\n".join(text.splitlines()[-lines:])[-limit:]
-        return tail.strip()
-
-    def failure_detail(self) -> str:
-        """'; its output ended with: ...' (or that it printed nothing), to append to a failure message."""
-        tail = self.stderr_tail()
-        return f"; its output ended with:\n{tail}" if tail else " (it printed nothing)"
 
 
 ALLOWED_ENV = re.compile(
@@ -140,7 +76,7 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if ALLOWED_ENV.fullmatch(k) and not DENIED_ENV.search(k) and not SECRET_ENV.search(k)}
     env.update(extra)
-    env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(CHECKOUT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
@@ -148,7 +84,7 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
 
 def bwrap_available(cuda: bool) -> bool:
     """Whether "auto" gets bubblewrap on this host (decided by trial runs once per process)."""
-    return isolation.plan("auto", cuda).bwrap
+    return layers.plan("auto", cuda).bwrap
 
 
 def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, float], sandbox: str = "auto",
@@ -156,34 +92,38 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                hidden: list[Path] | None = None, env: dict[str, str] | None = None,
                device_lock: Path | None = None, disk_limit_mb: float | None = None,
                zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None,
-               wrap: list[str] | None = None, visits: dict[str, int] | None = None) -> WorkerRun:
-    """Start `python -m kernels.worker` on `task` with deadlines on the parent's clock (kernels.watch.Deadlines):
+               wrap: list[str] | None = None, visits: dict[str, int] | None = None,
+               packages: tuple[str, ...] = ()) -> WorkerRun:
+    """Start `python -m kernels.child.worker` on `task` with deadlines on the parent's clock (kernels.isolation.watch.Deadlines):
     timeouts[phase] per entry of a phase, `visits[phase]` entries at most (default 1), spent cumulatively; the
     child's phase messages move it between the phases of `timeouts` and extend nothing.
 
-    `work_dir`: best made by kernels.isolation.new_work_dir (under the sandbox base when children run as another
+    `work_dir`: best made by kernels.isolation.work_dirs.new_work_dir (under the sandbox base when children run as another
     uid); it gets the child's /tmp, $HOME and build caches, and the caller removes it afterwards. Everything the
     child writes there (its /tmp included) counts against `disk_limit_mb` (polled; RLIMIT_FSIZE per file).
     `writable`: further directories the child may write; `hidden`: directories masked even where an allowed
     path contains them (bubblewrap shows only an allow-list anyway).
 
     `device_lock`: a lock file shared by every evaluation on one device. The child never gets a descriptor of it:
-    it asks the parent (kernels.lock_broker; task["timing"]["broker_fd"] is where it reads the answers), which takes
-    the lock for it, shared or exclusive (kernels.device_lock.DeviceHold), and lets go when the child ends or is
+    it asks the parent (kernels.isolation.lock_broker; task["timing"]["broker_fd"] is where it reads the answers), which takes
+    the lock for it, shared or exclusive (kernels.child.device_lock.DeviceHold), and lets go when the child ends or is
     killed; the parent's own waits for it are the phase "queue", with QUEUE_WAIT_S unless `timeouts` names another.
     Its torch.compile compiles step out of the shared hold where `compile_aside_wanted` (task["timing"]
     ["compile_aside"]: CUDA devices, or $STARK_COMPILE_ASIDE).
 
-    The child is also stopped when its process tree has more than kernels.process_tree.max_processes() processes,
-    and when it sends more than kernels.watch's caps over its channel (`WorkerRun.limit_exceeded` says which).
+    The child is also stopped when its process tree has more than kernels.isolation.process_tree.max_processes() processes,
+    and when it sends more than kernels.isolation.watch's caps over its channel (`WorkerRun.limit_exceeded` says which).
 
-    `zygote_root`: fork the child from a warm zygote under this cache root (kernels.zygote) instead of spawning a
+    `zygote_root`: fork the child from a warm zygote under this cache root (kernels.isolation.zygote) instead of spawning a
     new interpreter, where the child runs without bubblewrap anyway.
 
     `wrap`: a command the worker's interpreter runs under (a profiler such as `ncu ...`), inside bubblewrap where
-    that is on; such a child is always spawned, never forked from the zygote."""
-    chosen = isolation.plan(sandbox, cuda)
-    isolation.prepare_work_dir(work_dir, chosen)
+    that is on; such a child is always spawned, never forked from the zygote.
+
+    `packages`: top-level packages of the checkout, besides `kernels`, that bubblewrap shows the child (an isolated
+    call's registered packages, kernels.isolation.isolated_call); a candidate's or a problem's child gets none."""
+    chosen = layers.plan(sandbox, cuda)
+    work_dirs.prepare_work_dir(work_dir, chosen)
     writable = [p for p in writable or [] if p.exists()]
     broker: LockBroker | None = None
     if device_lock is not None and isinstance(task.get("timing"), dict):
@@ -194,17 +134,18 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()
     child_fds = (write_fd, *((broker.child_fd,) if broker else ()))
-    cmd = [*(wrap or []), sys.executable, "-m", "kernels.worker", str(work_dir / "task.json"), str(write_fd)]
+    cmd = [*(wrap or []), sys.executable, "-m", WORKER, str(work_dir / "task.json"), str(write_fd)]
     if chosen.bwrap:
-        cmd = isolation.bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None) + cmd
+        cmd = bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None,
+                           packages=packages) + cmd
     log_path = work_dir / "worker.log"
     run = WorkerRun(sandbox="bwrap" if chosen.bwrap else "none", isolation=chosen.describe())
     # what is there before the child starts (its task, a planted compile seed: kernels.compile_seed) is not its writing
-    written_before = isolation.disk_usage_mb(work_dir) + sum(isolation.disk_usage_mb(p) for p in writable)
+    written_before = work_dirs.disk_usage_mb(work_dir) + sum(work_dirs.disk_usage_mb(p) for p in writable)
     start = run.started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
-            child_env = clean_env({**(env or {}), **isolation.child_env(work_dir, chosen.bwrap)})
+            child_env = clean_env({**(env or {}), **work_dirs.child_env(work_dir, chosen.bwrap)})
             proc: Any = None
             if not chosen.bwrap and zygote_root is not None and not wrap:
                 try:
@@ -217,8 +158,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                         cwd=work_dir, env=child_env, start_new_session=True, close_fds=True,
                                         pass_fds=child_fds,
-                                        preexec_fn=isolation.child_limits(disk_limit_mb, chosen.uid is not None),
-                                        **isolation.ids(chosen.uid, chosen.gid))
+                                        preexec_fn=layers.child_limits(disk_limit_mb, chosen.uid is not None),
+                                        **layers.ids(chosen.uid, chosen.gid))
                 try:
                     assert proc.stdin is not None
                     proc.stdin.write(nonce.encode() + b"\n")
@@ -296,7 +237,7 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
                     return
         if disk_limit_mb and now > next_disk_check:
             next_disk_check = now + 0.5
-            written = sum(isolation.disk_usage_mb(p) for p in places)
+            written = sum(work_dirs.disk_usage_mb(p) for p in places)
             if written - written_before > disk_limit_mb:
                 run.disk_exceeded_mb = written - written_before
                 return
@@ -314,7 +255,7 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
         if run.limit_exceeded:
             return
         for line in received:
-            message = _authenticate(line, nonce, run)
+            message = authenticate(line, nonce, run)
             if message is None:
                 continue
             kind = message.get("type")
@@ -336,11 +277,11 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
 
 def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,
                       keep: tuple[int, ...], nonce: str, enter: list[Any]) -> Any:
-    """Fork the child from the warm zygote; it enters the same rlimits and uid (kernels.isolation.enter(*enter))."""
+    """Fork the child from the warm zygote; it enters the same rlimits and uid (kernels.isolation.layers.enter(*enter))."""
     path = zygote.ensure_zygote(root, clean_env({}))
     read_fd, write_nonce = os.pipe()
     try:
-        child = zygote.spawn(path, cmd[cmd.index("kernels.worker") + 1:], env, work_dir,
+        child = zygote.spawn(path, cmd[cmd.index(WORKER) + 1:], env, work_dir,
                              {0: read_fd, 1: log_fd, 2: log_fd, **{fd: fd for fd in keep}}, enter)
     finally:
         os.close(read_fd)
@@ -351,53 +292,3 @@ def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str,
     finally:
         os.close(write_nonce)
     return child
-
-
-LOG_LIMIT = 2 << 20  # the last 2 MB of each log
-
-
-def read_regular_file(path: Path, limit: int | None = None, tail: bool = False) -> bytes | None:
-    """Read a file the candidate could have replaced: never through a symlink, never a FIFO/device (no blocking
-    open), at most `limit` bytes (the last ones with `tail`); None when it is missing or not a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        size = info.st_size
-        if limit is not None and size > limit:
-            if tail:
-                os.lseek(fd, size - limit, os.SEEK_SET)
-            size = limit
-        chunks: list[bytes] = []
-        while size > 0:
-            chunk = os.read(fd, min(size, 1 << 24))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | None:
-    """The message of one line when it carries the nonce (the caller keeps it), else None (a forgery recorded)."""
-    text = line.decode(errors="replace").strip()
-    if not text:
-        return None
-    try:
-        message = json.loads(text)
-    except ValueError:
-        run.add_forged(text[:200])
-        return None
-    if not isinstance(message, dict) or message.pop("nonce", None) != nonce:
-        run.add_forged(text[:200])
-        return None
-    message["received_s"] = round(time.monotonic() - run.started, 4)
-    return message

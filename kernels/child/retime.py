@@ -8,19 +8,19 @@ from typing import Any
 
 import torch
 
-from kernels import device_lock, loading, probes, timing
-from kernels.candidate_task import build
-from kernels.channel import Channel, redirect_output
-from kernels.reference_task import load_problem, problem_forward, problem_inputs, problem_model
+from kernels.child import compile_aside, device_lock, loading, probes, timing
+from kernels.child.candidate import build
+from kernels.child.channel import Channel, redirect_output
+from kernels.child.reference import load_problem, problem_forward, problem_inputs, problem_model
 
 
 def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
-    """Child side (kernels.worker, task kind "retime")."""
+    """Child side (kernels.child.worker, task kind "retime")."""
     send = type(channel).send  # captured before the candidate's code runs
     time_callable = timing.time_callable
     # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
     hold = device_lock.DeviceHold.for_task(task, channel)
-    device_lock.watch_compiles(hold)
+    compile_aside.watch_compiles(hold)
     shared, exclusive = hold.shared, hold.exclusive
     device = torch.device(task["device"])
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]

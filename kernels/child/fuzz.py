@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from kernels import correctness, device_lock, digest, loading
-from kernels.channel import Channel
-from kernels.fuzz_inputs import variant_inputs
+from kernels import correctness, digest
+from kernels.child import device_lock, loading
+from kernels.child.channel import Channel
+from kernels.child.fuzz_inputs import variant_inputs
 
 ACCUMULATING = ("matmul", "mm", "bmm", "addmm", "linear", "conv", "sum", "mean", "softmax", "norm", "var", "std",
                 "cumsum", "prod", "einsum", "baddbmm", "scaled_dot_product")
@@ -41,7 +42,7 @@ def base_tolerance(ops: list[str], dtypes: list[str], atol: float, rtol: float) 
 
 
 def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
-    from kernels.reference_task import load_problem, problem_model
+    from kernels.child.reference import load_problem, problem_model
 
     device = torch.device(task["device"])
     module = load_problem(task, work_dir)

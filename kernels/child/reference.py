@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from kernels import device_lock, digest, loading, probes, roofline, timing
-from kernels.channel import Channel
+from kernels import digest
+from kernels.child import ceilings, compile_aside, device_lock, loading, probes, timing
+from kernels.child.channel import Channel
 
 
 class HarnessFailure(Exception):
@@ -125,14 +126,14 @@ def inspect(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
 
 def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     """Everything the parent asked for that was not cached: outputs per seed, op set, summary, baselines. Timed
-    work (ceilings, baseline timing loops) holds the device lock alone, the rest shares it (kernels.timing)."""
+    work (ceilings, baseline timing loops) holds the device lock alone, the rest shares it (kernels.child.timing)."""
     device = torch.device(task["device"])
     want = task["want"]
     module = load_problem(task, work_dir)
     # a rerun after device_busy (kernels.device_busy) holds the device alone in its untimed sections too; the
-    # compile baselines' compiles step aside from the device lock (kernels.device_lock)
+    # compile baselines' compiles step aside from the device lock (kernels.child.device_lock)
     hold = device_lock.DeviceHold.for_task(task, channel)
-    device_lock.watch_compiles(hold)
+    compile_aside.watch_compiles(hold)
     channel.phase("queue")
     with hold.shared():
         channel.phase("run")
@@ -152,7 +153,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
         channel.phase("queue")
         with hold.exclusive():
             channel.phase("ceilings")
-            channel.send("ceilings", ceilings=roofline.measure_ceilings(device))
+            channel.send("ceilings", ceilings=ceilings.measure_ceilings(device))
 
 
 def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],

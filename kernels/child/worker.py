@@ -1,4 +1,4 @@
-"""Entry point of every harness child process: `python -m kernels.worker TASK.json FD` (nonce on stdin).
+"""Entry point of every harness child process: `python -m kernels.child.worker TASK.json FD` (nonce on stdin).
 
 The worker reads its task, then reports over the inherited pipe FD with JSON lines that carry the nonce.
 Its stdout/stderr go to build.log / run.log in the work dir; nothing printed there is ever taken as a result.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels import device_busy
-from kernels.channel import Channel, redirect_output
+from kernels.child.channel import Channel, redirect_output
 
 _exit = os._exit
 _sleep = time.sleep
@@ -74,11 +74,11 @@ def main(argv: list[str]) -> None:
     redirect_output(work_dir / "build.log")
     handlers: dict[str, Callable[[dict[str, Any], Path, Channel], None]] = {}
     try:
-        from kernels import call_task, candidate_task, fuzz_task, ncu_task, reference_task, retime_task
+        from kernels.child import call, candidate, fuzz, ncu, reference, retime
 
-        handlers = {"inspect": reference_task.inspect, "reference": reference_task.reference,
-                    "candidate": candidate_task.run, "call": call_task.run, "retime": retime_task.run,
-                    "ncu": ncu_task.run, "fuzz_reference": fuzz_task.reference}
+        handlers = {"inspect": reference.inspect, "reference": reference.reference,
+                    "candidate": candidate.run, "call": call.run, "retime": retime.run,
+                    "ncu": ncu.run, "fuzz_reference": fuzz.reference}
         channel.send("environment", environment=environment(task.get("device", "cpu")))
         handlers[task["kind"]](task, work_dir, channel)
     except MemoryError:

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from kernels import device_lock, loading
-from kernels.candidate_task import build
-from kernels.channel import Channel, redirect_output
-from kernels.reference_task import HarnessFailure, load_problem
+from kernels.child import device_lock, loading
+from kernels.child.candidate import build
+from kernels.child.channel import Channel, redirect_output
+from kernels.child.reference import HarnessFailure, load_problem
 
 _exit = os._exit
 _start, _stop = torch.cuda.profiler.start, torch.cuda.profiler.stop
@@ -26,7 +26,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("build")
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
-    hold = device_lock.DeviceHold.for_task(task, channel)  # the parent takes the lock (kernels.lock_broker)
+    hold = device_lock.DeviceHold.for_task(task, channel)  # the parent takes the lock (kernels.isolation.lock_broker)
     send(channel, "phase", phase="queue")
     with hold.exclusive():
         send(channel, "phase", phase="first_call")

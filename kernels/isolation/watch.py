@@ -4,7 +4,7 @@ Deadlines (`Deadlines`): the child's messages may only move it from one known ph
 allowance (its timeout times the number of times the task legitimately enters it) that is spent cumulatively, so
 re-entering a phase never buys fresh time, and the whole run has a hard cap (the sum of the allowances, the time the
 parent itself waited for the device lock on the child's behalf, and MARGIN_S). Waiting for the device ("queue") is
-not something the child can claim: only the parent's own wait for the lock (kernels.lock_broker) counts as queue
+not something the child can claim: only the parent's own wait for the lock (kernels.isolation.lock_broker) counts as queue
 time, with its own allowance. A candidate that found the channel's nonce in its heap (gc.get_objects()) can send
 phase messages, but they extend nothing.
 

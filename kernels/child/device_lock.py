@@ -1,0 +1,238 @@
+"""The device lock as one harness child holds it (child side; the parent's is kernels.isolation.lock_broker).
+
+Every evaluation on a device shares one lock file (kernels.isolation.sandbox opens it and its gate for each child): timed work
+holds it exclusively, other device work (first calls, correctness trials, probes) shares it, and a waiting timer
+keeps new shared holders at the gate (writer preference, so timers are not starved). A torch.compile compile is
+host work (Dynamo traces with fake tensors, Inductor generates and builds code) that can take a minute; under the
+shared side it made every timer on the device wait for the slowest compile in flight, and everyone else queue behind
+that timer (the H200 runs of 2026-12-02: attempts finished in waves, 37% of an attempt's time was waiting for the
+device while the GPU sat at 0-15% utilisation).
+
+With `aside` on, a `DeviceHold` holding the shared side steps out of it while torch.compile compiles, and
+autotuning measures alone (the hooks into torch: kernels.child.compile_aside).
+
+A harness child holds no lock descriptor: the parent takes the lock on its behalf (kernels.isolation.lock_broker;
+the child's side is `BrokeredLock` here), so a child can hold it only within its own deadlines and never after it ends. The lock is
+cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate can ask
+the parent to let go of its hold, which is why the figures that count are re-timed side by side (kernels.retime).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+_monotonic = time.monotonic
+MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
+
+
+def take(lock_fd: int, gate_fd: int | None, mode: int, blocking: bool = True) -> bool:
+    """Take the lock in `mode` through the gate (writer preference); False when `blocking` is off and it is busy."""
+    flags = 0 if blocking else fcntl.LOCK_NB
+    if gate_fd is not None:
+        try:
+            fcntl.flock(gate_fd, (fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH) | flags)
+        except BlockingIOError:
+            return False
+    try:
+        fcntl.flock(lock_fd, mode | flags)
+    except BlockingIOError:
+        return False
+    finally:
+        if gate_fd is not None:
+            fcntl.flock(gate_fd, fcntl.LOCK_UN)
+    return True
+
+
+@contextlib.contextmanager
+def locked(lock_fd: int | None, gate_fd: int | None, mode: int) -> Iterator[None]:
+    """Hold the lock in `mode` for the block (no lock descriptor: nothing to wait for)."""
+    if lock_fd is None:
+        yield
+        return
+    take(lock_fd, gate_fd, mode)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+
+class FdLock:
+    """Take and release the lock through descriptors of the lock file and its gate (in-process holders, tests)."""
+
+    def __init__(self, lock_fd: int, gate_fd: int | None) -> None:
+        self.lock_fd, self.gate_fd = lock_fd, gate_fd
+
+    def take(self, mode: int, blocking: bool = True) -> bool:
+        return take(self.lock_fd, self.gate_fd, mode, blocking)
+
+    def release(self) -> None:
+        fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+
+class DeviceHold:
+    """One child's hold on the device lock: `shared()` and `exclusive()` blocks, and (with `aside`) the compile
+    callbacks that step out of a shared hold while torch.compile compiles. `alone` (a rerun after device_busy,
+    kernels.device_busy) makes every shared block exclusive. `on_wait(True/False)` is told around a wait to take
+    the device back, for the child's "queue" phase. Counts what it did in `facts()`."""
+
+    def __init__(self, lock_fd: int | None, gate_fd: int | None, *, alone: bool = False, aside: bool = False,
+                 on_wait: Callable[[bool], None] | None = None, locker: Any = None) -> None:
+        self.locker = locker if locker is not None else FdLock(lock_fd, gate_fd) if lock_fd is not None else None
+        self.alone, self.aside = alone, aside
+        self.on_wait = on_wait
+        self.held: str | None = None
+        self.stepped_aside = False
+        self.compiles = self.took_back = self.waits = self.autotunes_alone = 0
+        self.aside_s = self.alone_s = 0.0
+        self.autotuning = 0  # depth of autotuning_alone blocks (nested entry points count once)
+        self.errors: list[str] = []
+        self._since = 0.0
+        self._mutex = threading.RLock()
+
+    @classmethod
+    def for_task(cls, task: dict[str, Any], channel: Any = None) -> DeviceHold:
+        """The child's hold: through the parent (task["timing"]["broker_fd"], kernels.isolation.lock_broker), or none."""
+        timing = task.get("timing") or {}
+        locker = None
+        if timing.get("broker_fd") is not None and channel is not None:
+            locker = BrokeredLock(channel, int(timing["broker_fd"]))
+        return cls(None, None, alone=bool(timing.get("alone")), aside=bool(timing.get("compile_aside")),
+                   on_wait=getattr(channel, "on_wait", None), locker=locker)
+
+    def shared(self) -> contextlib.AbstractContextManager[None]:
+        """Untimed device work beside other untimed work (exclusive when `alone`)."""
+        return self._hold("exclusive" if self.alone else "shared")
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """Timed work: nobody else uses the device."""
+        return self._hold("exclusive")
+
+    @contextlib.contextmanager
+    def _hold(self, mode: str) -> Iterator[None]:
+        if self.locker is not None:
+            self.locker.take(MODES[mode])
+        self.held = mode
+        try:
+            yield
+        finally:
+            with self._mutex:
+                if self.stepped_aside:  # a compile still in flight (another thread): the lock is already free
+                    self.aside_s += _monotonic() - self._since
+                elif self.locker is not None:
+                    self.locker.release()
+                self.held, self.stepped_aside = None, False
+
+    # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
+    def compile_started(self) -> None:
+        with self._mutex:
+            if (not self.aside or self.locker is None or self.held != "shared" or self.stepped_aside
+                    or self.autotuning):  # some torch versions signal Triton's autotuning as a compile
+                return
+            self.locker.release()
+            self.stepped_aside, self.compiles, self._since = True, self.compiles + 1, _monotonic()
+
+    def compile_ended(self) -> None:
+        with self._mutex:
+            if self.stepped_aside:
+                self._step_back()
+
+    def benchmarking(self) -> None:
+        """Before Inductor measures on the device: a compile that stepped aside takes the device back."""
+        with self._mutex:
+            if self.stepped_aside and not self.autotuning:
+                self.took_back += 1
+                self._step_back()
+
+    @contextlib.contextmanager
+    def autotuning_alone(self) -> Iterator[None]:
+        """Around one autotuned op's benchmark of its choices: the device exclusively (waiting like a timer), then
+        held as before (aside, shared, or not at all for a compile outside any hold). A lock error is recorded in
+        `errors`, never raised: the lock must never break a compile."""
+        with self._mutex:
+            if self.autotuning:  # an inner entry point of the same benchmark
+                self.autotuning += 1
+                held_before = "nested"
+            elif not self.aside or self.locker is None or self.held == "exclusive":
+                held_before = "as is"
+            else:
+                held_before = "shared" if self.held == "shared" and not self.stepped_aside else "nothing"
+                try:
+                    if held_before == "shared":
+                        self.locker.release()  # never wait at the gate while holding the lock
+                    self._take_waiting(fcntl.LOCK_EX)
+                except Exception as exc:  # noqa: BLE001
+                    self.errors.append(f"autotuning: {type(exc).__name__}: {exc}"[:200])
+                self.autotuning, self.autotunes_alone = 1, self.autotunes_alone + 1
+            since = _monotonic()
+        try:
+            yield
+        finally:
+            with self._mutex:
+                if held_before == "nested":
+                    self.autotuning -= 1
+                elif held_before != "as is":
+                    assert self.locker is not None
+                    self.autotuning, self.alone_s = 0, self.alone_s + _monotonic() - since
+                    try:
+                        self.locker.release()
+                        if held_before == "shared":
+                            self._take_waiting(fcntl.LOCK_SH)
+                    except Exception as exc:  # noqa: BLE001
+                        self.errors.append(f"after autotuning: {type(exc).__name__}: {exc}"[:200])
+
+    def _step_back(self) -> None:
+        self.aside_s += _monotonic() - self._since
+        self.stepped_aside = False
+        self._take_waiting(fcntl.LOCK_SH)
+
+    def _take_waiting(self, mode: int) -> None:
+        """Take the lock in `mode`; a wait is told to `on_wait` (the child's "queue" phase) and counted."""
+        assert self.locker is not None
+        if self.locker.take(mode, blocking=False):
+            return
+        self.waits += 1
+        if self.on_wait is not None:
+            self.on_wait(True)
+        self.locker.take(mode)
+        if self.on_wait is not None:
+            self.on_wait(False)
+
+    def facts(self) -> dict[str, Any]:
+        """What stepping aside did in this child (informational; empty when it never stepped aside)."""
+        if not self.compiles and not self.autotunes_alone and not self.errors:
+            return {}
+        return {"compiles": self.compiles, "aside_s": round(self.aside_s, 3), "took_back": self.took_back,
+                "autotunes_alone": self.autotunes_alone, "alone_s": round(self.alone_s, 3), "waits": self.waits,
+                "errors": self.errors[:3]}
+
+
+class BrokeredLock:
+    """Child side: take and release the device lock through the parent (DeviceHold's locker)."""
+
+    def __init__(self, channel: Any, reply_fd: int) -> None:
+        self.send = type(channel).send  # captured before any candidate code runs
+        self.channel, self.reply_fd = channel, reply_fd
+        self._mutex = threading.Lock()
+        os.set_inheritable(reply_fd, False)
+
+    def take(self, mode: int, blocking: bool = True) -> bool:
+        op = "exclusive" if mode == fcntl.LOCK_EX else "shared"
+        with self._mutex:
+            self.send(self.channel, "lock", op=op, wait=blocking)
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = os.read(self.reply_fd, 1)
+                if not chunk:
+                    raise RuntimeError("the harness stopped answering lock requests")
+                answer += chunk
+            return answer.strip() == b"1"
+
+    def release(self) -> None:
+        with self._mutex:
+            self.send(self.channel, "lock", op="release")
