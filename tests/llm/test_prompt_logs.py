@@ -14,7 +14,7 @@ SITE = "/srv/stark/.venv/lib/python3.11/site-packages"
 
 RUNTIME = f"""--- traceback of the reported error ---
 Traceback (most recent call last):
-  File "/srv/stark/kernels/candidate_task.py", line 287, in call
+  File "/srv/stark/kernels/child/candidate.py", line 287, in call
     return loading.flatten_outputs(model(*inputs))
                                    ^^^^^^^^^^^^^^
   File "{SITE}/torch/nn/modules/module.py", line 1778, in _wrapped_call_impl
@@ -34,14 +34,14 @@ RuntimeError: shape '[3, -1, 7]' is invalid for input of size 4096
 The above exception was the direct cause of the following exception:
 
 Traceback (most recent call last):
-  File "/srv/stark/kernels/worker.py", line 83, in main
+  File "/srv/stark/kernels/child/worker.py", line 83, in main
     handlers[task["kind"]](task, work_dir, channel)
-  File "/srv/stark/kernels/candidate_task.py", line 155, in run
+  File "/srv/stark/kernels/child/candidate.py", line 155, in run
     model, facts, trials = on_device(task, problem, cls, device, channel, guard)
                            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "/srv/stark/kernels/candidate_task.py", line 289, in call
+  File "/srv/stark/kernels/child/candidate.py", line 289, in call
     raise HarnessFailure("runtime_error", f"ModelNew.forward raised {{type(exc).__name__}} in {{what}}: {{exc}}") from exc
-kernels.reference_task.HarnessFailure: ModelNew.forward raised RuntimeError in trial 0 (seed 1): shape '[3, -1, 7]' is invalid for input of size 4096"""
+kernels.child.reference.HarnessFailure: ModelNew.forward raised RuntimeError in trial 0 (seed 1): shape '[3, -1, 7]' is invalid for input of size 4096"""
 
 EXT = f"{WORK}/cache/torch_extensions/bad_ext/main.cpp"
 COMMAND = (f"c++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=bad_ext -DTORCH_API_INCLUDE_EXTENSION_H -isystem {SITE}/torch/"
@@ -56,10 +56,10 @@ subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit 
 The above exception was the direct cause of the following exception:
 
 Traceback (most recent call last):
-  File "/srv/stark/kernels/candidate_task.py", line 116, in build
+  File "/srv/stark/kernels/child/candidate.py", line 116, in build
     module = loading.load_module(task["candidate_source"], "candidate", work_dir)
              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "/srv/stark/kernels/loading.py", line 27, in load_module
+  File "/srv/stark/kernels/child/loading.py", line 27, in load_module
     spec.loader.exec_module(module)
   File "<frozen importlib._bootstrap_external>", line 940, in exec_module
   File "<frozen importlib._bootstrap>", line 241, in _call_with_frames_removed
@@ -98,7 +98,7 @@ ninja: build stopped: subcommand failed."""
 
 def test_a_runtime_traceback_keeps_the_candidates_frames_and_the_exception_not_the_harness() -> None:
     out = trim_log(RUNTIME)
-    assert "kernels/candidate_task.py" not in out and "kernels/worker.py" not in out
+    assert "kernels/child/candidate.py" not in out and "kernels/child/worker.py" not in out
     assert '  File "candidate.py", line 11, in forward\n    return helper(x) * 2.0\n           ^^^^^^^^^' in out
     assert '  File "candidate.py", line 5, in helper\n    return x.view(3, -1, 7)' in out
     assert "RuntimeError: shape '[3, -1, 7]' is invalid for input of size 4096" in out
@@ -117,7 +117,7 @@ def test_a_load_inline_compile_error_keeps_the_compilers_lines_intact() -> None:
         assert line in out.splitlines(), line
     assert COMMAND not in out and out.count("c++ -MMD") == 2  # the command lines are shortened, not dropped
     assert '  File "candidate.py", line 8, in <module>' in out and "load_inline(name=\"bad_ext\"" in out
-    assert "kernels/loading.py" not in out and "<frozen importlib" not in out
+    assert "kernels/child/loading.py" not in out and "<frozen importlib" not in out
     # of the four torch frames from load_inline down, the first and the last
     assert "line 2285, in load_inline" in out and "line 2910, in _run_ninja_build" in out
     assert "line 2543" not in out and "line 2382" not in out and "in _jit_compile" not in out
@@ -157,5 +157,5 @@ def test_the_debug_prompt_shows_the_trimmed_logs_and_the_tree_keeps_the_full_one
     window = trimmed_window(build_window(tree, "debug", failed.id))
     user = debug.user_prompt(window, None)
     assert "‘undefined_name’ was not declared in this scope" in user and 'File "candidate.py", line 8' in user
-    assert "kernels/candidate_task.py" not in user and "kernels/loading.py" not in user
+    assert "kernels/child/candidate.py" not in user and "kernels/child/loading.py" not in user
     assert tree[failed.id].result["logs"]["build"] == GXX  # type: ignore[index]  # the node itself is untouched

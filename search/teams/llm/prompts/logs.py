@@ -21,7 +21,7 @@ from typing import Any
 
 from search.engine.agents import ContextWindow
 
-CANDIDATE_FILE = "candidate.py"  # kernels.candidate_task loads the candidate as <work dir>/candidate.py
+CANDIDATE_FILE = "candidate.py"  # kernels.child.candidate loads the candidate as <work dir>/candidate.py
 MAX_LINE = 400  # an exception or other line longer than this is cut
 MAX_COMMAND = 160  # a compiler command line (c++/nvcc/ninja) is cut to this
 MAX_DIAGNOSTIC = 1000  # a compiler diagnostic line (long template errors) is cut only past this
@@ -35,6 +35,7 @@ DIAGNOSTIC_RE = re.compile(r"(:\d+(:\d+)?:\s*|\(\d+\):\s*)(fatal error|error|war
                            r"^(FAILED:|ninja: )|: In (member )?function\b|\bIn file included from\b")
 COMMAND_IN_LINE_RE = re.compile(r"\[\d+/\d+\]\s+\S*(c\+\+|g\+\+|nvcc)\s")  # ninja's command, inside a message
 STDLIB_RE = re.compile(r"^.*/lib/python3\.\d+/")
+HARNESS_CANDIDATE = f"kernels/child/{CANDIDATE_FILE}"  # the harness module that loads and runs the candidate
 HARNESS_RE = re.compile(r"(^|/)kernels/[\w/]+\.py$")
 CHAIN = ("The above exception was the direct cause of the following exception:",
          "During handling of the above exception, another exception occurred:")
@@ -42,7 +43,8 @@ CHAIN = ("The above exception was the direct cause of the following exception:",
 
 def _kind(path: str) -> str:
     """candidate, harness (the harness's own modules, importlib's bootstrap) or library (torch, Triton, stdlib)."""
-    if path.rsplit("/", 1)[-1] == CANDIDATE_FILE or path == "<string>":
+    # the harness's own kernels/child/candidate.py shares the file name of the candidate (<work dir>/candidate.py)
+    if (path.rsplit("/", 1)[-1] == CANDIDATE_FILE and not path.endswith(HARNESS_CANDIDATE)) or path == "<string>":
         return "candidate"
     if path.startswith("<frozen ") or ("site-packages" not in path and HARNESS_RE.search(path)):
         return "harness"
