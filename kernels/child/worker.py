@@ -27,14 +27,19 @@ _sleep = time.sleep
 def environment(device: str) -> dict[str, Any]:
     import torch
 
-    name = "cpu"
+    facts: dict[str, Any] = {}
     if device.startswith("cuda") and torch.cuda.is_available():
-        name = torch.cuda.get_device_name(torch.device(device))
+        props = torch.cuda.get_device_properties(torch.device(device))
+        name = props.name
+        # what the agents' prompts state about the device (search.engine.engine.device_facts reads these keys)
+        facts = {"capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count,
+                 "memory_gb": round(props.total_memory / 2**30, 1)}
     else:
         from kernels.devices import cpu_name
 
         name = cpu_name()
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": name,
+        facts = {"cpu_threads": len(os.sched_getaffinity(0))}  # the OpenMP threads a CPU kernel can use here
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": name, **facts,
             "python": sys.version.split()[0], "hostname": socket.gethostname()}
 
 

@@ -368,7 +368,7 @@ def device_facts(device: str, result: dict[str, Any]) -> dict[str, Any]:
     ceiling, and the profile's GB/s over its % of the copy ceiling."""
     environment = result.get("environment") or {}
     facts: dict[str, Any] = {"device": device}
-    for key in ("device_name", "torch", "cuda", "capability", "multiprocessors", "memory_gb"):
+    for key in ("device_name", "torch", "cuda", "capability", "multiprocessors", "memory_gb", "cpu_threads"):
         if environment.get(key) not in (None, "", {}):
             facts[key] = environment[key]
     roofline = result.get("roofline") or {}

@@ -29,3 +29,14 @@ def test_the_root_evaluation_names_the_device_for_the_prompts():
     window = engine.window("plan", tree.root.id, child)
     assert window.device["device_name"] == "NVIDIA H200"
     assert Tree.from_dict(tree.to_dict()).meta["device_info"]["device_name"] == "NVIDIA H200"
+
+
+def test_a_cpu_reference_states_its_threads_in_the_prompt():
+    from search.engine.engine import device_facts
+    from search.teams.llm.prompts.common import describe_device
+
+    facts = device_facts("cpu", {"environment": {"device_name": "AMD EPYC 9654", "torch": "2.13.0", "cuda": None,
+                                                 "cpu_threads": 16, "python": "3.11", "hostname": "h"}})
+    assert facts == {"device": "cpu", "device_name": "AMD EPYC 9654", "torch": "2.13.0", "cpu_threads": 16}
+    text = describe_device(facts)
+    assert "AMD EPYC 9654 (cpu), 16 CPU threads" in text and "SMs" not in text

@@ -33,6 +33,8 @@ def test_hand_written_gpu_kernels_pass(candidate: str, custom: str, cuda_setting
     assert result.timing["runs"] == 100 and result.speedup_vs_eager > 0
     assert result.roofline["bound"] == "memory" and 5 < result.roofline["pct_of_peak"] < 125
     assert "NVIDIA" in result.environment["device_name"] or result.environment["cuda"]
+    env = result.environment  # the facts the agents' prompts state (search.engine.engine.device_facts)
+    assert env["capability"].count(".") == 1 and env["multiprocessors"] > 0 and env["memory_gb"] > 1
 
 
 def test_unsynchronized_side_stream_work_is_rejected(cuda_settings: EvalSettings) -> None:

@@ -22,6 +22,7 @@ def test_it_passes_an_honest_candidate(judged: Callable[..., EvalResult]) -> Non
     assert result.timing["runs"] == 5 and result.timing["min_ms"] <= result.timing["median_ms"]
     assert all(c["status"] in ("pass", "skipped") for c in result.integrity), result.integrity
     assert result.environment["torch"] and result.environment["sandbox"] in ("bwrap", "none")
+    assert isinstance(result.environment["cpu_threads"], int) and result.environment["cpu_threads"] >= 1
     json.dumps(result.to_dict())
 
 

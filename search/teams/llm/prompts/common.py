@@ -170,7 +170,7 @@ def describe_problem(problem: dict[str, Any]) -> str:
     return "Problem summary:\n" + "\n".join(lines) if lines else ""
 
 
-DEVICE_KEYS = ("device", "device_name", "capability", "multiprocessors", "memory_gb", "copy_gbps", "matmul_tflops",
+DEVICE_KEYS = ("device", "device_name", "capability", "multiprocessors", "memory_gb", "cpu_threads", "copy_gbps", "matmul_tflops",
                "torch", "cuda", "reference_pct_of_roofline", "reference_bound")  # search.engine.engine.device_facts
 
 
@@ -194,6 +194,9 @@ def describe_device(device: dict[str, Any]) -> str:
     sms = _number(device.get("multiprocessors"))
     if sms is not None:
         head.append(f"{sms:g} SMs (streaming multiprocessors)")
+    threads = _number(device.get("cpu_threads"))
+    if threads is not None:
+        head.append(f"{threads:g} CPU threads")
     memory = _number(device.get("memory_gb"))
     if memory is not None:
         head.append(f"{memory:.4g} GB device memory")
