@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import threading
 import time
@@ -15,13 +17,31 @@ from kernels.result import EvalResult
 from kernels.settings import EvalSettings
 
 HEARTBEAT_S = 1.0  # the phase is re-published this often while it runs (the run page reads it every 2 s)
+STOP_SIGNAL = signal.SIGUSR1  # the job's own thread tells its main thread to stop (EvaluationStopped)
+STOP_TTL_S = 3600
+
+
+class EvaluationStopped(Exception):
+    """A started evaluation was asked to stop (its run was cancelled): raised in the job's main thread, so the
+    harness's own teardown kills the child and everything it started (a compiler, a timing loop) at once."""
+
+
+def stop_key(job_id: str) -> str:
+    """The Redis key that asks a started evaluation or re-time job to stop (beside rq's own job hash)."""
+    return f"rq:job:{job_id}:stop"
+
+
+def request_stop(connection: Any, job_id: str) -> None:
+    """Ask a started job to stop: its phase heartbeat sees the key within HEARTBEAT_S."""
+    connection.set(stop_key(job_id), b"1", ex=STOP_TTL_S)
 
 
 class PhaseBeat:
     """The evaluation's current phase in the RQ job's meta (`meta["phase"]`: `phase`, `elapsed_s` since the job's
     evaluation began, `phase_s` since this phase began), published when a phase begins and every HEARTBEAT_S while
     it runs (a build or a baseline may take a minute with no phase change), from a thread of the job's own process:
-    the harness and its children are untouched. Outside an RQ job it does nothing."""
+    the harness and its children are untouched. The same beat watches for a stop request (request_stop): it then
+    signals the job's main thread, which raises EvaluationStopped there. Outside an RQ job it does nothing."""
 
     def __init__(self) -> None:
         self.job: Any = None
@@ -38,6 +58,7 @@ class PhaseBeat:
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
+        self.previous: Any = None
 
     def __call__(self, phase: str, detail: dict[str, Any]) -> None:
         with self.lock:
@@ -60,9 +81,20 @@ class PhaseBeat:
     def beat(self) -> None:
         while not self.stopped.wait(HEARTBEAT_S):
             self.publish()
+            if self.stop_requested():
+                os.kill(os.getpid(), STOP_SIGNAL)
+                return
+
+    def stop_requested(self) -> bool:
+        try:
+            return bool(self.job.connection.exists(stop_key(self.job.id)))
+        except Exception:  # noqa: BLE001 - Redis away: the evaluation goes on (a cancelled run ignores its result)
+            return False
 
     def __enter__(self) -> PhaseBeat:
         if self.job is not None:
+            if threading.current_thread() is threading.main_thread():
+                self.previous = signal.signal(STOP_SIGNAL, _raise_stopped)
             self.thread = threading.Thread(target=self.beat, name="phase-heartbeat", daemon=True)
             self.thread.start()
         return self
@@ -71,6 +103,12 @@ class PhaseBeat:
         self.stopped.set()
         if self.thread is not None:
             self.thread.join(timeout=5)
+        if self.previous is not None:
+            signal.signal(STOP_SIGNAL, self.previous)
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise EvaluationStopped("stopped on request: its run was cancelled")
 
 
 def publish_phase(phase: str, detail: dict[str, Any]) -> None:

@@ -125,11 +125,19 @@ def enqueue_record(run_id: int, node_pk: int, tries: int, depends_on: Job | None
 
 
 def cancel_jobs(job_ids: list[str]) -> None:
-    """Cancel queued jobs (a started one finishes; its result is then ignored)."""
+    """Cancel queued jobs; ask started ones to stop (kernels.jobs.request_stop: an evaluation or a re-time then
+    kills its harness child, and whatever that started, within a second or two). Their results are ignored."""
+    from kernels.jobs import request_stop
+
     for job_id in job_ids:
         job = fetch(job_id)
-        if job is not None and job.get_status() in ("queued", "deferred", "scheduled"):
-            try:
+        if job is None:
+            continue
+        try:
+            status = job.get_status()
+            if status in ("queued", "deferred", "scheduled"):
                 job.cancel()
-            except Exception:  # noqa: BLE001 - best effort; stale jobs find their node finished
-                log.warning("could not cancel job %s", job_id, exc_info=True)
+            elif status == "started":
+                request_stop(connection(), job_id)
+        except Exception:  # noqa: BLE001 - best effort; stale jobs find their node finished
+            log.warning("could not cancel job %s", job_id, exc_info=True)
