@@ -9,6 +9,7 @@ Candidates stay correct, so a run through the real engine and evaluator complete
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from tests.llm.stub_server import RecordedRequest, Reply
 
@@ -102,3 +103,19 @@ def kernel_responder(request: RecordedRequest) -> Reply:
     except ValueError as exc:
         return Reply(f"I could not follow the prompt: {exc}")
     return Reply("I do not know what role I am playing.")
+
+
+def first_answer(role: str, edit: Callable[[str], str]) -> Callable[[RecordedRequest], Reply]:
+    """The kernel responder, except that `role`'s first answer has its file passed through edit."""
+    seen = {"n": 0}
+
+    def responder(request: RecordedRequest) -> Reply:
+        reply = kernel_responder(request)
+        if role_of(request) == role:
+            seen["n"] += 1
+            if seen["n"] == 1:
+                source = BLOCK_RE.search(reply.text).group(1) + "\n"  # type: ignore[union-attr]
+                reply.text = f"Done.\n```python\n{edit(source)}```\n"
+        return reply
+
+    return responder

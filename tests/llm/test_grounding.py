@@ -4,34 +4,17 @@ skeleton or a filled file that breaks it is re-asked with the line named; the al
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import pytest
 
 from search.engine.anchors import BEGIN
-from tests.llm.kernel_responder import BLOCK_RE, kernel_responder, plan_answer, role_of
+from tests.llm.kernel_responder import BLOCK_RE, first_answer, plan_answer
 from tests.llm.stub_server import RecordedRequest, Reply, StubLLMServer
 from tests.llm.teams_support import engine_for, options
 
 PROVIDERS = ["anthropic", "openai-compatible"]
 GET_INPUTS = "    return [torch.randn(16, 256)]"
 INSTRUCTION = "rewrite the body of forward as a single fused pass over the input"
-
-
-def first_code_answer(edit: Callable[[str], str]) -> Callable[[RecordedRequest], Reply]:
-    """The kernel responder, except that the code agent's first answer is edited (its file passed through edit)."""
-    seen = {"code": 0}
-
-    def responder(request: RecordedRequest) -> Reply:
-        reply = kernel_responder(request)
-        if role_of(request) == "code":
-            seen["code"] += 1
-            if seen["code"] == 1:
-                source = BLOCK_RE.search(reply.text).group(1) + "\n"  # type: ignore[union-attr]
-                reply.text = f"Implemented it.\n```python\n{edit(source)}```\n"
-        return reply
-
-    return responder
 
 
 def rejection(request: RecordedRequest) -> str:
@@ -68,7 +51,7 @@ def test_a_skeleton_that_edits_outside_its_spans_is_reasked_naming_the_line(stub
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_fill_that_edits_outside_the_spans_is_reasked_naming_the_line(stub: StubLLMServer, results: dict,
                                                                        provider: str) -> None:
-    stub.responder = first_code_answer(lambda src: src.replace(GET_INPUTS, "    return [torch.randn(16, 256) * 0]"))
+    stub.responder = first_answer("code", lambda src: src.replace(GET_INPUTS, "    return [torch.randn(16, 256) * 0]"))
     engine = engine_for("stark", options(stub, provider), results, [])
     child = engine.expand(0)
     assert child.status == "building" and child.reasks == 1
@@ -84,7 +67,7 @@ def test_a_fill_that_edits_outside_the_spans_is_reasked_naming_the_line(stub: St
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_fill_that_leaves_a_span_unchanged_is_reasked_naming_the_span(stub: StubLLMServer, results: dict,
                                                                        provider: str) -> None:
-    stub.responder = first_code_answer(lambda src: src.replace("        # fused pass (stub code agent)\n", ""))
+    stub.responder = first_answer("code", lambda src: src.replace("        # fused pass (stub code agent)\n", ""))
     engine = engine_for("stark", options(stub, provider), results, [])
     child = engine.expand(0)
     assert child.status == "building" and child.reasks == 1
@@ -97,7 +80,7 @@ def test_a_fill_that_leaves_a_span_unchanged_is_reasked_naming_the_span(stub: St
 def test_a_new_import_and_helper_outside_the_spans_are_allowed_and_recorded(stub: StubLLMServer, results: dict,
                                                                            provider: str) -> None:
     helper = "\n\ndef _twice(t):\n    return t * 2.0\n"
-    stub.responder = first_code_answer(lambda src: src.replace("import torch.nn as nn\n", "import torch.nn as nn\n"
+    stub.responder = first_answer("code", lambda src: src.replace("import torch.nn as nn\n", "import torch.nn as nn\n"
                                                                "import math\n" + helper))
     engine = engine_for("stark", options(stub, provider), results, [])
     child = engine.expand(0)

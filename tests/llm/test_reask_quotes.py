@@ -4,33 +4,15 @@ outside the spans, and a debug fix that keeps the markers; and the quote itself,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from search.engine.anchors import BEGIN, END
 from search.teams.llm.prompts.reask import MAX_QUOTED, quote_rejected
-from tests.llm.kernel_responder import BLOCK_RE, kernel_responder, plan_answer, role_of
-from tests.llm.stub_server import RecordedRequest, Reply, StubLLMServer
+from tests.llm.kernel_responder import BLOCK_RE, first_answer, plan_answer, role_of
+from tests.llm.stub_server import Reply, StubLLMServer
 from tests.llm.teams_support import add_failed_child, engine_for, options
 
 GET_INPUTS = "    return [torch.randn(16, 256)]"
-
-
-def first_answer(role: str, edit: Callable[[str], str]) -> Callable[[RecordedRequest], Reply]:
-    """The kernel responder, except that `role`'s first answer has its file passed through edit."""
-    seen = {"n": 0}
-
-    def responder(request: RecordedRequest) -> Reply:
-        reply = kernel_responder(request)
-        if role_of(request) == role:
-            seen["n"] += 1
-            if seen["n"] == 1:
-                source = BLOCK_RE.search(reply.text).group(1) + "\n"  # type: ignore[union-attr]
-                reply.text = f"Done.\n```python\n{edit(source)}```\n"
-        return reply
-
-    return responder
 
 
 def number_of(source: str, line: str) -> int:
