@@ -55,13 +55,13 @@ def test_a_reference_the_gpu_refuses_at_first_is_evaluated_again_and_the_run_fin
     from search.app.models import Node
 
     start_workers(start_worker, first_wait_s=2, wait_s=300)
-    run = busy_run(owner, busy_for_s=30)
+    run = busy_run(owner, busy_for_s=20)
     run = wait_for(run_finished(run.pk), 600, "the run to finish")
     assert run.status == "finished", (run.status, run.error)
     root = Node.objects.get(run=run, node_id=0)
     assert root.verdict == "pass" and Node.objects.get(run=run, node_id=1).verdict == "pass"
     busy = run.meta["device_busy"]["0"]["evaluations"]
-    assert busy >= 2  # a busy evaluation takes seconds: the first two fall in the busy 30 s (waits 2 s, 4 s, ...)
+    assert busy >= 2  # a busy evaluation takes seconds: the first two fall in the busy 20 s (waits 2 s, 4 s, ...)
     reasons = statuses(run.pk)
     waiting = [r for r in reasons if r.startswith("waiting for the GPU")]
     assert len(waiting) == busy == root.agent_log.count("waiting for the GPU"), (reasons, root.agent_log)
@@ -95,15 +95,15 @@ def test_a_reference_the_gpu_refuses_for_ever_fails_the_run_with_the_device_busy
 def test_an_attempt_the_gpu_refuses_once_is_evaluated_again_not_debugged(start_worker, redis_client, owner):
     from search.app.models import Node
 
-    # The attempt's GPU is full for 40 s from now: its first evaluation falls in them (the reference's evaluation
-    # and the scripted agents take far less), and the first wait, 40 s, takes the second one past them.
-    start_workers(start_worker, first_wait_s=40, wait_s=300)
-    run = busy_run(owner, busy_for_s=40, attempts_only=True)
+    # The attempt's GPU is full for 25 s from now: its first evaluation falls in them (the reference's evaluation
+    # and the scripted agents take far less), and the first wait, 25 s, takes the second one past them.
+    start_workers(start_worker, first_wait_s=25, wait_s=300)
+    run = busy_run(owner, busy_for_s=25, attempts_only=True)
     run = wait_for(run_finished(run.pk), 600, "the run to finish")
     assert run.status == "finished", (run.status, run.error)
-    assert run.meta["device_busy"] == {"1": {"evaluations": 1, "waited_s": 40.0}}, run.meta.get("device_busy")
+    assert run.meta["device_busy"] == {"1": {"evaluations": 1, "waited_s": 25.0}}, run.meta.get("device_busy")
     nodes = list(Node.objects.filter(run=run).order_by("node_id"))
     assert [(n.node_id, n.role, n.verdict) for n in nodes] == [(0, "root", "pass"), (1, "plan+code", "pass")]
     attempt = nodes[1]
-    assert attempt.tries == 2 and "attempt 1 is evaluated again in 40 s" in attempt.agent_log
+    assert attempt.tries == 2 and "attempt 1 is evaluated again in 25 s" in attempt.agent_log
     assert not [r for r in statuses(run.pk) if r.startswith("waiting")]  # an attempt's wait is its own log
