@@ -3,6 +3,7 @@ finishes when a worker is back, attempts == budget and no node is duplicated."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -28,21 +29,38 @@ def evaluation_started(run_id: int):
     return check
 
 
+def freeze_tree(root: int, sig: int) -> list[int]:
+    """Send sig to root and every descendant: rq's work horse runs in a process group of its own (os.setpgrp), and
+    so may the harness child it started, so the worker's group alone is not the whole tree."""
+    from kernels.isolation.process_tree import descendants
+
+    pids = [root, *descendants(root)]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    return pids
+
+
 def kill_mid_evaluation(gpu, run_id: int):
-    """SIGKILL the gpu worker's whole group while a child's evaluation is running. The group is frozen
-    (SIGSTOP) first and the job's status checked, so a busy machine cannot let the evaluation finish between
-    seeing it started and the kill; an evaluation that did finish lets the worker go on to the next one."""
+    """SIGKILL the gpu worker, its work horse and the evaluation's processes while a child's evaluation is running.
+    The whole tree is frozen (SIGSTOP) first and the job's status checked, so a busy machine cannot let the
+    evaluation finish between seeing it started and the kill; an evaluation that did finish lets the worker go on
+    to the next one."""
     from search.app.service import queues
 
     while True:
         victim = wait_for(evaluation_started(run_id), 300, "a child's evaluation to start")
-        os.killpg(gpu.pid, signal.SIGSTOP)
+        frozen = freeze_tree(gpu.pid, signal.SIGSTOP)
         job = queues.fetch(victim.job_id)
         if job is not None and job.get_status() == "started" and job.latest_result() is None:  # not done yet
-            os.killpg(gpu.pid, signal.SIGKILL)  # the worker, its work horse and the evaluation subprocesses
+            for pid in frozen:  # the tree as frozen: nothing in it could start another process since
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             gpu.wait()
             return victim
-        os.killpg(gpu.pid, signal.SIGCONT)
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.django_db(transaction=True)
