@@ -79,14 +79,15 @@ def retime_note(retime: dict[str, Any] | None) -> str:
 
 
 def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None,
-                  keep_usable: bool = False) -> dict[str, Any]:
+                  keep_usable: bool = False, compile_baselines: bool = True) -> dict[str, Any]:
     """Re-time the search's contenders (search.engine.contenders: its best attempt, the steps that led to it, the
     first attempts and the runners-up close to it) and both compile modes against the reference; the winner is
     the contender fastest side by side ("node", its entry "best"; the search's best when its own re-time is not
     usable, so an unusable figure never promotes a slower attempt). The result is stored in tree.meta["retime"]
     and returned. Nothing to re-time (no correct attempt) leaves the attempt entries out.
     keep_usable: entries of an earlier re-time that are usable (same search best, device and rounds) are kept, and
-    only the others re-timed (each entry is a ratio to the reference measured in its own child, so they combine)."""
+    only the others re-timed (each entry is a ratio to the reference measured in its own child, so they combine).
+    compile_baselines=False leaves both compile modes out (on a CPU, max-autotune alone can take minutes)."""
     started = time.monotonic()
     settings: dict[str, Any] = {"device": device, "baselines": [], "reuse_results": False, "roofline": False}
     if cache_dir:
@@ -116,7 +117,7 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     if out["node"] is not None:
         out["contenders"] = contenders
         out["best"] = contenders[str(out["node"])]
-    for key, mode in COMPILE_MODES.items():
+    for key, mode in COMPILE_MODES.items() if compile_baselines else ():
         out[key] = entry(earlier.get(key), compiled_reference(tree.problem_source, mode))
     out["wall_s"] = round(time.monotonic() - started, 1)
     tree.meta["retime"] = out
@@ -201,7 +202,8 @@ def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
             continue
         device = args.device or str(tree.settings.get("device") or "cpu")
         print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=out, flush=True)
-        retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force)
+        retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force,
+                      compile_baselines=not args.no_compile_baselines)
         tree.save(name)
         print(retime_text(tree), file=out, flush=True)
     return 1 if failed else 0

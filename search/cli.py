@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     retime.add_argument("--rounds", type=int, default=ROUNDS,
                         help=f"alternating rounds of reference and candidate per re-time (default {ROUNDS})")
     retime.add_argument("--force", action="store_true", help="re-time trees that already have usable figures too")
+    retime.add_argument("--no-compile-baselines", action="store_true",
+                        help="leave torch.compile(default) and max-autotune of the reference out (minutes on a CPU)")
     show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
                                        "(and 'no temp' where a call went without its role's temperature)")
     show.add_argument("tree", help="a tree JSON written by run --out or bench --trees")
