@@ -70,14 +70,14 @@ def test_retime_writes_side_by_side_figures_into_the_tree(tmp_path: Path) -> Non
     assert Tree.load(tree_file).meta["retime"]["wall_s"] == -1.0
     # ... and of one re-timed in part, only the entry that failed is timed again
     tree = Tree.load(tree_file)
-    kept = {k: tree.meta["retime"][k] for k in ("best", "compile")}
-    tree.meta["retime"]["compile_max_autotune"] = {"error": "re-timing failed: timed out"}
+    kept = {k: tree.meta["retime"][k] for k in ("best", "compile_max_autotune")}  # (max-autotune: minutes on a CPU)
+    tree.meta["retime"]["compile"] = {"error": "re-timing failed: timed out"}
     tree.save(tree_file)
     buf = io.StringIO()
     assert main(["retime", str(tree_file), "--rounds", "2"], out=buf) == 0
     again = Tree.load(tree_file).meta["retime"]
-    assert {k: again[k] for k in ("best", "compile")} == kept
-    assert again["compile_max_autotune"].get("speedup", 0) > 0, again
+    assert {k: again[k] for k in ("best", "compile_max_autotune")} == kept
+    assert again["compile"].get("speedup", 0) > 0, again
 
 
 def test_unreadable_trees_and_failed_references_are_named(tmp_path: Path) -> None:
