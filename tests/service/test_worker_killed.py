@@ -91,3 +91,44 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
 
     assert any("retrying once" in str(e.payload.get("changes", {}).get("agent_log", ""))
                for e in Event.objects.filter(run=run, node=node.node_id))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_work_horse_and_the_harness_child_die_with_their_worker(start_worker, redis_client, owner, tmp_path):
+    """rq runs each job in a work horse of its own process group: SIGKILL to the worker alone (not its tree) must
+    still end the evaluation at once, or a late result would race the retry the reaper sends elsewhere."""
+    from kernels.isolation.process_tree import descendants
+    from search.app.models import Node
+    from search.app.service import queues
+    from tests.service.conftest import Workers
+    from tests.service.helpers import CHEAP_EVAL
+    from tests.service.test_cancel_stops import harness_children
+
+    cache = tmp_path / "cache"
+    workers = Workers(start_worker)
+    workers.start("search", "--with-scheduler")
+    gpu = workers.start("gpu", STARK_CACHE_DIR=str(cache))
+    run = make_run(owner, team="scripted", budget=1,
+                   eval={**CHEAP_EVAL, "reuse_results": False, "timing_runs": 10000, "run_timeout_s": 600})
+
+    def evaluating() -> bool:
+        root = Node.objects.get(run=run, node_id=0)
+        job = queues.fetch(root.job_id) if root.job_id else None
+        return job is not None and job.get_status() == "started" and bool(harness_children(cache))
+
+    wait_for(evaluating, 180, "the reference's evaluation to run in a harness child")
+    tree = descendants(gpu.pid)
+    assert tree, "the worker has a work horse"
+    os.kill(gpu.pid, signal.SIGKILL)  # the worker only
+    gpu.wait()
+    wait_for(lambda: not harness_children(cache) and not [p for p in tree if alive(p)],
+             10, "the work horse and the harness child to die with their worker", every=0.1)
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its new parent to reap it is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import time
 from datetime import datetime, timezone
@@ -46,6 +47,19 @@ HOST_FIELD = "stark_host"
 DEVICES_FIELD = "stark_devices"
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def libc_prctl() -> Any:
+    """libc's prctl (Linux), or None."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def preload_isolation_plans() -> None:
     """Decide the sandbox layers of harness children (kernels.isolation.layers.plan: trial runs of bubblewrap and the
     sandbox uid, several seconds) once in the worker's main process, so every job's work-horse inherits the answer
@@ -69,12 +83,24 @@ class Worker(RQWorker):
         kwargs.setdefault("job_monitoring_interval", job_heartbeat_s())
         super().__init__(*args, **kwargs)
         self.heartbeat_grace_s = job_heartbeat_grace_s()
+        self.prctl = libc_prctl()  # loaded here: a forked work horse arms its death signal with it
         if any("gpu" in getattr(q, "name", "") for q in self.queues):
             # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
             # GPU host) once here rather than in every horse. The harness's own process never touches the device.
             import kernels.jobs  # noqa: F401
 
             preload_isolation_plans()
+
+    def setup_work_horse_signals(self) -> None:
+        """In the work horse: rq puts it in a process group of its own, so it would outlive a SIGKILLed worker and
+        finish (and store) an evaluation the reaper has already sent elsewhere. It dies with its worker instead, and
+        the harness child dies with it (its own death signal), which kills what that started."""
+        super().setup_work_horse_signals()
+        worker_pid = os.getppid()
+        if self.prctl is not None:
+            self.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != worker_pid:  # the worker died before the signal was armed
+                os._exit(1)
 
     def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
         interval = self.job_monitoring_interval
