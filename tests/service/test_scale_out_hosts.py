@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.service.test_worker_killed import freeze_tree
 
 pytestmark = pytest.mark.slow  # starts processes (workers, harness children)
 
+UNSHARE = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--"]
 PROBLEMS = {"tiny/relu_scale": "tests/engine/fixtures/tiny_relu_scale.py",
             "tiny/softmax": "tests/kernels/fixtures/problem_tiny_softmax.py"}
 
@@ -32,6 +34,9 @@ def separate_hosts_possible(redis_url: str) -> str | None:
         return "Redis is on TCP here: a worker in its own network namespace reaches it only through a unix socket"
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return "network and pid namespaces need root and util-linux's unshare"
+    probe = subprocess.run(UNSHARE + ["true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"this machine refuses new namespaces: {probe.stderr.strip()[:200]}"
     return None
 
 
@@ -47,7 +52,7 @@ def start_gpu_host(processes, redis_url: str, tmp_path: Path, host: str):
     queue = f"stark-{settings.STARK_INSTANCE}-gpu"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE", "DJANGO", "ANTHROPIC", "OPENAI"))
            and "KEY" not in k and "SECRET" not in k}
-    argv = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--", "env", "-i",
+    argv = [*UNSHARE, "env", "-i",
             *[f"{k}={v}" for k, v in {**env, "PYTHONPATH": str(no_django), "STARK_CACHE_DIR": str(tmp_path / host),
                                        **FAST_HEARTBEAT}.items()],
             rq, "worker", queue, "--url", redis_url, "--name", host, "--worker-class",
