@@ -15,21 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from kernels.child.zygote_server import parent_of
 from search.engine.tree import Tree
-from tests.teams.processes import command_lines
+from tests.teams.processes import command_lines, harness_children
 
 pytestmark = pytest.mark.slow  # a real bench: the rules team's attempts in real harness children
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
-
-
-def _children_left(cache: Path) -> list[str]:
-    """Harness children of this bench's cache still alive: spawned workers, or processes forked from its zygote (the
-    idle zygote itself may stay: it never runs a task)."""
-    procs = command_lines(str(cache))
-    return [line for pid, line in procs.items() if "kernels.child.zygote_server" not in line or parent_of(pid) in procs]
 
 
 def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> None:
@@ -73,10 +65,10 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
     assert (f", {interrupted} in flight marked interrupted" in tree.meta["stop_reason"]) == (interrupted > 0), tree.meta
     assert json.loads(tree_file.read_text())["meta"]["stop_reason"] == tree.meta["stop_reason"]
     gone = time.monotonic() + 20
-    while _children_left(cache) and time.monotonic() < gone:
+    while harness_children(cache) and time.monotonic() < gone:
         time.sleep(0.2)
     try:
-        assert _children_left(cache) == []
+        assert harness_children(cache) == []
     finally:
         for pid in command_lines(str(cache)):
             with contextlib.suppress(ProcessLookupError):

@@ -8,18 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kernels.child.zygote_server import parent_of
 from tests.service.conftest import Workers
 from tests.service.helpers import CHEAP_EVAL, make_run, wait_for
-from tests.teams.processes import command_lines
+from tests.teams.processes import harness_children
 
 pytestmark = pytest.mark.slow  # starts processes (workers, harness children)
-
-
-def harness_children(cache: Path) -> list[str]:
-    """Harness children working under this cache (spawned ones, or forked from its zygote; the idle zygote stays)."""
-    procs = command_lines(str(cache))
-    return [line for pid, line in procs.items() if "zygote_server" not in line or parent_of(pid) in procs]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,10 +5,8 @@ finds the abandoned attempt and the other host evaluates it; every run of the su
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +18,7 @@ from tests.conftest import ARTIFACTS
 from tests.service.conftest import FAST_HEARTBEAT
 from tests.service.helpers import CHEAP_EVAL, ROOT, assert_tree_consistent, wait_for
 from tests.service.test_suite_survives import suite_evaluation_started
-from tests.service.test_worker_killed import freeze_tree
+from tests.service.test_worker_killed import kill_tree_if, unfinished_on
 
 pytestmark = pytest.mark.slow  # starts processes (workers, harness children)
 
@@ -97,18 +95,9 @@ def test_two_gpu_hosts_serve_a_suite_and_one_takes_over_a_killed_ones_attempt(st
         doomed = host_of(victim.job_id)
         if doomed not in hosts:
             continue
-        frozen = freeze_tree(hosts[doomed].pid, signal.SIGSTOP)  # the worker, its horse and the harness child
-        job = queues.fetch(victim.job_id)
-        if job is not None and job.get_status() == "started" and job.latest_result() is None \
-                and job.worker_name == doomed:
-            for pid in frozen:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        if kill_tree_if(hosts[doomed].pid, unfinished_on(victim.job_id, worker=doomed)):  # its worker, horse, child
             hosts[doomed].wait()
             break
-        for pid in frozen:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
     survivor = next(name for name in hosts if name != doomed)
     wait_for(lambda: Node.objects.get(pk=victim.pk).tries == 2, 120, "the reaper to retry the lost evaluation")
     wait_for(lambda: Suite.objects.get(pk=suite.pk).status == "finished", 400, "the suite to finish", every=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 
 import pytest
 
@@ -29,38 +30,47 @@ def evaluation_started(run_id: int):
     return check
 
 
-def freeze_tree(root: int, sig: int) -> list[int]:
-    """Send sig to root and every descendant: rq's work horse runs in a process group of its own (os.setpgrp), and
-    so may the harness child it started, so the worker's group alone is not the whole tree."""
-    from kernels.isolation.process_tree import descendants
-
-    pids = [root, *descendants(root)]
+def signal_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-    return pids
+
+
+def kill_tree_if(root: int, unfinished: Callable[[], bool]) -> bool:
+    """Freeze (SIGSTOP) root and every descendant (rq's work horse runs in a process group of its own, and so may
+    the harness child it started, so the worker's group is not the whole tree), then SIGKILL them all if
+    unfinished() still holds, else let them go on. A frozen tree cannot finish the evaluation in between."""
+    from kernels.isolation.process_tree import descendants
+
+    frozen = [root, *descendants(root)]
+    signal_all(frozen, signal.SIGSTOP)
+    if unfinished():
+        signal_all(frozen, signal.SIGKILL)  # nothing in the tree could start another process since
+        return True
+    signal_all(frozen, signal.SIGCONT)
+    return False
+
+
+def unfinished_on(job_id: str, worker: str | None = None) -> Callable[[], bool]:
+    """The job is still running (on `worker`, when named) and has no result yet."""
+    from search.app.service import queues
+
+    def check() -> bool:
+        job = queues.fetch(job_id)
+        return (job is not None and job.get_status() == "started" and job.latest_result() is None
+                and (worker is None or job.worker_name == worker))
+
+    return check
 
 
 def kill_mid_evaluation(gpu, run_id: int):
-    """SIGKILL the gpu worker, its work horse and the evaluation's processes while a child's evaluation is running.
-    The whole tree is frozen (SIGSTOP) first and the job's status checked, so a busy machine cannot let the
-    evaluation finish between seeing it started and the kill; an evaluation that did finish lets the worker go on
-    to the next one."""
-    from search.app.service import queues
-
+    """SIGKILL the gpu worker, its work horse and the evaluation's processes while a child's evaluation is running
+    (kill_tree_if); an evaluation that finished first lets the worker go on to the next one."""
     while True:
         victim = wait_for(evaluation_started(run_id), 300, "a child's evaluation to start")
-        frozen = freeze_tree(gpu.pid, signal.SIGSTOP)
-        job = queues.fetch(victim.job_id)
-        if job is not None and job.get_status() == "started" and job.latest_result() is None:  # not done yet
-            for pid in frozen:  # the tree as frozen: nothing in it could start another process since
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        if kill_tree_if(gpu.pid, unfinished_on(victim.job_id)):
             gpu.wait()
             return victim
-        for pid in frozen:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -102,7 +112,7 @@ def test_the_work_horse_and_the_harness_child_die_with_their_worker(start_worker
     from search.app.service import queues
     from tests.service.conftest import Workers
     from tests.service.helpers import CHEAP_EVAL
-    from tests.service.test_cancel_stops import harness_children
+    from tests.teams.processes import harness_children
 
     cache = tmp_path / "cache"
     workers = Workers(start_worker)

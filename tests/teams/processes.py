@@ -28,3 +28,12 @@ def command_lines(text: str) -> dict[int, str]:
             if text in cmdline:
                 found[int(entry)] = cmdline
     return found
+
+
+def harness_children(cache: str | Path) -> list[str]:
+    """Command lines of the harness children working under this cache: spawned ones, or forked from its zygote (the
+    idle zygote itself may stay: it never runs a task)."""
+    from kernels.child.zygote_server import parent_of
+
+    procs = command_lines(str(cache))
+    return [line for pid, line in procs.items() if "zygote_server" not in line or parent_of(pid) in procs]
