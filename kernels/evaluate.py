@@ -44,6 +44,7 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
     timeouts = {"start": settings.build_timeout_s, "build": settings.build_timeout_s,
                 "first_call": settings.build_timeout_s, "run": settings.run_timeout_s, "timing": settings.run_timeout_s,
                 **({"profile": profile_kill_s(settings)} if settings.profile else {}),
+                **({"recheck": settings.run_timeout_s} if task.get("kind") == "candidate" else {}),
                 **({"fuzz": settings.run_timeout_s} if task.get("fuzz") else {})}  # phases it may have: no more
 
     def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively

@@ -13,7 +13,7 @@ Progress = Callable[[str, dict[str, Any]], None]
 
 # worker phases -> what the user reads
 CHILD_PHASES = {"start": "start", "build": "build", "first_call": "build", "run": "correctness",
-                "queue": "waiting for the device", "timing": "timing", "ceilings": "device ceilings",
+                "queue": "waiting for the device", "timing": "timing", "recheck": "re-check", "ceilings": "device ceilings",
                 "baseline": "baselines", "profile": "profiling", "fuzz": "fuzzing"}
 
 

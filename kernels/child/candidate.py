@@ -157,8 +157,14 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")
     with hold.exclusive():  # nobody else uses the device while this times
         channel.phase("timing")
-        facts["compile_aside"] = hold.facts()
-        timed(task, problem, model, facts, trials, device, guard, channel, send)
+        inputs, times, last, sampler = timed(task, problem, model, device, guard)
+    # the re-check, the fuzzing variants (which may recompile a torch.compile'd candidate: that compile steps aside)
+    # and the profile are untimed: they share the device, so other children's timers are not held up by them
+    channel.phase("queue")
+    with hold.shared():
+        channel.phase("recheck")
+        after_timing(task, problem, model, facts, trials, inputs, times, last, sampler, device, guard, channel, send,
+                     hold)
 
 
 def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch.device, channel: Channel,
@@ -212,13 +218,10 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
     return model, facts, trials
 
 
-def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, facts: dict[str, Any],
-                   trials: list[list[Any]], device: torch.device, guard: probes.HarnessSnapshot,
-                   channel: Channel, send: Any) -> None:
-    """Timing and the post-timing re-check, holding the device alone; then the outputs are saved and sent."""
-    cuda = device.type == "cuda"
-    seeds = task["seeds"]
-    inputs = loading.make_inputs(problem, seeds[0], device)
+def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, device: torch.device,
+                   guard: probes.HarnessSnapshot) -> tuple[list[Any], list[float], Any, TimingSampler]:
+    """The timed loop, holding the device alone: (inputs, times, the last run's outputs, the sampler)."""
+    inputs = loading.make_inputs(problem, task["seeds"][0], device)
     keeper = Keeper(bool(task.get("digest")))
     sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"], keeper)
     try:
@@ -231,6 +234,18 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
     except BaseException as exc:  # noqa: BLE001
         raise HarnessFailure("runtime_error", f"ModelNew.forward raised {type(exc).__name__} while being timed: "
                              f"{exc}") from exc
+    return inputs, times, last, sampler
+
+
+def after_timing(task: dict[str, Any], problem: Any, model: torch.nn.Module, facts: dict[str, Any],
+                 trials: list[list[Any]], inputs: list[Any], times: list[float], last: Any, sampler: TimingSampler,
+                 device: torch.device, guard: probes.HarnessSnapshot, channel: Channel, send: Any,
+                 hold: device_lock.DeviceHold) -> None:
+    """The post-timing re-check and fuzzing variants (untimed, the device shared); then the outputs are saved and
+    the result sent, and the profile taken."""
+    cuda = device.type == "cuda"
+    seeds = task["seeds"]
+    keeper = sampler.keeper
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))  # before the re-check can restore
     timed = keeper.keep(loading.flatten_outputs(last))
     timed_seed = sampler.seeds[-1]
@@ -254,6 +269,7 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, f
     data = buffer.getvalue()
     write_file(task["outputs_path"], data)
     facts["compile_cache"] = compile_cache_counts()
+    facts["compile_aside"] = hold.facts()
     # the hash lets the parent see the file rewritten later (the candidate's code runs again while profiled)
     send(channel, "result", times_ms=times, facts=facts, outputs_sha256=_sha256(data).hexdigest())
     if task.get("profile"):  # after the verdict's facts are sent: a profiler failure or hang cannot change them

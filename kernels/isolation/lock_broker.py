@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
+TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode>" lines
+_holders = itertools.count(1)
 
 
 class LockBroker:
@@ -37,6 +41,7 @@ class LockBroker:
         self.wanted: str | None = None
         self.gate_held = False
         self.grants = 0
+        self.trace_fd, self.holder = open_trace(), f"{os.getpid()}-{next(_holders)}"
 
     def request(self, message: dict[str, Any]) -> bool:
         """A lock message from the child; True when the parent must now wait for the lock (a blocking take)."""
@@ -52,6 +57,7 @@ class LockBroker:
             self._answer(False)
             return False
         self.wanted = op
+        self._trace("want", op)
         return True
 
     def poll(self) -> bool:
@@ -78,6 +84,7 @@ class LockBroker:
             return False
         self._let_go_of_gate()
         self.held, self.grants = op, self.grants + 1
+        self._trace("grant", op)
         return True
 
     def _let_go_of_gate(self) -> None:
@@ -90,7 +97,13 @@ class LockBroker:
         self._let_go_of_gate()
         if self.held is not None:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+            self._trace("release", self.held)
             self.held = None
+
+    def _trace(self, event: str, op: str) -> None:
+        if self.trace_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.trace_fd, f"{time.time():.4f} {self.holder} {event} {op}\n".encode())
 
     def _answer(self, granted: bool) -> None:
         with contextlib.suppress(OSError):  # a child that does not read its answers only blocks itself
@@ -108,11 +121,23 @@ class LockBroker:
         if self.lock_fd < 0:
             return
         self._release()
-        for fd in (self.lock_fd, self.gate_fd, self.reply_fd):
+        for fd in (self.lock_fd, self.gate_fd, self.reply_fd, self.trace_fd):
             with contextlib.suppress(OSError):
-                os.close(fd)
-        self.lock_fd = self.gate_fd = self.reply_fd = -1
+                if fd >= 0:
+                    os.close(fd)
+        self.lock_fd = self.gate_fd = self.reply_fd = self.trace_fd = -1
         self.close_child_end()
+
+
+def open_trace() -> int:
+    """The lock trace's descriptor ($STARK_LOCK_TRACE, for benchmarks/lock_trace.py), or -1 (the default: none)."""
+    path = os.environ.get(TRACE_ENV, "")
+    if not path:
+        return -1
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return -1
 
 
 def compile_aside_wanted(device: str) -> bool:

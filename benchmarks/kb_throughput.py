@@ -1,0 +1,142 @@
+"""How many attempts a bench judged per minute per GPU, from its tree files, and (with a lock trace) where the device
+lock's time went. The question of the suites' throughput target: at least 12 evaluated attempts per minute per GPU,
+sustained, over 10 or more KernelBench problems, every winner re-timed.
+
+Counts every judged attempt (a verdict other than "interrupted" or "declined": compile failures count, they cost
+an evaluation too) by the time its verdict was recorded. Rates:
+- whole: judged attempts / (first node created -> last verdict), the references' evaluations included in the time;
+- attempts: judged attempts / (first attempt created -> last attempt's verdict), the rate once the references are in;
+- per minute: judged attempts in each minute of that window (the last, partial minute left out), their median and
+  lowest: "sustained" means the lowest full minute, not the average.
+
+With `--lock-trace FILE` ($STARK_LOCK_TRACE of the run, kernels/isolation/lock_broker.py) it also reports, over the
+trace's span, the share of time the lock was held exclusively (timing), held only shared, or free, and the waits.
+
+    python -m benchmarks.kb_throughput --gpus 1 --out OUT.json TREE.json [...] [--lock-trace lock.trace]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import report
+from search.bench_record import problem_record
+from search.engine.tree import Tree
+
+NOT_JUDGED = ("interrupted", "declined", None)
+
+
+def judged_times(tree: Tree) -> tuple[list[float], list[float], list[float]]:
+    """(every node's created_at, judged attempts' created_at, judged attempts' finished_at)."""
+    created = [n.created_at for n in tree if n.created_at]
+    attempts = [n for n in tree if n.parent is not None and n.finished_at and n.verdict not in NOT_JUDGED]
+    return created, [n.created_at for n in attempts if n.created_at], [float(n.finished_at) for n in attempts]
+
+
+def per_minute(finished: list[float], start: float, end: float) -> list[int]:
+    """Judged attempts in each full minute from `start` (a partial last minute is left out)."""
+    minutes = int((end - start) // 60)
+    counts = [0] * minutes
+    for t in finished:
+        k = int((t - start) // 60)
+        if 0 <= k < minutes:
+            counts[k] += 1
+    return counts
+
+
+def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
+    created: list[float] = []
+    attempt_created: list[float] = []
+    finished: list[float] = []
+    retimed = solved = 0
+    for tree in trees:
+        c, a, f = judged_times(tree)
+        created += c
+        attempt_created += a
+        finished += f
+        record = problem_record(Path(tree.settings.get("problem_file") or "problem.py"), tree, "", "", 0.0)
+        solved += bool(record["success"])
+        retimed += bool(record["success"] and record["retimed"])
+    if not finished:
+        return {"problems": len(trees), "judged": 0}
+    end = max(finished)
+    whole_min = (end - min(created)) / 60
+    attempts_min = (end - min(attempt_created)) / 60
+    minutes = per_minute(finished, min(attempt_created), end)
+    return {
+        "problems": len(trees), "gpus": gpus, "judged": len(finished),
+        "whole_min": round(whole_min, 2), "attempts_min": round(attempts_min, 2),
+        "per_min_per_gpu_whole": round(len(finished) / whole_min / gpus, 2),
+        "per_min_per_gpu_attempts": round(len(finished) / attempts_min / gpus, 2),
+        "minutes": minutes,
+        "median_minute_per_gpu": round(statistics.median(minutes) / gpus, 2) if minutes else None,
+        "lowest_minute_per_gpu": round(min(minutes) / gpus, 2) if minutes else None,
+        "solved": solved, "winners_retimed": retimed,
+    }
+
+
+def lock_shares(path: Path) -> dict[str, Any]:
+    """From a lock trace: the share of its span with the lock held exclusively, only shared, or free; the waits."""
+    events: list[tuple[float, str, str, str]] = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            events.append((float(parts[0]), parts[1], parts[2], parts[3]))
+    if not events:
+        return {"events": 0}
+    events.sort()
+    held: dict[str, str] = {}
+    wanting: dict[str, tuple[float, str]] = {}
+    time_in = defaultdict(float)
+    waits: dict[str, list[float]] = defaultdict(list)
+    holds: dict[str, list[float]] = defaultdict(list)
+    since: dict[str, float] = {}
+    last = events[0][0]
+    for t, holder, event, mode in events:
+        state = "exclusive" if "exclusive" in held.values() else "shared" if held else "free"
+        time_in[state] += t - last
+        last = t
+        if event == "want":
+            wanting[holder] = (t, mode)
+        elif event == "grant":
+            if holder in wanting:
+                waits[mode].append(t - wanting.pop(holder)[0])
+            held[holder], since[holder] = mode, t
+        elif event == "release" and holder in held:
+            holds[held.pop(holder)].append(t - since.pop(holder))
+    span = events[-1][0] - events[0][0] or 1.0
+    return {"events": len(events), "span_s": round(span, 1),
+            **{f"{state}_share": round(time_in[state] / span, 3) for state in ("exclusive", "shared", "free")},
+            **{f"{mode}_holds": len(holds[mode]) for mode in ("exclusive", "shared")},
+            **{f"{mode}_hold_median_s": round(statistics.median(holds[mode]), 3) if holds[mode] else None
+               for mode in ("exclusive", "shared")},
+            **{f"{mode}_wait_median_s": round(statistics.median(waits[mode]), 3) if waits[mode] else None
+               for mode in ("exclusive", "shared")},
+            **{f"{mode}_wait_total_s": round(sum(waits[mode]), 1) for mode in ("exclusive", "shared")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trees", nargs="+", help="tree JSON files (bench --trees)")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs the bench used (default 1)")
+    parser.add_argument("--lock-trace", type=Path, default=None, help="the run's $STARK_LOCK_TRACE file")
+    parser.add_argument("--device", default=None, help="the device's name, for the report")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    args = parser.parse_args(argv)
+    trees = [Tree.load(name) for name in args.trees]
+    row = throughput(trees, args.gpus)
+    notes = {"lock": lock_shares(args.lock_trace)} if args.lock_trace else {}
+    report("kb_throughput", [row], args.out, args.device, notes,
+           columns=[c for c in row if c != "minutes"])
+    print("judged attempts per minute:", row.get("minutes"))
+    if notes:
+        print("device lock:", notes["lock"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The suites' throughput on one GPU: the offline (rules) team over the 10 KernelBench level-2 problems of
+# benchmarks/problems/kb_l2, several attempts in flight, then every winner re-timed. Two device calls, chained on one
+# warm machine (the second finds the first's compile seeds in STARK_CACHE_DIR):
+#   search: benchmarks/kb_rules.sh without re-times (STREAMS benches side by side, PARALLEL attempts in flight each),
+#           with the device lock traced ($STARK_LOCK_TRACE), then benchmarks/kb_throughput.py over the trees:
+#           judged attempts per minute per GPU, per full minute, and the lock's exclusive/shared/free shares;
+#   retime: benchmarks/kb_retime.sh over the search call's trees.tar.gz (one stream: re-times alone are the true
+#           ones), then kb_throughput.py again (it counts the winners re-timed).
+# Usage on the GPU host, from the repository root (writes to $OUT):
+#   bash benchmarks/throughput_h200.sh search [budget=8] [seconds-per-problem=430] [parallel=2] [streams=10] [deadline=540]
+#   bash benchmarks/throughput_h200.sh retime TREES.tar.gz [deadline=560]
+set -uo pipefail
+export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
+out=${OUT:-/tmp/throughput}
+mode=${1:-search}
+shift
+mkdir -p "$out"
+gpu=$(nvidia-smi -L 2> /dev/null | head -1 | sed 's/ (UUID.*//')
+gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
+trees=$(mktemp -d)
+if [ "$mode" = search ]; then
+  export STARK_LOCK_TRACE=/tmp/lock.trace
+  rm -f "$STARK_LOCK_TRACE"
+  OUT="$out" BENCH_FLAGS="${BENCH_FLAGS:---max-autotune-baseline}" \
+    bash benchmarks/kb_rules.sh "${1:-8}" "${2:-430}" "${3:-2}" "${4:-10}" "${5:-540}" kb_l2
+  tar -xzf "$out/trees.tar.gz" -C "$trees"
+  python3 -m benchmarks.kb_throughput --gpus "${gpus:-1}" --device "$gpu" --lock-trace "$STARK_LOCK_TRACE" \
+    --out "$out/throughput.json" "$trees"/*.json | tee -a "$out/device.txt"
+  gzip -c "$STARK_LOCK_TRACE" > "$out/lock.trace.gz"
+elif [ "$mode" = retime ]; then
+  archive=${1:?usage: throughput_h200.sh retime TREES.tar.gz [deadline]}
+  tar -xzf "$archive" -C "$trees"
+  OUT="$out" bash benchmarks/kb_retime.sh 1 "${2:-560}" "$trees"
+  python3 -m benchmarks.kb_throughput --gpus "${gpus:-1}" --device "$gpu" --out "$out/throughput.json" \
+    "$trees"/*.json | tee -a "$out/device.txt"
+else
+  echo "usage: bash benchmarks/throughput_h200.sh search|retime ..." >&2
+  exit 2
+fi
