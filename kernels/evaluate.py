@@ -244,7 +244,7 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
                                      "detail": f"{figures['pct_of_peak']:.1f}% of the {figures['bound']} roofline"})
 
 
-ASIDE_FACTS = ("compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "errors")
+ASIDE_FACTS = ("compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "yields", "errors")
 
 
 def compile_cache_of(run: WorkerRun) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +154,12 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
     with hold.shared():  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
-        model, facts, trials = on_device(task, problem, cls, device, channel, guard)
+        model, facts, trials = on_device(task, problem, cls, device, channel, guard, hold.let_timers_in)
     channel.phase("queue")
     with hold.exclusive():  # nobody else uses the device while this times
         channel.phase("timing")
         inputs, times, last, sampler = timed(task, problem, model, device, guard)
+    hold.timed = True
     # the re-check, the fuzzing variants (which may recompile a torch.compile'd candidate: that compile steps aside)
     # and the profile are untimed: they share the device, so other children's timers are not held up by them
     channel.phase("queue")
@@ -168,8 +170,10 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
 
 
 def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch.device, channel: Channel,
-                    guard: probes.HarnessSnapshot) -> tuple[torch.nn.Module, dict[str, Any], list[list[torch.Tensor]]]:
-    """The untimed device work (building the model, correctness trials, probes), under the shared device lock."""
+                    guard: probes.HarnessSnapshot, between: Callable[[], None] = lambda: None,
+                    ) -> tuple[torch.nn.Module, dict[str, Any], list[list[torch.Tensor]]]:
+    """The untimed device work (building the model, correctness trials, probes), under the shared device lock;
+    `between` runs between two trials (DeviceHold.let_timers_in)."""
     cuda = device.type == "cuda"
     channel.phase("first_call")  # the constructor and the first forward() may JIT-compile: the build deadline
     try:
@@ -183,6 +187,8 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
     trials: list[list[Any]] = []
     previous: tuple[list[torch.Tensor], list[Any]] | None = None
     for index, seed in enumerate(seeds[:-1]):
+        if index:
+            between()
         inputs = loading.make_inputs(problem, seed, device)
         copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         threads_before = {t.ident for t in threading.enumerate()}
@@ -213,6 +219,7 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
             channel.phase("run")
     del previous
     channel.send("progress", step="correctness", trials=len(trials))
+    between()
     facts.update(op_probe(model, problem, seeds[0], device, task))
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     return model, facts, trials
@@ -261,7 +268,8 @@ def after_timing(task: dict[str, Any], problem: Any, model: torch.nn.Module, fac
                                    if guard.tf32[k] != v}
     # after timing, so the variants' other shapes never change what was timed (a torch.compile'd candidate
     # recompiles for them, and may turn to dynamic shapes)
-    fuzzed = fuzz_task.candidate_variants(model, problem, task, device, channel)
+    hold.let_timers_in()
+    fuzzed = fuzz_task.candidate_variants(model, problem, task, device, channel, hold.let_timers_in)
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     buffer = _bytes_io()
     _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,

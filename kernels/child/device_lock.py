@@ -91,6 +91,8 @@ class DeviceHold:
         self.compiles = self.took_back = self.waits = self.autotunes_alone = 0
         self.aside_s = self.alone_s = 0.0
         self.autotuning = 0  # depth of autotuning_alone blocks (nested entry points count once)
+        self.timed = False  # set once the timed loop is over: later autotuning (fuzzing variants) shares the device
+        self.yields = 0
         self.errors: list[str] = []
         self._since = 0.0
         self._mutex = threading.RLock()
@@ -128,6 +130,18 @@ class DeviceHold:
                     self.locker.release()
                 self.held, self.stepped_aside = None, False
 
+    def let_timers_in(self) -> None:
+        """Between two pieces of untimed work (trials, variants): give the shared side back and take it again, so a
+        timer waiting at the gate times now instead of waiting for the end of this child's whole untimed phase (with
+        many children, those waits were most of an attempt's time: the H200 runs of 2026-12-04). Costs two lock
+        messages when nobody waits."""
+        with self._mutex:
+            if self.locker is None or self.held != "shared" or self.stepped_aside or self.autotuning or self.alone:
+                return
+            self.locker.release()
+            self.yields += 1
+            self._take_waiting(fcntl.LOCK_SH)
+
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
         with self._mutex:
@@ -158,8 +172,8 @@ class DeviceHold:
             if self.autotuning:  # an inner entry point of the same benchmark
                 self.autotuning += 1
                 held_before = "nested"
-            elif not self.aside or self.locker is None or self.held == "exclusive":
-                held_before = "as is"
+            elif not self.aside or self.locker is None or self.held == "exclusive" or self.timed:
+                held_before = "as is"  # after timing, a choice among kernels changes no figure: no need to be alone
             else:
                 held_before = "shared" if self.held == "shared" and not self.stepped_aside else "nothing"
                 try:
@@ -209,7 +223,7 @@ class DeviceHold:
             return {}
         return {"compiles": self.compiles, "aside_s": round(self.aside_s, 3), "took_back": self.took_back,
                 "autotunes_alone": self.autotunes_alone, "alone_s": round(self.alone_s, 3), "waits": self.waits,
-                "errors": self.errors[:3]}
+                "yields": self.yields, "errors": self.errors[:3]}
 
 
 class BrokeredLock:

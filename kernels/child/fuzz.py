@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,9 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             high = None
         made: dict[str, Any] = {}
         skipped: list[dict[str, str]] = []
-        for variant in plan["variants"]:
+        for index, variant in enumerate(plan["variants"]):
+            if index:
+                hold.let_timers_in()
             outcome = reference_variant(module, plan, variant, native, high, device, task, limit)
             if isinstance(outcome, str):
                 skipped.append({"name": variant["name"], "why": outcome})
@@ -112,14 +115,17 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
 
 
 def candidate_variants(model: torch.nn.Module, problem: Any, task: dict[str, Any], device: torch.device,
-                       channel: Channel) -> list[list[Any]]:
-    """[[variant name, outputs (host copies) or the error it raised]] for the variants the parent asked for."""
+                       channel: Channel, between: Callable[[], None] = lambda: None) -> list[list[Any]]:
+    """[[variant name, outputs (host copies) or the error it raised]] for the variants the parent asked for;
+    `between` runs between two variants (DeviceHold.let_timers_in)."""
     plan = task.get("fuzz")
     if not plan or not plan.get("variants"):
         return []
     channel.phase("fuzz")
     kept: list[list[Any]] = []
-    for variant in plan["variants"]:
+    for index, variant in enumerate(plan["variants"]):
+        if index:
+            between()
         try:
             inputs = variant_inputs(problem, plan, variant, device)
         except Exception as exc:  # noqa: BLE001 - the harness's own failure: said, never the candidate's

@@ -6,6 +6,7 @@ The candidate never runs in this process, so it can neither read these outputs f
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")
     with hold.shared():
         channel.phase("run")
-        reference_on_device(module, task, device, want, channel)
+        reference_on_device(module, task, device, want, channel, hold.let_timers_in)
     for kind in want.get("baselines", []):
         channel.phase("queue")
         with hold.shared():
@@ -157,17 +158,18 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
 
 
 def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
-                        channel: Channel) -> None:
-    """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock."""
+                        channel: Channel, between: Callable[[], None] = lambda: None) -> None:
+    """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock; `between`
+    runs between two seeds' forwards (DeviceHold.let_timers_in)."""
     if want.get("summary"):
         channel.send("summary", summary=summarize(module, task, device))
     if want.get("outputs"):
-        if save_reference_outputs(module, task, device):
+        if save_reference_outputs(module, task, device, between):
             channel.send("outputs_saved", path=task["outputs_path"])
         else:
             channel.send("outputs_large", limit_bytes=task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
     if want.get("digests"):
-        save_reference_digests(module, task, device, want["digests"])
+        save_reference_digests(module, task, device, want["digests"], between)
         channel.send("outputs_saved", path=task["outputs_path"])
     if want.get("ops"):
         model = problem_model(module, task, device)
@@ -194,13 +196,16 @@ def reference_for_seeds(module: Any, task: dict[str, Any], device: torch.device
     return model, dtype, native_dtypes
 
 
-def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device) -> bool:
+def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device,
+                           between: Callable[[], None] = lambda: None) -> bool:
     """Reference outputs for the trial seeds, saved whole; False (nothing saved) when one call's outputs are larger
     than the task's `full_limit_bytes`: such problems are judged by digests (kernels.digest)."""
     model, dtype, native_dtypes = reference_for_seeds(module, task, device)
     saved: dict[str, Any] = {"seeds": task["seeds"], "outputs": [], "dtypes": []}
     limit = int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
-    for seed in task["seeds"]:
+    for index, seed in enumerate(task["seeds"]):
+        if index:
+            between()
         outputs = problem_forward(model, problem_inputs(module, seed, device, dtype))
         if digest.wants_digest(outputs, limit):
             return False
@@ -213,7 +218,7 @@ def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.devi
 
 
 def save_reference_digests(module: Any, task: dict[str, Any], device: torch.device,
-                           requests: list[list[Any]]) -> None:
+                           requests: list[list[Any]], between: Callable[[], None] = lambda: None) -> None:
     """Digests of the reference outputs for [input seed, [position seed per output]] requests (the positions the
     candidate's child drew), each input seed computed once, in request order."""
     model, dtype, native_dtypes = reference_for_seeds(module, task, device)
@@ -221,7 +226,9 @@ def save_reference_digests(module: Any, task: dict[str, Any], device: torch.devi
     for seed, positions in requests:
         by_seed.setdefault(int(seed), []).append([int(p) for p in positions])
     made: dict[tuple[int, tuple[int, ...]], list[dict[str, Any]]] = {}
-    for seed, wanted in by_seed.items():
+    for index, (seed, wanted) in enumerate(by_seed.items()):
+        if index:
+            between()
         outputs = problem_forward(model, problem_inputs(module, seed, device, dtype))
         if native_dtypes is None:
             native_dtypes = [str(o.dtype) for o in outputs]

@@ -163,6 +163,64 @@ def test_taking_the_device_back_waits_for_a_timer_that_went_ahead(tmp_path: Path
     assert hold.facts()["waits"] == 1
 
 
+def test_between_two_trials_a_waiting_timer_times_before_the_shared_holder_goes_on(tmp_path: Path) -> None:
+    from kernels.child.device_lock import FdLock
+
+    hold = DeviceHold(*open_lock(tmp_path))
+    timer = FdLock(*open_lock(tmp_path))
+    order: list[str] = []
+    with hold.shared():
+        order.append("trial 1")
+
+        def time_it() -> None:
+            timer.take(fcntl.LOCK_EX)  # waits at the gate: new shared takers now wait behind it
+            order.append("timed")
+            timer.release()
+
+        thread = threading.Thread(target=time_it)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while free_for(fcntl.LOCK_SH, tmp_path) and time.monotonic() < deadline:  # until the timer holds the gate
+            fd = os.open(tmp_path / "device.lock.gate", os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except BlockingIOError:
+                break
+            finally:
+                os.close(fd)
+            time.sleep(0.01)
+        hold.let_timers_in()
+        order.append("trial 2")
+        thread.join(5)
+        assert not free_for(fcntl.LOCK_EX, tmp_path), "the shared side was not taken back"
+    assert order == ["trial 1", "timed", "trial 2"]
+    assert hold.yields == 1 and hold.waits == 1
+
+
+def test_letting_timers_in_needs_a_plain_shared_hold(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    hold.let_timers_in()  # nothing held: nothing to give back
+    with hold.exclusive():
+        hold.let_timers_in()  # a timed holder never lets go
+        assert not free_for(fcntl.LOCK_SH, tmp_path)
+    with hold.shared():
+        hold.compile_started()
+        hold.let_timers_in()  # stepped aside already: the lock stays free
+        assert free_for(fcntl.LOCK_EX, tmp_path)
+        hold.compile_ended()
+    assert hold.yields == 0
+
+
+def test_after_timing_autotuning_shares_the_device(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    hold.timed = True  # the fuzzing variants of a max-autotune candidate recompile and tune again
+    with hold.shared(), hold.autotuning_alone():
+        assert free_for(fcntl.LOCK_SH, tmp_path), "a choice that changes no figure took the device alone"
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+    assert hold.autotunes_alone == 0
+
+
 def test_the_setting_is_on_for_cuda_only_unless_forced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STARK_COMPILE_ASIDE", raising=False)
     assert compile_aside_wanted("cuda") and compile_aside_wanted("cuda:1") and not compile_aside_wanted("cpu")
@@ -289,7 +347,7 @@ def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettin
     assert child_waited.is_set(), phases
     aside = result.environment["compile_aside"]
     assert aside["compiles"] >= 1 and aside["aside_s"] > 0 and aside["waits"] >= 1, aside
-    assert set(aside) == {"compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "errors"}
+    assert set(aside) == {"compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "yields", "errors"}
 
 
 @pytest.mark.slow
