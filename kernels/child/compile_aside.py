@@ -7,8 +7,8 @@ takes it back when that compile ends, so timers go ahead while it compiles. Auto
 each autotuned op's benchmark of all its choices (max-autotune's GEMM/conv templates, Inductor's select_algorithm)
 takes the device exclusively, as a timer does, so the choice torch.compile makes is not made on a busy GPU (which
 would flatter anything compared with max-autotune), then the compile goes on aside. Any other measurement during a
-compile (pad_mm's, through Inductor's benchmarker) takes the shared side back and keeps it to the end of that
-compile. A compiled Triton kernel's choice among its configs at its first run (CachingAutotuner, torch.compile's
+compile (pad_mm's, through Inductor's benchmarker) takes the shared side back for the measurement, then the compile
+steps aside again. A compiled Triton kernel's choice among its configs at its first run (CachingAutotuner, torch.compile's
 default mode) is measured alone as well. An exclusive holder never steps aside: a recompile while timing stays
 timed alone. `aside` is the parent's choice (kernels.isolation.lock_broker.compile_aside_wanted): on for CUDA
 devices, off for the CPU, where a compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it
@@ -128,7 +128,10 @@ def _taking_back(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def measured(*args: Any, **kwargs: Any) -> Any:
         _guarded("benchmark", DeviceHold.benchmarking)
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _guarded("benchmarked", DeviceHold.benchmarked)
     return measured
 
 

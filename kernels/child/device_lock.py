@@ -91,6 +91,8 @@ class DeviceHold:
         self.compiles = self.took_back = self.waits = self.autotunes_alone = 0
         self.aside_s = self.alone_s = 0.0
         self.autotuning = 0  # depth of autotuning_alone blocks (nested entry points count once)
+        self.measuring = 0  # depth of Inductor measurements in flight (benchmarking / benchmarked)
+        self.resume_aside = False  # the outermost of them took the device back from a compile that stepped aside
         self.timed = False  # set once the timed loop is over: later autotuning (fuzzing variants) shares the device
         self.yields = 0
         self.errors: list[str] = []
@@ -157,11 +159,26 @@ class DeviceHold:
                 self._step_back()
 
     def benchmarking(self) -> None:
-        """Before Inductor measures on the device: a compile that stepped aside takes the device back."""
+        """Before Inductor measures on the device: a compile that stepped aside takes the device back (until
+        `benchmarked` says the measurement is over)."""
         with self._mutex:
+            self.measuring += 1
             if self.stepped_aside and not self.autotuning:
                 self.took_back += 1
+                self.resume_aside = True
                 self._step_back()
+
+    def benchmarked(self) -> None:
+        """After the outermost measurement: a compile that took the device back for it steps aside again (before,
+        it kept the device to its end: shared holds of 15-50 s that every timer had to wait for, H200 2026-12-04)."""
+        with self._mutex:
+            self.measuring = max(0, self.measuring - 1)
+            if self.measuring or not self.resume_aside:
+                return
+            self.resume_aside = False
+            if self.held == "shared" and not self.stepped_aside and not self.autotuning and self.locker is not None:
+                self.locker.release()
+                self.stepped_aside, self._since = True, _monotonic()
 
     @contextlib.contextmanager
     def autotuning_alone(self) -> Iterator[None]:

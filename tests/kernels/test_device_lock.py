@@ -69,6 +69,22 @@ def test_a_compile_that_benchmarks_takes_the_device_back_for_the_rest_of_it(tmp_
     assert hold.facts()["took_back"] == 1
 
 
+def test_a_compile_steps_aside_again_once_its_measurement_is_over(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    with hold.shared():
+        hold.compile_started()
+        hold.benchmarking()  # pad_mm measures: the device is taken back
+        hold.benchmarking()  # an inner call of the same measurement
+        hold.benchmarked()
+        assert not free_for(fcntl.LOCK_EX, tmp_path), "the device was let go in the middle of a measurement"
+        hold.benchmarked()
+        assert free_for(fcntl.LOCK_EX, tmp_path), "the rest of the compile held the device"
+        hold.compile_ended()
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+    assert free_for(fcntl.LOCK_EX, tmp_path)
+    assert hold.facts()["took_back"] == 1
+
+
 def test_autotuning_measures_with_the_device_alone_then_goes_on_as_it_was_held(tmp_path: Path) -> None:
     hold = DeviceHold(*open_lock(tmp_path), aside=True)
     with hold.shared():
@@ -290,8 +306,8 @@ def test_dynamo_imported_later_steps_aside_autotuning_runs_alone_and_a_measureme
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    # free during the compile, alone while autotuning, held again after a measurement, held after the compile
-    assert found["seen"] == [True, ["autotuning", False], False, False], proc.stdout
+    # free during the compile, alone while autotuning, aside again after a measurement, held after the compile
+    assert found["seen"] == [True, ["autotuning", False], True, False], proc.stdout
     facts = found["facts"]
     assert facts["compiles"] == 1 and facts["took_back"] == 1 and facts["autotunes_alone"] == 1, proc.stdout
 
