@@ -10,7 +10,8 @@ an evaluation too) by the time its verdict was recorded. Rates:
   lowest: "sustained" means the lowest full minute, not the average.
 
 With `--lock-trace FILE` ($STARK_LOCK_TRACE of the run, kernels/isolation/lock_broker.py) it also reports, over the
-trace's span, the share of time the lock was held exclusively (timing), held only shared, or free, and the waits.
+trace's span, the share of time the lock was held exclusively (timing), draining (held shared while a timer waits:
+new shared takers wait too), held shared with no timer waiting, or free; the holds and the waits.
 
     python -m benchmarks.kb_throughput --gpus 1 --out OUT.json TREE.json [...] [--lock-trace lock.trace]
 """
@@ -97,7 +98,12 @@ def lock_shares(path: Path) -> dict[str, Any]:
     since: dict[str, float] = {}
     last = events[0][0]
     for t, holder, event, mode in events:
-        state = "exclusive" if "exclusive" in held.values() else "shared" if held else "free"
+        if "exclusive" in held.values():
+            state = "exclusive"
+        elif held and any(m == "exclusive" for _, m in wanting.values()):
+            state = "draining"  # shared holders finishing while a timer waits (and new shared takers wait behind it)
+        else:
+            state = "shared" if held else "free"
         time_in[state] += t - last
         last = t
         if event == "want":
@@ -110,7 +116,8 @@ def lock_shares(path: Path) -> dict[str, Any]:
             holds[held.pop(holder)].append(t - since.pop(holder))
     span = events[-1][0] - events[0][0] or 1.0
     return {"events": len(events), "span_s": round(span, 1),
-            **{f"{state}_share": round(time_in[state] / span, 3) for state in ("exclusive", "shared", "free")},
+            **{f"{state}_share": round(time_in[state] / span, 3)
+               for state in ("exclusive", "draining", "shared", "free")},
             **{f"{mode}_holds": len(holds[mode]) for mode in ("exclusive", "shared")},
             **{f"{mode}_hold_median_s": round(statistics.median(holds[mode]), 3) if holds[mode] else None
                for mode in ("exclusive", "shared")},
