@@ -211,7 +211,7 @@ def test_between_two_trials_a_waiting_timer_times_before_the_shared_holder_goes_
         thread.join(5)
         assert not free_for(fcntl.LOCK_EX, tmp_path), "the shared side was not taken back"
     assert order == ["trial 1", "timed", "trial 2"]
-    assert hold.yields == 1 and hold.waits == 1
+    assert hold.yields == 1  # (waits is 0 or 1: the timer may be done before this child asks again)
 
 
 def test_letting_timers_in_needs_a_plain_shared_hold(tmp_path: Path) -> None:
