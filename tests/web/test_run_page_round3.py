@@ -78,10 +78,11 @@ def test_the_run_page_account_and_devices_at_both_widths(running, daphne_server,
         page.wait_for_function("() => !document.querySelector('[data-action=cancel]').disabled")
         assert page.is_enabled("[data-action=pause]") and page.is_disabled("[data-action=resume]")
         assert page.get_attribute("#download-bundle", "aria-disabled") == "false"
-        # The estimate: 2 attempts to start (budget 5, 3 used) at ~30 s each, plus what #3 still needs; it moves.
+        # The estimate: 2 attempts to start (budget 5, 3 used) at ~30 s each, plus what #3 still needs (at most 35 s:
+        # it was made 5 s ahead of now, at most 30 s of its own); it moves.
         page.wait_for_function("() => /left/.test(document.querySelector('#estimate').textContent)")
         first = int(page.get_attribute("#estimate", "data-seconds"))
-        assert 60 <= first <= 90, page.inner_text("#estimate")
+        assert 60 <= first <= 95, page.inner_text("#estimate")
         page.wait_for_function(f"() => Number(document.querySelector('#estimate').dataset.seconds) < {first}",
                                timeout=5_000)
         if width == "390":
