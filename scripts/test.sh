@@ -35,5 +35,11 @@ echo "==> ruff"
 .venv/bin/ruff check .
 echo "==> mypy (the pure packages: [tool.mypy] in pyproject.toml)"
 .venv/bin/python -m mypy
-echo "==> pytest (Redis at $redis_dir/redis.sock)"
-.venv/bin/python -m pytest "$@"
+# Tests run side by side in STARK_TEST_WORKERS processes (pytest-xdist; default 4, 1 = one process): most of the suite
+# waits on workers, servers, harness children and the browser, not on the CPU. Each process gets its own Redis
+# database, var dir (SQLite) and kernel cache (tests/parallel_workers.py).
+workers=${STARK_TEST_WORKERS:-4}
+parallel=()
+if [ "$workers" != 1 ]; then parallel=(-p tests.parallel_workers -n "$workers" --dist worksteal); fi
+echo "==> pytest (Redis at $redis_dir/redis.sock, $workers processes)"
+.venv/bin/python -m pytest "${parallel[@]}" "$@"

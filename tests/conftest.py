@@ -78,12 +78,27 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         SPAWN_GUARD.item = None
 
 
+# The longest a test outside the slow marks may run (its call, not its fixtures): `make test-fast` runs ~1,200 of
+# them in about a minute, most in well under a second; one that waits or computes for seconds belongs to `make test`.
+FAST_TEST_LIMIT_S = float(os.environ.get("STARK_FAST_TEST_LIMIT_S", "5"))
+
+
+class SlowUnmarkedTest(RuntimeError):
+    """A test outside the slow marks whose call took longer than FAST_TEST_LIMIT_S."""
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
+    started = time.monotonic()
     result = yield
     if SPAWN_GUARD.refused:
         raise UnmarkedSpawn(f"{item.nodeid} tried to start a process ({SPAWN_GUARD.refused[0]}) and is not marked "
                             "slow: mark it slow, browser or gpu.")
+    took = time.monotonic() - started
+    if took > FAST_TEST_LIMIT_S and not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+        raise SlowUnmarkedTest(f"{item.nodeid} took {took:.1f} s, over the {FAST_TEST_LIMIT_S:g} s a test of "
+                               "`make test-fast` may take: make it faster (shorter waits, smaller inputs) or mark it "
+                               "slow.")
     return result
 
 
