@@ -42,6 +42,7 @@ async def connect(user, run_id: int) -> WebsocketCommunicator:
     return communicator
 
 
+@pytest.mark.slow  # waits for the socket's poll (seconds) to send an event the channel layer lost
 @pytest.mark.django_db(transaction=True)
 async def test_gaps_are_filled_and_repeats_dropped(owner, redis_client):
     run = await sync_to_async(new_run)(owner)
