@@ -46,6 +46,9 @@ if [ "$workers" = 1 ]; then
   exit
 fi
 echo "==> pytest (Redis at $redis_dir/redis.sock, $workers processes side by side)"
+# Idle OpenMP threads sleep instead of spinning: side by side, a spinning thread takes the core another test needs
+# (measured on the C++ kernel tests: 12% less CPU, 11% less wall time).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 status=0
 .venv/bin/python -m pytest -p tests.parallel_workers -n "$workers" --dist worksteal "$@" || status=$?
 [ "$status" = 1 ] || exit "$status"  # 1: tests failed; anything else (interrupted, usage, internal error) stands
