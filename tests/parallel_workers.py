@@ -1,7 +1,7 @@
 """Each pytest-xdist worker its own Redis database, var dir (so its own SQLite test database) and kernel cache.
 
-Loaded with `-p tests.parallel_workers` (pyproject's addopts) so it runs before pytest-django loads the settings,
-which read REDIS_URL and STARK_VAR_DIR once. Without it two workers would flush each other's Redis, share one
+Loaded with `-p tests.parallel_workers` (scripts/test.sh passes it with `-n`) so it runs before pytest-django loads
+the settings, which read REDIS_URL and STARK_VAR_DIR once. Without it two workers would flush each other's Redis, share one
 SQLite file, and queue every CPU evaluation of the suite on one device lock (the cache's locks/device-cpu.lock).
 The workers, servers and harness children a test starts inherit this environment (logs stay in one
 STARK_TEST_ARTIFACTS folder: their names carry a pid or a port). Outside xdist it changes nothing.
@@ -30,11 +30,13 @@ def with_database(url: str, number: int) -> str:
         return re.sub(r"([?&]db=)\d+", rf"\g<1>{number}", url)
     if url.startswith("unix://"):
         return f"{url}{'&' if '?' in url else '?'}db={number}"
-    head, _, tail = url.partition("://")
-    return f"{head}://{tail.partition('/')[0]}/{number}"
+    base, mark, query = url.partition("?")
+    head, _, tail = base.partition("://")
+    return f"{head}://{tail.partition('/')[0]}/{number}{mark}{query}"
 
 
 def isolate(number: int) -> None:
+    """Point this process (and what it starts) at Redis database number+1, var dir <var>/gwN and its own cache."""
     if number + 1 >= REDIS_DATABASES:
         raise RuntimeError(f"pytest-xdist worker gw{number}: Redis has {REDIS_DATABASES} databases; run at most "
                            f"{REDIS_DATABASES - 1} workers (-n)")

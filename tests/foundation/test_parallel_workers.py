@@ -16,6 +16,7 @@ from tests.parallel_workers import isolate, with_database, worker_number
     ("unix:///srv/r/redis.sock?socket_timeout=5", "unix:///srv/r/redis.sock?socket_timeout=5&db=3"),
     ("redis://:pw@127.0.0.1:6379/0", "redis://:pw@127.0.0.1:6379/3"),
     ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379/3"),
+    ("rediss://h:6380/0?ssl_cert_reqs=none", "rediss://h:6380/3?ssl_cert_reqs=none"),
 ])
 def test_the_redis_url_names_the_workers_database(url: str, expected: str):
     assert with_database(url, 3) == expected
