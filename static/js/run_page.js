@@ -120,7 +120,8 @@ function drawSummary() {
   fig("tokens").textContent = `${t.tokensIn.toLocaleString()} / ${t.tokensOut.toLocaleString()}`;
   fig("cost").textContent = `$${t.cost.toFixed(4)}`;
   fig("reason").textContent = run.error || run.stop_reason || run.reason || "";
-  drawTemperatureNotice(document.getElementById("temperature-notice"), state.nodes.values());
+  // Before the first snapshot the state has no nodes: the server-rendered notice stays until one arrives.
+  if (state.synced) drawTemperatureNotice(document.getElementById("temperature-notice"), state.nodes.values());
   drawElapsed();
   const ended = ["finished", "failed", "cancelled"].includes(run.status);
   for (const b of document.querySelectorAll("#controls [data-action]")) {

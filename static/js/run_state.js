@@ -33,6 +33,7 @@ export class RunState {
     this.leaderboard = [];
     this.streams = new Map(); // node id -> text streamed since the last snapshot
     this.listeners = new Set();
+    this.synced = false; // true once a snapshot arrived: before it, what the server rendered stands
   }
 
   // fn(kind, payload): kind is "snapshot", "node", "phase", "run", "leaderboard" or "stream".
@@ -47,6 +48,7 @@ export class RunState {
 
   applySnapshot(msg) {
     this.run = msg.run || {};
+    this.synced = true;
     this.seq = msg.seq || 0;
     this.nodes = new Map();
     for (const n of msg.nodes || []) this.nodes.set(n.id, { ...n });
