@@ -90,6 +90,9 @@ function scheduleSummary() {
 }
 
 function drawSummary() {
+  // Before the first snapshot the state is empty: the header, notices and controls the server rendered (controls
+  // disabled until live) stand as they are, rather than being redrawn from nothing.
+  if (!state.synced) return;
   const run = state.run;
   const t = state.totals();
   const status = fig("status");
@@ -120,8 +123,7 @@ function drawSummary() {
   fig("tokens").textContent = `${t.tokensIn.toLocaleString()} / ${t.tokensOut.toLocaleString()}`;
   fig("cost").textContent = `$${t.cost.toFixed(4)}`;
   fig("reason").textContent = run.error || run.stop_reason || run.reason || "";
-  // Before the first snapshot the state has no nodes: the server-rendered notice stays until one arrives.
-  if (state.synced) drawTemperatureNotice(document.getElementById("temperature-notice"), state.nodes.values());
+  drawTemperatureNotice(document.getElementById("temperature-notice"), state.nodes.values());
   drawElapsed();
   const ended = ["finished", "failed", "cancelled"].includes(run.status);
   for (const b of document.querySelectorAll("#controls [data-action]")) {
