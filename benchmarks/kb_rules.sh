@@ -54,7 +54,8 @@ mkdir -p "$out"
   echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight, $streams streams, ${deadline} s each" \
        "(${retime_s} s of it kept for the re-times), device $device"
   echo "selected: ${selectors[*]}; bench flags: ${flags[*]}"
-  echo "compiles aside from the device lock: STARK_COMPILE_ASIDE=${STARK_COMPILE_ASIDE:-auto}"; } | tee "$out/device.txt"
+  echo "compiles aside from the device lock: STARK_COMPILE_ASIDE=${STARK_COMPILE_ASIDE:-auto}"
+  echo "children on the shared side at once: STARK_DEVICE_SLOTS=${STARK_DEVICE_SLOTS:-auto}"; } | tee "$out/device.txt"
 files=()
 shard=""
 for sel in ${selectors[*]}; do

@@ -29,7 +29,7 @@ from typing import Any
 
 from kernels.isolation import CHECKOUT, layers, work_dirs, zygote
 from kernels.isolation.bubblewrap import bwrap_prefix
-from kernels.isolation.lock_broker import POLL_S, LockBroker, compile_aside_wanted
+from kernels.isolation.lock_broker import POLL_S, LockBroker, compile_aside_wanted, shared_slots_wanted
 from kernels.isolation.process_tree import (
     descendants,
     group_rss_mb,
@@ -127,7 +127,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     writable = [p for p in writable or [] if p.exists()]
     broker: LockBroker | None = None
     if device_lock is not None and isinstance(task.get("timing"), dict):
-        broker = LockBroker(device_lock)
+        broker = LockBroker(device_lock, shared_slots_wanted(str(task.get("device", "cpu"))))
         task = {**task, "timing": {**task["timing"], "broker_fd": broker.child_fd,
                                    "compile_aside": compile_aside_wanted(str(task.get("device", "cpu")))}}
     (work_dir / "task.json").write_text(json.dumps(task))
