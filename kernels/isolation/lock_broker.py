@@ -12,9 +12,9 @@ gets; a child that never reads its answers only blocks itself.
 
 Admission to the shared side (`shared_slots`, $STARK_DEVICE_SLOTS): at most K children hold the shared side at once,
 each holding one of K slot files (`<lock>.slot<i>`) beside it. A timer then waits for at most K holders to reach
-their next hand-back, and children beyond K wait before their device work instead of crowding it (20 children on one
-H200 spent 44-69% of the time with the lock draining: docs/benchmarks/throughput). A compile that steps aside gives
-its slot back with its hold.
+their next hand-back, and children beyond K wait before their device work instead of crowding it. A compile that
+steps aside gives its slot back with its hold. Off by default: measured with 20 children on one H200, 4 slots judged
+fewer attempts a minute than no limit (docs/benchmarks/throughput, call 4).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
 SLOTS_ENV = "STARK_DEVICE_SLOTS"  # how many children may hold the shared side at once (0: no limit)
 TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode>" lines
-AUTO_SLOTS = 0  # the default on CUDA devices (set from the H200 measurement, docs/benchmarks/throughput)
+AUTO_SLOTS = 0  # no limit: on the H200, 4 slots among 20 children judged fewer attempts (docs/benchmarks/throughput)
 _holders = itertools.count(1)
 
 
