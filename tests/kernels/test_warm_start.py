@@ -28,7 +28,7 @@ def warm(judged: Callable[..., EvalResult]) -> Callable[..., EvalResult]:
     ("raises", "problem_scale_add", "runtime_error"), ("crash_segfault", "problem_scale_add", "runtime_error"),
     ("exit_zero", "problem_scale_add", "runtime_error"), ("forged_stdout", "problem_scale_add", "incorrect"),
     ("forge_channel", "problem_matmul", "rejected"), ("patches_timer", "problem_scale_add", "rejected"),
-    ("caches_output", "problem_scale_add", "rejected"), ("cpp_build_error", "problem_scale_add", "build_error"),
+    ("caches_output", "problem_scale_add", "rejected"), ("cpp_bad_flag", "problem_scale_add", "build_error"),
 ])
 def test_forked_children_get_the_same_verdicts(warm: Callable[..., EvalResult], judged: Callable[..., EvalResult],
                                                candidate: str, problem: str, verdict: str) -> None:

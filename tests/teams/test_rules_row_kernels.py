@@ -70,7 +70,9 @@ def test_the_cpp_row_kernels_build_and_match_the_reference(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["SOFTMAX", "LAYERNORM", "SUM_MIDDLE", "RELU"])
+# one of each writer family: a row op, a bare reduction, a lone elementwise op (the layer norm's row kernel is built and
+# checked in-process above; each harness evaluation here compiles against the torch headers: ~40 s on 2 cores)
+@pytest.mark.parametrize("name", ["SOFTMAX", "SUM_MIDDLE", "RELU"])
 def test_each_single_library_op_passes_the_real_harness_as_a_kernel_of_its_own(name: str, tmp_path: Path) -> None:
     problem = getattr(P, name)
     candidate = fuse_all(problem, "cpp-omp")
