@@ -119,7 +119,9 @@ def test_a_re_time_hands_the_win_to_the_contender_that_is_faster_side_by_side(tm
     retime = Tree.load(tree_file).meta["retime"]
     assert retime["search_best"] == 2 and set(retime["contenders"]) == {"1", "2"}, retime
     slow, fast = retime["contenders"]["2"], retime["contenders"]["1"]
-    assert slow["speedup"] < 0.5 < fast["speedup"], retime  # 50 ms of sleep a call against well under 1 ms
+    # 50 ms of sleep a call against well under 1 ms: far apart side by side, however busy the machine (beside other
+    # tests a sub-millisecond forward's median can grow tenfold, so "as fast as the reference" is not asserted)
+    assert slow["speedup"] < 0.5 and slow["speedup"] * 4 < fast["speedup"], retime
     # 1 wins side by side: by its figure, or (this CPU is noisy: both re-times can come out unstable) because even
     # its slowest round beat the slow program's fastest
     assert retime["node"] == 1 and retime["best"] == fast, retime

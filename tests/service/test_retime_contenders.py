@@ -52,7 +52,8 @@ def test_the_run_ends_on_the_contender_fastest_side_by_side(owner, redis_client,
     jobs = {n.node_id: n.result["retime"]["job"] for n in Node.objects.filter(run=run, node_id__in=[1, 2])}
     answers = {k: queues.fetch(job).return_value() for k, job in jobs.items()}
     assert all(a["state"] == "done" for a in answers.values()), answers
-    assert answers[2]["speedup"] < 0.5 < answers[1]["speedup"], answers  # 50 ms of sleep a call against well under 1 ms
+    # 50 ms of sleep a call against well under 1 ms: far apart side by side, however busy the machine
+    assert answers[2]["speedup"] < 0.5 and answers[2]["speedup"] * 4 < answers[1]["speedup"], answers
 
     work_one(queues.SEARCH_QUEUE)  # the first re-time recorded: the other is not in yet, nothing changes
     run.refresh_from_db()
