@@ -22,6 +22,8 @@ import ast
 import hashlib
 from typing import Any
 
+from kernels.source_ast import parse
+
 VALUE_KINDS = {
     "large": "large magnitudes (the drawn values x 1e3)",
     "tiny": "tiny magnitudes (the drawn values x 1e-6)",
@@ -49,7 +51,7 @@ def variant_seed(seed: int, name: str) -> int:
 def size_names(problem_source: str) -> dict[str, int]:
     """Module-level integer names `get_inputs()` reads and nothing that builds the model reads: name -> value."""
     try:
-        tree = ast.parse(problem_source)
+        tree = parse(problem_source)
     except SyntaxError:
         return {}
     values: dict[str, int] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from kernels.errors import ProblemError
+from kernels.source_ast import parse
 
 PROBLEM_PIECES = {"Model": "class Model(nn.Module)", "get_inputs": "def get_inputs()",
                   "get_init_inputs": "def get_init_inputs()"}
@@ -15,7 +16,7 @@ PROBLEM_PIECES = {"Model": "class Model(nn.Module)", "get_inputs": "def get_inpu
 def check_problem_source(source: str) -> None:
     """Static checks without running anything: it parses and defines the three KernelBench pieces."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         raise ProblemError(f"the problem does not parse: line {exc.lineno}: {exc.msg}; fix the Python syntax") from exc
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting

@@ -9,6 +9,7 @@ import ast
 from dataclasses import dataclass
 
 from search.engine.anchors import MARKER_RE
+from search.engine.source_ast import parse
 
 ALLOWANCE = ("only new imports, new module-level functions/classes, assignments to new module-level names and "
              "comments may be added outside the spans, between top-level statements")
@@ -44,7 +45,7 @@ def module_facts(anchored_source: str) -> tuple[set[int], dict[str, str]] | None
     lines = anchored_source.splitlines()
     kept = [no for no, ln in enumerate(lines, start=1) if not MARKER_RE.search(ln)]
     try:  # the plain code (markers may sit outside comments), its line numbers mapped back onto the skeleton's
-        tree = ast.parse("\n".join(lines[no - 1] for no in kept))
+        tree = parse("\n".join(lines[no - 1] for no in kept))
     except (SyntaxError, ValueError):
         return None
     inside: set[int] = set()
@@ -83,7 +84,7 @@ KINDS = {ast.Import: "import", ast.ImportFrom: "import", ast.FunctionDef: "funct
 def allowed(text: str, bound: dict[str, str]) -> tuple[list[str], list[str], str | None]:
     """(kinds, names, None) when the new lines are all allowed definitions, else (.., .., why not)."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except SyntaxError:
         return [], [], "they are not complete top-level statements"
     kinds: list[str] = []

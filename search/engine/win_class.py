@@ -16,9 +16,9 @@ Where the checks agree and differ: docs/metrics.md. Pure: no Django, no torch.
 
 from __future__ import annotations
 
-import ast
 from functools import lru_cache
 
+from search.engine.source_ast import parse
 from search.engine.source_scan import SourceScan
 
 CUSTOM_KERNEL, CONFIGURATION, REFERENCE_EQUIVALENT = "custom_kernel", "configuration", "reference_equivalent"
@@ -40,7 +40,7 @@ def class_reasons(source: str, flags: list[str] | tuple[str, ...], reference_sou
 @lru_cache(maxsize=512)
 def _cached(source: str, flags: tuple[str, ...], reference_source: str) -> tuple[str, tuple[str, ...]]:
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError) as exc:
         return REFERENCE_EQUIVALENT, (f"the source does not parse ({exc.__class__.__name__}): no kernel can be seen",)
     scan = SourceScan(tree)
@@ -78,6 +78,6 @@ def _cached(source: str, flags: tuple[str, ...], reference_source: str) -> tuple
 def _reference_config(reference_source: str) -> frozenset[str]:
     """Configuration the reference itself already has (not the attempt's doing)."""
     try:
-        return frozenset(SourceScan(ast.parse(reference_source)).config_labels())
+        return frozenset(SourceScan(parse(reference_source)).config_labels())
     except (SyntaxError, ValueError):
         return frozenset()
