@@ -31,7 +31,6 @@ MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
 SLOTS_ENV = "STARK_DEVICE_SLOTS"  # how many children may hold the shared side at once (0: no limit)
 TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode>" lines
-AUTO_SLOTS = 0  # no limit: on the H200, 4 slots among 20 children judged fewer attempts (docs/benchmarks/throughput)
 _holders = itertools.count(1)
 
 
@@ -163,12 +162,13 @@ def _open(path: Path) -> int:
     return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
-def shared_slots_wanted(device: str) -> int:
-    """Parent side: how many children may hold a device's shared side at once ($STARK_DEVICE_SLOTS: a count, 0 for
-    no limit; unset or "auto": AUTO_SLOTS on CUDA devices, no limit elsewhere)."""
+def shared_slots_wanted() -> int:
+    """Parent side: how many children may hold the device's shared side at once ($STARK_DEVICE_SLOTS: a count; 0,
+    unset or "auto": no limit, the default, since on the H200 4 slots among 20 children judged fewer attempts a
+    minute than none: docs/benchmarks/throughput, call 4)."""
     raw = os.environ.get(SLOTS_ENV, "auto").strip().lower()
     if raw == "auto":
-        return AUTO_SLOTS if device.startswith("cuda") else 0
+        return 0
     try:
         slots = int(raw)
     except ValueError:

@@ -127,7 +127,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     writable = [p for p in writable or [] if p.exists()]
     broker: LockBroker | None = None
     if device_lock is not None and isinstance(task.get("timing"), dict):
-        broker = LockBroker(device_lock, shared_slots_wanted(str(task.get("device", "cpu"))))
+        broker = LockBroker(device_lock, shared_slots_wanted())
         task = {**task, "timing": {**task["timing"], "broker_fd": broker.child_fd,
                                    "compile_aside": compile_aside_wanted(str(task.get("device", "cpu")))}}
     (work_dir / "task.json").write_text(json.dumps(task))

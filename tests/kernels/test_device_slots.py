@@ -71,12 +71,12 @@ def test_k_slots_let_k_shared_holders_in_and_no_limit_lets_everyone_in(tmp_path:
 
 def test_the_setting_is_a_count_or_auto(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SLOTS_ENV, "4")
-    assert shared_slots_wanted("cuda:0") == 4 and shared_slots_wanted("cpu") == 4
+    assert shared_slots_wanted() == 4
     monkeypatch.setenv(SLOTS_ENV, "0")
-    assert shared_slots_wanted("cuda:0") == 0
+    assert shared_slots_wanted() == 0
     monkeypatch.delenv(SLOTS_ENV)
-    assert shared_slots_wanted("cpu") == 0  # no limit off CUDA
+    assert shared_slots_wanted() == 0  # no limit by default
     for bad in ("-1", "four"):
         monkeypatch.setenv(SLOTS_ENV, bad)
         with pytest.raises(ValueError, match="STARK_DEVICE_SLOTS"):
-            shared_slots_wanted("cuda:0")
+            shared_slots_wanted()
