@@ -18,11 +18,15 @@ file is kept once, by the first reference worker that wrote it, and names that w
 was planted with the seed relocated to its own dir), so FILE_ORIGINS maps each file to its origin: planting
 replaces one path per file, however many reference workers refreshed the seed.
 
-Trust: only the reference worker's caches are kept (it ran the problem's own code, the root of trust of everything
-judged against it), never a candidate's; each child gets a copy, so nothing a candidate writes reaches another
-child. Only regular files and directories are copied (no links: a link planted by the problem must not make the
-parent copy a file from elsewhere), within MAX_BYTES and MAX_FILES. Keyed by problem, device and torch version:
-problems never share compiled code."""
+Trust: the reference worker's caches (it ran the problem's own code, the root of trust of everything judged against
+it) are planted in every child of the problem. A candidate's own caches are kept too, once it passed, but under a
+key of its whole source (and the problem's): they are planted only in later children of that same program (its
+re-time, its profiling child, a re-evaluation), after the reference's, and never replace one of the reference's
+files. So no program ever loads compiled code that another candidate wrote: the re-time of a compile attempt loads
+what its own evaluation compiled instead of compiling it again (30-60 s apiece on the H200). Each child gets a copy,
+so nothing a child writes reaches another child. Only regular files and directories are copied (no links: a link
+planted by the problem must not make the parent copy a file from elsewhere), within MAX_BYTES and MAX_FILES. Keyed by
+problem, device and torch version: problems never share compiled code."""
 
 from __future__ import annotations
 
@@ -33,11 +37,13 @@ import stat
 import uuid
 from pathlib import Path
 
-from kernels import cache
+from kernels import cache, ninja_log
 from kernels.isolation.layers import plan
 from kernels.isolation.worker_run import read_regular_file
 
-KEPT = ("inductor", "triton")  # the children's TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (isolation.CACHE_DIRS)
+# the children's TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and TORCH_EXTENSIONS_DIR (work_dirs.CACHE_DIRS)
+KEPT = ("inductor", "triton", "torch_extensions")
+NINJA_LOG, NINJA_MANIFEST = ".ninja_log", "build.ninja"  # a torch extension's build dir (kernels.ninja_log)
 MAX_BYTES = 512 * 2**20
 MAX_FILES = 20_000
 ALL_SEEDS_BYTES = 4 * 2**30  # beyond this the least recently planted seeds are removed
@@ -47,8 +53,13 @@ LOCK_FILE = ".keep.lock"  # beside the seeds
 FILE_ORIGINS = "file-origins.json"  # "<kept dir>/<relative path>" -> the index of its origin in ORIGINS_FILE
 
 
-def seed_dir(root: Path, problem_source: str, device: str) -> Path:
-    return root / "compile-seeds" / cache.sha(cache.source_hash(problem_source), device, cache.torch_version())
+def seed_dir(root: Path, problem_source: str, device: str, candidate_source: str | None = None) -> Path:
+    """The problem's seed (the reference worker's compiles), or with `candidate_source` that candidate's own."""
+    problem = cache.source_hash(problem_source)
+    if candidate_source is None:
+        return root / "compile-seeds" / cache.sha(problem, device, cache.torch_version())
+    return root / "compile-seeds" / cache.sha(problem, cache.source_hash(candidate_source), device,
+                                              cache.torch_version())
 
 
 def _regular_files(top: Path) -> list[tuple[Path, int]] | None:
@@ -91,28 +102,44 @@ def relocation(origins: list[list[str]], work_dir: Path) -> tuple[list[tuple[byt
     return pairs, stuck
 
 
+def _relocate(data: bytes, pairs: list[tuple[bytes, bytes]]) -> bytes:
+    for origin, mine in pairs:
+        data = data.replace(origin, mine)
+    return data
+
+
 def _copy_file(src: Path, dst: Path, pairs: list[tuple[bytes, bytes]] | None = None,
                stuck: list[bytes] | None = None) -> int:
     """One regular file (read as kernels.isolation.worker_run.read_regular_file reads what a child could have replaced: never
-    through a link, never a FIFO), written under a temporary name then renamed; its bytes, or -1 when not copied.
-    `pairs` are replaced (same lengths); a file containing one of `stuck` is not copied."""
+    through a link, never a FIFO), written under a temporary name then renamed, with its modification time (ninja
+    rebuilds an output older than its inputs); its bytes, or -1 when not copied. `pairs` are replaced (same lengths);
+    a file containing one of `stuck` is not copied. A torch extension's build log is rewritten for its moved
+    commands (kernels.ninja_log), so ninja finds the planted build up to date."""
+    try:
+        mtime_ns = os.lstat(src).st_mtime_ns
+    except OSError:
+        return -1
     data = read_regular_file(src)
     if data is None or any(origin in data for origin in stuck or ()):
         return -1
-    for origin, mine in pairs or ():
-        data = data.replace(origin, mine)
+    if pairs:
+        if src.name == NINJA_LOG and (manifest := read_regular_file(src.with_name(NINJA_MANIFEST))) is not None:
+            data = ninja_log.relocated_log(data, manifest, _relocate(manifest, pairs)) or data
+        data = _relocate(data, pairs)
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.{uuid.uuid4().hex[:8]}")
     tmp.write_bytes(data)
+    os.utime(tmp, ns=(mtime_ns, mtime_ns))
     tmp.replace(dst)
     return len(data)
 
 
-def keep(work_dir: Path, root: Path, problem_source: str, device: str) -> int:
-    """After a reference worker compiled baselines: add its compile caches to the problem's seed (files it lacks;
-    cache entries are named by their content's hash). Returns the files added; 0 when over the caps. A failure to
-    copy (a full disk) leaves the seed as it was and fails nothing: children then compile as without it."""
-    target = seed_dir(root, problem_source, device)
+def keep(work_dir: Path, root: Path, problem_source: str, device: str, candidate_source: str | None = None) -> int:
+    """After a reference worker compiled baselines (or a candidate child passed, with `candidate_source`): add its
+    compile caches to the problem's (the candidate's) seed: files it lacks; cache entries are named by their content's
+    hash. Returns the files added; 0 when over the caps. A failure to copy (a full disk) leaves the seed as it was and
+    fails nothing: children then compile as without it."""
+    target = seed_dir(root, problem_source, device, candidate_source)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target.parent / LOCK_FILE, "a") as lock:  # reference workers keep (and prune) one at a time
@@ -193,28 +220,35 @@ def _keep(work_dir: Path, target: Path) -> tuple[int, int, list[str]]:
     return added, size, names
 
 
-def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str) -> int:
+def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str,
+              candidate_source: str | None = None) -> int:
     """plant() for a work dir made by kernels.isolation.work_dirs.new_work_dir with the settings' sandbox mode."""
     chosen = plan(sandbox, device.startswith("cuda"))
-    return plant(work_dir, root, problem_source, device, chosen.uid, chosen.gid)
+    return plant(work_dir, root, problem_source, device, chosen.uid, chosen.gid, candidate_source)
 
 
 def plant(work_dir: Path, root: Path, problem_source: str, device: str, uid: int | None = None,
-          gid: int | None = None) -> int:
+          gid: int | None = None, candidate_source: str | None = None) -> int:
     """Before a child of this problem starts: copy the seed into its work dir's compile caches (owned by the
-    child's uid when it runs as another user). Returns the files copied (0 without a seed, or when copying failed:
-    the child then compiles as without one)."""
-    source = seed_dir(root, problem_source, device)
-    try:
-        copied = _plant(work_dir, source, uid, gid)
-        if copied:
-            os.utime(source)  # recently used: kept longest by prune()
-        return copied
-    except OSError:
-        return 0
+    child's uid when it runs as another user), then, for a child of `candidate_source`, that candidate's own seed
+    (no file of the problem's replaced). Returns the files copied (0 without a seed, or when copying failed: the
+    child then compiles as without one)."""
+    copied = 0
+    seeds = [seed_dir(root, problem_source, device)]
+    if candidate_source is not None:
+        seeds.append(seed_dir(root, problem_source, device, candidate_source))
+    for later, source in enumerate(seeds):
+        try:
+            planted = _plant(work_dir, source, uid, gid, replace=not later)
+            if planted:
+                os.utime(source)  # recently used: kept longest by prune()
+        except OSError:
+            planted = 0
+        copied += planted
+    return copied
 
 
-def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> int:
+def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None, replace: bool = True) -> int:
     origins, file_origins = _origins(source), _file_origins(source)
     everyone = relocation(origins, work_dir)  # for a file of no known origin (a seed kept before FILE_ORIGINS)
     each = [relocation([forms], work_dir) for forms in origins]
@@ -225,6 +259,8 @@ def _plant(work_dir: Path, source: Path, uid: int | None, gid: int | None) -> in
         files = _regular_files(top) if top.is_dir() else []
         for rel, _ in files or []:
             dst = cache_dir / rel
+            if not replace and (dst.exists() or dst.is_symlink()):
+                continue
             index = file_origins.get(f"{name}/{rel.as_posix()}", -1)
             pairs, stuck = each[index] if 0 <= index < len(each) else everyone
             if _copy_file(top / rel, dst, pairs, stuck) < 0:

@@ -105,7 +105,8 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
                    fuzzing: fuzz.FuzzState | None = None) -> EvalResult:
     """One candidate child and the verdict on what it reports (with the compile seed planted when `seed`)."""
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
-    seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox) if seed else 0
+    seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox,
+                                    candidate_source) if seed else 0
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
@@ -148,6 +149,8 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
                               "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm,
                               "compile_seed_files": seeded, **compile_cache_of(run),
                               "memory_limit": memory_limit_source(settings.memory_limit_mb)}
+        if result.verdict == "pass":  # its re-time and later children of this same source load what it compiled
+            compile_seed.keep(work_dir, root, problem_source, settings.device, candidate_source)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)  # the child's scratch: /tmp, build caches, outputs
     if run.sandbox == "none" and result.verdict not in ("build_error",):
@@ -249,13 +252,18 @@ ASIDE_FACTS = ("compiles", "aside_s", "took_back", "autotunes_alone", "alone_s",
 
 def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     """{"compile_cache": {"hits", "misses"}} from the child's facts when it compiled anything (informational: how
-    much of its torch.compile came from kernels.compile_seed), and {"compile_aside": {...}} when its compiles
+    much of its torch.compile came from kernels.compile_seed), {"extension_builds": {"built", "reused"}} when it
+    loaded torch extensions, and {"compile_aside": {...}} when its compiles
     stepped out of the device lock or its autotuning ran alone (kernels.child.device_lock.DeviceHold.facts)."""
     facts = (run.last("result") or {}).get("facts") or {}
     found: dict[str, Any] = {}
     counts = facts.get("compile_cache") or {}
     if isinstance(counts, dict) and counts:
         found["compile_cache"] = {k: int(v) for k, v in counts.items() if k in ("hits", "misses") and isinstance(v, int)}
+    built = facts.get("extension_builds") or {}
+    if isinstance(built, dict) and built:  # torch extensions built here, or planted built (kernels.compile_seed)
+        found["extension_builds"] = {k: int(v) for k, v in built.items() if k in ("built", "reused")
+                                     and isinstance(v, int)}
     aside = facts.get("compile_aside") or {}
     if isinstance(aside, dict) and aside:
         found["compile_aside"] = {k: aside[k] for k in ASIDE_FACTS if isinstance(aside.get(k), (int, float, list))}

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernels import compile_seed
 from kernels.isolation.work_dirs import new_work_dir
 from kernels.isolation.worker_run import WorkerRun, read_regular_file
 
@@ -105,6 +106,9 @@ def measure(task: dict[str, Any], settings: Any, root: Path,
     if path is None:
         return {"kernels": [], "metrics": metrics, "note": note}
     work_dir = new_work_dir(root, "ncu-", settings.sandbox, True)
+    # what the evaluation compiled (kernels.compile_seed): under ncu a compile is many times slower
+    compile_seed.plant_for(work_dir, root, task["problem_source"], settings.device, settings.sandbox,
+                           task["candidate_source"])
     log_file = work_dir / "ncu.csv"
     child_task = {**task, "kind": "ncu", "outputs_path": None, "extensions_dir": str(work_dir / "cache")}
     try:

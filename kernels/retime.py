@@ -55,15 +55,16 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     start = time.monotonic()
     clock = PhaseClock(progress)
     root = cache.cache_root(settings.cache_dir)
-    task = {"kind": "retime", "problem_source": problem_source,
-            "candidate_source": candidate_source or reference_candidate(problem_source),
+    candidate = candidate_source or reference_candidate(problem_source)
+    task = {"kind": "retime", "problem_source": problem_source, "candidate_source": candidate,
             "device": settings.device, "seed": settings.seed, "memory_limit_mb": settings.memory_limit_mb,
             "atol": settings.atol, "rtol": settings.rtol, "rounds": rounds,
             "timing": {"runs": runs, "warmup": max(1, settings.warmup_runs // 2), "flush": settings.flush_cache}}
 
     def child(seed: bool) -> tuple[WorkerRun, int]:
         work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
-        seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox) if seed else 0
+        seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox,
+                                        candidate) if seed else 0
         try:
             clock.enter("start")
             return run_candidate_child(task, work_dir, settings, root, clock), seeded

@@ -127,6 +127,19 @@ def build(task: dict[str, Any], work_dir: Path, device: torch.device) -> type:
     return cls
 
 
+def extension_builds(extensions_dir: str, since: float) -> dict[str, int]:
+    """How many of the torch extensions loaded from the child's TORCH_EXTENSIONS_DIR were built by this child, and
+    how many were planted already built (kernels.compile_seed: the same candidate's earlier child); empty when it
+    built none. Informational only."""
+    counts = {"built": 0, "reused": 0}
+    for library in Path(extensions_dir).glob("*/*.so") if extensions_dir else ():
+        try:
+            counts["built" if library.lstat().st_mtime >= since - 1.0 else "reused"] += 1
+        except OSError:
+            continue
+    return counts if any(counts.values()) else {}
+
+
 def build_summary(exc: BaseException) -> str:
     """One readable line for the verdict: the exception's first line plus the first compiler error line."""
     text = f"{type(exc).__name__}: {exc}"
@@ -149,12 +162,16 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     compile_aside.watch_compiles(hold)
     guard = probes.HarnessSnapshot()
     channel.phase("build")
+    extensions_dir, build_started = os.environ.get("TORCH_EXTENSIONS_DIR", ""), time.time()
     cls = build(task, work_dir, device)
+    extensions = extension_builds(extensions_dir, build_started)
     redirect_output(work_dir / "run.log")
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
     with hold.shared():  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
         model, facts, trials = on_device(task, problem, cls, device, channel, guard, hold.let_timers_in)
+    if extensions:
+        facts["extension_builds"] = extensions
     channel.phase("queue")
     with hold.exclusive():  # nobody else uses the device while this times
         channel.phase("timing")

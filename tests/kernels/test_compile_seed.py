@@ -56,6 +56,32 @@ def test_kept_regular_files_are_planted_as_private_copies(tmp_path: Path) -> Non
     assert compile_seed.plant(tmp_path / "gpu", root, "src", "cuda") == 0
 
 
+def test_a_candidates_own_seed_reaches_only_children_of_the_same_source(tmp_path: Path) -> None:
+    """A passing candidate's compiled code is kept under its whole source: its re-time and later evaluations start
+    with it; another candidate never sees it, and it never replaces a file of the problem's own seed."""
+    root, ref, mine = tmp_path / "root", tmp_path / "ref", tmp_path / "mine"
+    fake_cache(ref)
+    assert compile_seed.keep(ref, root, "src", "cpu") == 2
+    fake_cache(mine)
+    (mine / "cache" / "inductor" / "fxgraph" / "ab" / "entry").write_bytes(b"the candidate's version")
+    (mine / "cache" / "inductor" / "fxgraph" / "cd").mkdir()
+    (mine / "cache" / "inductor" / "fxgraph" / "cd" / "entry").write_bytes(b"the candidate's own graph")
+    assert compile_seed.keep(mine, root, "src", "cpu", "candidate A") == 3
+    own = compile_seed.seed_dir(root, "src", "cpu", "candidate A")
+    assert own != compile_seed.seed_dir(root, "src", "cpu") and own.is_dir()
+
+    again = tmp_path / "again"  # a child of candidate A (its re-time): the problem's seed, then A's own files
+    assert compile_seed.plant(again, root, "src", "cpu", candidate_source="candidate A") == 3
+    graphs = again / "cache" / "inductor" / "fxgraph"
+    assert (graphs / "cd" / "entry").read_bytes() == b"the candidate's own graph"
+    assert (graphs / "ab" / "entry").read_bytes() == b"compiled graph"  # the problem's wins
+    other = tmp_path / "other"  # a child of another candidate: the problem's seed only
+    assert compile_seed.plant(other, root, "src", "cpu", candidate_source="candidate B") == 2
+    assert not (other / "cache" / "inductor" / "fxgraph" / "cd").exists()
+    assert compile_seed.plant(tmp_path / "ref2", root, "src", "cpu") == 2  # the reference's children likewise
+    assert compile_seed.plant(tmp_path / "x", root, "other src", "cpu", candidate_source="candidate A") == 0
+
+
 def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tmp_path: Path) -> None:
     """Triton's group files and Inductor's entries hold absolute paths of the dir they were written in: planted,
     they name the child's own work dir (same length: pickled strings keep their framing), never the reference's."""
@@ -196,8 +222,18 @@ def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path
     assert "--- traceback of the reported error ---" in raises.logs["run"], raises.logs  # where it came from
     assert "in forward" in raises.logs["run"] and "shape mismatch" in raises.logs["run"], raises.logs
 
-    # without the seed the same candidate compiles from scratch
+    # the candidate's own compiled code was kept when it passed: with the problem's seed gone, its later children
+    # (a re-time, another evaluation of the same source) load its graph from there
     shutil.rmtree(seed)
+    own = compile_seed.seed_dir(Path(settings.cache_dir), problem, "cpu", candidate)
+    assert any((own / "inductor").rglob("*"))
+    reloaded = evaluate(problem, candidate, settings.replace(baselines=(), reuse_results=False))
+    assert reloaded.verdict == "pass", (reloaded.reasons, reloaded.logs)
+    assert reloaded.environment["compile_seed_files"] > 0
+    assert reloaded.environment["compile_cache"] == {"hits": 1, "misses": 0}, reloaded.environment
+
+    # without any seed the same candidate compiles from scratch
+    shutil.rmtree(own)
     cold = evaluate(problem, candidate, settings.replace(baselines=(), reuse_results=False))
     assert cold.verdict == "pass", (cold.reasons, cold.logs)
     assert cold.environment["compile_seed_files"] == 0 and cold.environment["compile_cache"]["hits"] == 0
