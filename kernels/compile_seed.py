@@ -1,11 +1,15 @@
-"""The compiled code of a problem's torch.compile baselines, handed to the later children of the same problem.
+"""Compiled code handed to later children: a problem's torch.compile baselines to every child of the problem, and a
+passing candidate's own builds to the later children of that same candidate.
 
 The reference worker compiles the reference with torch.compile (default and max-autotune) for its baselines. The
 first attempts of a search are those same two compiles wrapped as candidates, and a side-by-side re-time compiles
 them again: each in a fresh child with empty caches, 30-60 s apiece on the H200. Inductor's FX graph cache keys a
 compiled graph by the graph itself, so a child whose cache starts with the reference worker's entries loads them
 instead of compiling (on the CPU: 14-16 s less per whole evaluation of a compile wrapper, 1.40-1.55x,
-docs/benchmarks/compile_seed/cpu.md, by benchmarks/compile_seed.py).
+docs/benchmarks/compile_seed/cpu.md, by benchmarks/compile_seed.py). A candidate's own seed does the same for
+its re-time and re-evaluations: its torch extension build (kernels.ninja_log keeps ninja from building it again)
+and its Inductor and Triton caches (H200: a CUDA extension's re-evaluation 65 s cold, 4.6 s with its own seed;
+benchmarks/own_seed.py).
 
 Relocation: the cached entries name the directory they were written in (Triton's group files list their kernels
 by absolute path, Inductor's entries carry the cache dirs' paths), which is the reference worker's work dir, gone
