@@ -8,8 +8,8 @@ compiled graph by the graph itself, so a child whose cache starts with the refer
 instead of compiling (on the CPU: 14-16 s less per whole evaluation of a compile wrapper, 1.40-1.55x,
 docs/benchmarks/compile_seed/cpu.md, by benchmarks/compile_seed.py). A candidate's own seed does the same for
 its re-time and re-evaluations: its torch extension build (kernels.ninja_log keeps ninja from building it again)
-and its Inductor and Triton caches (H200: a CUDA extension's re-evaluation 65 s cold, 4.6 s with its own seed;
-benchmarks/own_seed.py).
+and its Inductor and Triton caches (H200: a CUDA extension's re-evaluation 52 s without it, 3.3 s with it, its
+re-time 49 s and 0.8 s; docs/benchmarks/own_seed/, by benchmarks/own_seed.py).
 
 Relocation: the cached entries name the directory they were written in (Triton's group files list their kernels
 by absolute path, Inductor's entries carry the cache dirs' paths), which is the reference worker's work dir, gone
