@@ -26,7 +26,10 @@ Trust: the reference worker's caches (it ran the problem's own code, the root of
 it) are planted in every child of the problem. A candidate's own caches are kept too, once it passed, but under a
 key of its whole source (and the problem's): they are planted only in later children of that same program (its
 re-time, its profiling child, a re-evaluation), after the reference's, and never replace one of the reference's
-files. So no program ever loads compiled code that another candidate wrote: the re-time of a compile attempt loads
+files. A re-time child also runs the reference, before the candidate is imported (its "before" timing): it gets
+the candidate's seed only when the problem's source builds nothing itself (builds_nothing()), so a candidate can
+never plant compiled code that the reference would load. So no program ever loads compiled code that another
+candidate wrote: the re-time of a compile attempt loads
 what its own evaluation compiled instead of compiling it again (30-60 s apiece on the H200). Each child gets a copy,
 so nothing a child writes reaches another child. Only regular files and directories are copied (no links: a link
 planted by the problem must not make the parent copy a file from elsewhere), within MAX_BYTES and MAX_FILES. Keyed by
@@ -55,6 +58,15 @@ SIZE_FILE = "size.json"
 ORIGINS_FILE = "origins.json"  # the work dirs the seed's files were written in (relocated when planted)
 LOCK_FILE = ".keep.lock"  # beside the seeds
 FILE_ORIGINS = "file-origins.json"  # "<kept dir>/<relative path>" -> the index of its origin in ORIGINS_FILE
+
+
+BUILDS = ("torch.compile", "torch._dynamo", "torch._inductor", "cpp_extension", "load_inline", "triton", "compile(")
+
+
+def builds_nothing(problem_source: str) -> bool:
+    """The problem's own code compiles nothing (no torch.compile, torch extension or Triton kernel): a child that runs
+    it beside a candidate may start with that candidate's own seed (kernels.retime)."""
+    return not any(marker in problem_source for marker in BUILDS)
 
 
 def seed_dir(root: Path, problem_source: str, device: str, candidate_source: str | None = None) -> Path:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable
 
 MASK = (1 << 64) - 1
+# torch's manifests and logs are a few KB: anything far larger is not parsed (the parent reads what a child wrote)
+MAX_MANIFEST, MAX_LOG, MAX_VALUE = 1 << 20, 4 << 20, 1 << 20
 SAFE_PATH = re.compile(r"[A-Za-z0-9_+\-./]+")  # what ninja writes into $in/$out without shell quoting
 VAR = re.compile(r"[A-Za-z0-9_-]+")
 BRACED_VAR = re.compile(r"[A-Za-z0-9_.-]+")
@@ -92,29 +94,35 @@ class Unsupported(Exception):
 
 
 def _evaluate(text: str, lookup: Callable[[str], str]) -> str:
-    """A ninja value: `$$`, `$ `, `$:`, `$name`, `${name}` (the line continuation is joined before)."""
-    out, i = [], 0
+    """A ninja value: `$$`, `$ `, `$:`, `$name`, `${name}` (the line continuation is joined before); Unsupported
+    beyond MAX_VALUE characters (variables that expand each other into a huge value)."""
+    out: list[str] = []
+    i = size = 0
     while i < len(text):
+        if size > MAX_VALUE:
+            raise Unsupported("a value over MAX_VALUE characters")
         c = text[i]
         if c != "$":
-            out.append(c)
+            piece = c
             i += 1
-            continue
-        nxt = text[i + 1:i + 2]
-        if nxt in ("$", " ", ":"):
-            out.append(nxt)
+        elif (nxt := text[i + 1:i + 2]) in ("$", " ", ":"):
+            piece = nxt
             i += 2
         elif nxt == "{":
             end = text.find("}", i)
             if end < 0 or not BRACED_VAR.fullmatch(text[i + 2:end]):
-                raise Unsupported(text)
-            out.append(lookup(text[i + 2:end]))
+                raise Unsupported(text[:80])
+            piece = lookup(text[i + 2:end])
             i = end + 1
         elif match := VAR.match(text, i + 1):
-            out.append(lookup(match.group()))
+            piece = lookup(match.group())
             i = match.end()
         else:
-            raise Unsupported(text)
+            raise Unsupported(text[:80])
+        out.append(piece)
+        size += len(piece)
+    if size > MAX_VALUE:
+        raise Unsupported("a value over MAX_VALUE characters")
     return "".join(out)
 
 
@@ -182,21 +190,23 @@ def commands(manifest: str) -> dict[str, str]:
         if rule not in rules or not all(SAFE_PATH.fullmatch(p) for p in outs + ins):
             raise Unsupported(rule)
         command = _edge_value("command", {"in": " ".join(ins), "out": " ".join(outs), **bound}, rules[rule],
-                              variables)
+                              variables, {})
         found.update(dict.fromkeys(outs, command))
     return found
 
 
 def _edge_value(name: str, edge: dict[str, str], rule: dict[str, str], variables: dict[str, str],
-                depth: int = 0) -> str:
+                done: dict[str, str], depth: int = 0) -> str:
     """A variable in a build edge's scope: $in/$out and the edge's bindings, then the rule's (evaluated in the
-    edge's scope), then the file's."""
+    edge's scope, each once: `done`), then the file's."""
     if depth > 16:
         raise Unsupported(name)
     if name in edge:
         return edge[name]
     if name in rule:
-        return _evaluate(rule[name], lambda inner: _edge_value(inner, edge, rule, variables, depth + 1))
+        if name not in done:
+            done[name] = _evaluate(rule[name], lambda inner: _edge_value(inner, edge, rule, variables, done, depth + 1))
+        return done[name]
     return variables.get(name, "")
 
 
@@ -204,6 +214,8 @@ def relocated_log(log: bytes, before: bytes, after: bytes) -> bytes | None:
     """The build log `log`, written for the manifest `before`, rewritten for the manifest `after` (the same build
     moved): each entry whose hash is its command's under `before` gets its command's hash under `after`. None when
     nothing could be rewritten (an unknown log version or manifest)."""
+    if len(log) > MAX_LOG or len(before) > MAX_MANIFEST or len(after) > MAX_MANIFEST:
+        return None
     try:
         lines = log.decode().split("\n")
         hashed = HASHES.get(lines[0].strip())

@@ -63,8 +63,9 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
 
     def child(seed: bool) -> tuple[WorkerRun, int]:
         work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
+        own = candidate if compile_seed.builds_nothing(problem_source) else None  # the reference runs here too
         seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox,
-                                        candidate) if seed else 0
+                                        own) if seed else 0
         try:
             clock.enter("start")
             return run_candidate_child(task, work_dir, settings, root, clock), seeded

@@ -82,6 +82,39 @@ def test_a_candidates_own_seed_reaches_only_children_of_the_same_source(tmp_path
     assert compile_seed.plant(tmp_path / "x", root, "other src", "cpu", candidate_source="candidate A") == 0
 
 
+def test_a_re_time_plants_the_candidates_seed_only_beside_a_reference_that_builds_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-time child runs the reference too: a candidate's own compiled code is planted there only when the
+    problem's source compiles nothing itself, so the reference can never load code a candidate wrote."""
+    from kernels import retime as retime_module
+
+    planted: list[str | None] = []
+
+    class Stop(Exception):
+        pass
+
+    def plant_for(work_dir: Path, root: Path, problem_source: str, device: str, sandbox: str,
+                  candidate_source: str | None = None) -> int:
+        planted.append(candidate_source)
+        return 0
+
+    def child(*args: object, **kwargs: object) -> None:
+        raise Stop
+
+    monkeypatch.setattr(retime_module.compile_seed, "plant_for", plant_for)
+    monkeypatch.setattr(retime_module, "run_candidate_child", child)
+    monkeypatch.setattr(retime_module, "new_work_dir", lambda root, prefix, mode, cuda: tmp_path / "work")
+    settings = EvalSettings(cache_dir=str(tmp_path))
+    plain = fixture_source(PROBLEM)
+    compiling = plain + "\n_forward = torch.compile(Model.forward)\n"  # the reference compiles its own code
+    for problem, expected in ((plain, "candidate A"), (compiling, None)):
+        with pytest.raises(Stop):
+            retime_module.retime(problem, "candidate A", settings)
+        assert planted.pop() == expected
+    assert compile_seed.builds_nothing(plain) and not compile_seed.builds_nothing(compiling)
+    assert not compile_seed.builds_nothing("from torch.utils.cpp_extension import load_inline")
+
+
 def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tmp_path: Path) -> None:
     """Triton's group files and Inductor's entries hold absolute paths of the dir they were written in: planted,
     they name the child's own work dir (same length: pickled strings keep their framing), never the reference's."""

@@ -51,6 +51,19 @@ def test_commands_are_evaluated_as_ninja_does() -> None:
             ninja_log.commands(beyond)
 
 
+def test_a_manifest_that_expands_without_end_is_left_alone() -> None:
+    """The parent reads what a child wrote: variables that expand each other into a huge value, or one rule variable
+    referenced a thousand times at each of many levels, end as Unsupported at once (the log then stays as it was)."""
+    doubling = "a0 = " + "x" * 1000 + "\n" + "".join(f"a{k} = " + f"$a{k - 1}" * 1000 + "\n" for k in range(1, 4))
+    with pytest.raises(ninja_log.Unsupported):
+        ninja_log.commands(doubling)
+    nested = "rule r\n  command = " + "$v1" * 1000 + "\n" + "".join(
+        f"  v{k} = " + f"$v{k + 1}" * 1000 + "\n" for k in range(1, 12)) + "build o: r\n"
+    assert ninja_log.commands(nested) == {"o": ""}  # each rule variable evaluated once per edge
+    assert ninja_log.relocated_log(b"# ninja log v5\n", b"x" * (ninja_log.MAX_MANIFEST + 1), b"") is None
+    assert ninja_log.commands("a = " + "$$" * 50_000 + "$\n  b\n") == {}  # a long run of `$` is read once
+
+
 def extension(work_dir: Path) -> Path:
     ext = work_dir / "cache" / "torch_extensions" / "ext"
     ext.mkdir(parents=True)
