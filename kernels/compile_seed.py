@@ -29,11 +29,10 @@ re-time, its profiling child, a re-evaluation), after the reference's, and never
 files. A re-time child also runs the reference, before the candidate is imported (its "before" timing): it gets
 the candidate's seed only when the problem's source builds nothing itself (builds_nothing()), so a candidate can
 never plant compiled code that the reference would load. So no program ever loads compiled code that another
-candidate wrote: the re-time of a compile attempt loads
-what its own evaluation compiled instead of compiling it again (30-60 s apiece on the H200). Each child gets a copy,
-so nothing a child writes reaches another child. Only regular files and directories are copied (no links: a link
-planted by the problem must not make the parent copy a file from elsewhere), within MAX_BYTES and MAX_FILES. Keyed by
-problem, device and torch version: problems never share compiled code."""
+candidate wrote, and a re-time loads what the candidate's own evaluation compiled instead of compiling it again.
+Each child gets a copy, so nothing a child writes reaches another child. Only regular files and directories are
+copied (no links: a link planted by the problem must not make the parent copy a file from elsewhere), within
+MAX_BYTES and MAX_FILES. Keyed by problem, device and torch version: problems never share compiled code."""
 
 from __future__ import annotations
 
