@@ -17,6 +17,7 @@ from collections.abc import Callable
 MASK = (1 << 64) - 1
 # torch's manifests and logs are a few KB: anything far larger is not parsed (the parent reads what a child wrote)
 MAX_MANIFEST, MAX_LOG, MAX_VALUE = 1 << 20, 4 << 20, 1 << 20
+MAX_EVALUATED, MAX_EDGES = 16 << 20, 64  # all the values a manifest's reading produces; its build lines
 SAFE_PATH = re.compile(r"[A-Za-z0-9_+\-./]+")  # what ninja writes into $in/$out without shell quoting
 VAR = re.compile(r"[A-Za-z0-9_-]+")
 BRACED_VAR = re.compile(r"[A-Za-z0-9_.-]+")
@@ -126,10 +127,10 @@ def _evaluate(text: str, lookup: Callable[[str], str]) -> str:
     return "".join(out)
 
 
-def _paths(text: str, lookup: Callable[[str], str]) -> list[str]:
+def _paths(text: str, evaluate: Callable[[str], str]) -> list[str]:
     """The paths of a build line's part, split at unescaped spaces."""
     marked = text.replace("$$", "\0d").replace("$ ", "\0s").replace("$:", "\0c")
-    return [_evaluate(part.replace("\0d", "$$").replace("\0s", "$ ").replace("\0c", "$:"), lookup)
+    return [evaluate(part.replace("\0d", "$$").replace("\0s", "$ ").replace("\0c", "$:"))
             for part in marked.split(" ") if part]
 
 
@@ -153,16 +154,27 @@ def commands(manifest: str) -> dict[str, str]:
     edges: list[tuple[list[str], str, list[str], dict[str, str]]] = []
     current: dict[str, str] | None = None  # the rule (values kept raw) or build line (values evaluated) indented under
     raw = False
+    spent = [0]
+
+    def evaluate(text: str, lookup: Callable[[str], str]) -> str:  # within MAX_EVALUATED for the whole manifest
+        value = _evaluate(text, lookup)
+        spent[0] += len(value)
+        if spent[0] > MAX_EVALUATED:
+            raise Unsupported("values over MAX_EVALUATED characters in all")
+        return value
 
     def file_scope(name: str) -> str:
         return variables.get(name, "")
+
+    def in_file(text: str) -> str:
+        return evaluate(text, file_scope)
 
     for line in _lines(manifest):
         if line[0] in " \t":
             if current is None:
                 raise Unsupported(line)
             key, value = _binding(line)
-            current[key] = value if raw else _evaluate(value, file_scope)  # a rule's are evaluated per edge
+            current[key] = value if raw else in_file(value)  # a rule's are evaluated per edge
             continue
         word = line.split(" ", 1)[0]
         if word == "rule":
@@ -173,7 +185,9 @@ def commands(manifest: str) -> dict[str, str]:
                 raise Unsupported(line)
             rule, _, inputs = rest.replace("\0c", "$:").strip().partition(" ")
             explicit = inputs.split("|", 1)[0]  # implicit (|) and order-only (||) inputs are not $in
-            edges.append((_paths(targets.replace("\0c", "$:"), file_scope), rule, _paths(explicit, file_scope), {}))
+            edges.append((_paths(targets.replace("\0c", "$:"), in_file), rule, _paths(explicit, in_file), {}))
+            if len(edges) > MAX_EDGES:
+                raise Unsupported("more build lines than MAX_EDGES")
             current, raw = edges[-1][3], False
         elif word == "default":
             current = None
@@ -181,7 +195,7 @@ def commands(manifest: str) -> dict[str, str]:
             raise Unsupported(line)
         else:
             key, value = _binding(line)
-            variables[key] = _evaluate(value, file_scope)
+            variables[key] = in_file(value)
             current = None
     found: dict[str, str] = {}
     for outs, rule, ins, bound in edges:
@@ -190,13 +204,13 @@ def commands(manifest: str) -> dict[str, str]:
         if rule not in rules or not all(SAFE_PATH.fullmatch(p) for p in outs + ins):
             raise Unsupported(rule)
         command = _edge_value("command", {"in": " ".join(ins), "out": " ".join(outs), **bound}, rules[rule],
-                              variables, {})
+                              variables, {}, evaluate)
         found.update(dict.fromkeys(outs, command))
     return found
 
 
 def _edge_value(name: str, edge: dict[str, str], rule: dict[str, str], variables: dict[str, str],
-                done: dict[str, str], depth: int = 0) -> str:
+                done: dict[str, str], evaluate: Callable[[str, Callable[[str], str]], str], depth: int = 0) -> str:
     """A variable in a build edge's scope: $in/$out and the edge's bindings, then the rule's (evaluated in the
     edge's scope, each once: `done`), then the file's."""
     if depth > 16:
@@ -205,7 +219,8 @@ def _edge_value(name: str, edge: dict[str, str], rule: dict[str, str], variables
         return edge[name]
     if name in rule:
         if name not in done:
-            done[name] = _evaluate(rule[name], lambda inner: _edge_value(inner, edge, rule, variables, done, depth + 1))
+            done[name] = evaluate(rule[name],
+                                  lambda inner: _edge_value(inner, edge, rule, variables, done, evaluate, depth + 1))
         return done[name]
     return variables.get(name, "")
 

@@ -60,6 +60,12 @@ def test_a_manifest_that_expands_without_end_is_left_alone() -> None:
     nested = "rule r\n  command = " + "$v1" * 1000 + "\n" + "".join(
         f"  v{k} = " + f"$v{k + 1}" * 1000 + "\n" for k in range(1, 12)) + "build o: r\n"
     assert ninja_log.commands(nested) == {"o": ""}  # each rule variable evaluated once per edge
+    wide = "a = " + "x" * 100_000 + "\n" + "".join(f"b{k} = " + "$a" * 10 + "\n" for k in range(40))
+    with pytest.raises(ninja_log.Unsupported):  # many variables of a million characters each: a budget in all
+        ninja_log.commands(wide)
+    many = "rule r\n  command = true\n" + "".join(f"build o{k}: r\n" for k in range(ninja_log.MAX_EDGES + 1))
+    with pytest.raises(ninja_log.Unsupported):
+        ninja_log.commands(many)
     assert ninja_log.relocated_log(b"# ninja log v5\n", b"x" * (ninja_log.MAX_MANIFEST + 1), b"") is None
     assert ninja_log.commands("a = " + "$$" * 50_000 + "$\n  b\n") == {}  # a long run of `$` is read once
 
