@@ -59,7 +59,8 @@ LOCK_FILE = ".keep.lock"  # beside the seeds
 FILE_ORIGINS = "file-origins.json"  # "<kept dir>/<relative path>" -> the index of its origin in ORIGINS_FILE
 
 
-BUILDS = ("torch.compile", "torch._dynamo", "torch._inductor", "cpp_extension", "load_inline", "triton", "compile(")
+COMPILE_CALLS = ("torch.compile", "torch._dynamo", "torch._inductor")  # in a source: it compiles with torch.compile
+BUILDS = (*COMPILE_CALLS, "cpp_extension", "load_inline", "triton", "compile(")  # ... or builds anything else
 
 
 def builds_nothing(problem_source: str) -> bool:

@@ -32,7 +32,6 @@ SEED_SUSPECTS = ("build_error", "runtime_error")  # what a broken compile-cache 
 # judged twice
 SEED_MARKERS = ("torch._inductor", "torch/_inductor", "torch._dynamo", "torch/_dynamo", "InductorError",
                 "BackendCompilerFailed")
-COMPILE_CALLS = ("torch.compile", "torch._dynamo", "torch._inductor")  # in a candidate's source: it uses the seed
 TRACE_HEADER = "--- traceback of the reported error ---"
 TRACE_CHARS = 6000
 
@@ -286,7 +285,7 @@ def seed_suspected(result: EvalResult, candidate_source: str = "") -> bool:
     work dir, from its seeded cache entries), so a torch.compile in the candidate's source is enough."""
     if result.verdict not in SEED_SUSPECTS:
         return False
-    if any(marker in candidate_source for marker in COMPILE_CALLS):
+    if any(marker in candidate_source for marker in compile_seed.COMPILE_CALLS):  # it uses the seed
         return True
     text = "\n".join([*result.reasons, *(str(v) for v in (result.logs or {}).values())])
     return any(marker in text for marker in SEED_MARKERS)
