@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import itertools
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -87,10 +90,31 @@ class SlowUnmarkedTest(RuntimeError):
     """A test outside the slow marks whose call took longer than FAST_TEST_LIMIT_S."""
 
 
+# A test still running after this many seconds writes every thread's stack to test-artifacts/stacks/ (again every
+# as many seconds): where a slow test waits, for the suite's time.
+STACKS_AFTER_S = float(os.environ.get("STARK_TEST_STACKS_AFTER_S", "45"))
+
+
+@contextlib.contextmanager
+def stacks_if_slow(nodeid: str) -> Iterator[None]:
+    folder = ARTIFACTS / "stacks"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-150:] + ".txt")
+    with open(path, "w") as out:
+        faulthandler.dump_traceback_later(STACKS_AFTER_S, repeat=True, file=out)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+    if path.stat().st_size == 0:
+        path.unlink()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     started = time.monotonic()
-    result = yield
+    with stacks_if_slow(item.nodeid):
+        result = yield
     if SPAWN_GUARD.refused:
         raise UnmarkedSpawn(f"{item.nodeid} tried to start a process ({SPAWN_GUARD.refused[0]}) and is not marked "
                             "slow: mark it slow, browser or gpu.")
