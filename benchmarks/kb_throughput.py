@@ -123,7 +123,16 @@ def lock_shares(path: Path) -> dict[str, Any]:
                for mode in ("exclusive", "shared")},
             **{f"{mode}_wait_median_s": round(statistics.median(waits[mode]), 3) if waits[mode] else None
                for mode in ("exclusive", "shared")},
-            **{f"{mode}_wait_total_s": round(sum(waits[mode]), 1) for mode in ("exclusive", "shared")}}
+            **{f"{mode}_wait_total_s": round(sum(waits[mode]), 1) for mode in ("exclusive", "shared")},
+            **long_holds(holds["shared"])}
+
+
+def long_holds(shared: list[float], over_s: float = 1.0) -> dict[str, Any]:
+    """The shared holds over `over_s` and their share of all shared-hold time: what a waiting timer drains."""
+    long = [s for s in shared if s > over_s]
+    total = sum(shared)
+    return {"shared_holds_over_1s": len(long), "shared_time_share_over_1s": round(sum(long) / total, 3) if total else None,
+            "shared_hold_longest_s": round(max(shared), 1) if shared else None}
 
 
 def main(argv: list[str] | None = None) -> int:

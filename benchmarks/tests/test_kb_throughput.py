@@ -53,3 +53,12 @@ def test_the_lock_trace_splits_time_into_exclusive_draining_shared_and_free(tmp_
         0.5, 0.2, 0.1, 0.2)
     assert found["exclusive_wait_median_s"] == 2.0 and found["exclusive_hold_median_s"] == 1.0
     assert found["shared_holds"] == 2 and found["shared_hold_median_s"] == 3.5
+    # both shared holds (3 s and 4 s) are over 1 s: all of the shared-hold time
+    assert (found["shared_holds_over_1s"], found["shared_time_share_over_1s"], found["shared_hold_longest_s"]) == (
+        2, 1.0, 4.0)
+
+
+def test_long_shared_holds_are_counted_apart_from_short_ones() -> None:
+    found = kb_throughput.long_holds([0.01, 0.02, 0.5, 2.0, 7.47])
+    assert found == {"shared_holds_over_1s": 2, "shared_time_share_over_1s": 0.947, "shared_hold_longest_s": 7.5}
+    assert kb_throughput.long_holds([])["shared_time_share_over_1s"] is None
