@@ -82,11 +82,11 @@ def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
 
 def lock_shares(path: Path) -> dict[str, Any]:
     """From a lock trace: the share of its span with the lock held exclusively, only shared, or free; the waits."""
-    events: list[tuple[float, str, str, str]] = []
+    events: list[tuple[float, str, str, str, str]] = []
     for line in path.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 4:
-            events.append((float(parts[0]), parts[1], parts[2], parts[3]))
+        if len(parts) in (4, 5):  # "<time> <holder> <event> <mode> [<phase>]" (older traces have no phase)
+            events.append((float(parts[0]), parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else "-"))
     if not events:
         return {"events": 0}
     events.sort()
@@ -96,8 +96,10 @@ def lock_shares(path: Path) -> dict[str, Any]:
     waits: dict[str, list[float]] = defaultdict(list)
     holds: dict[str, list[float]] = defaultdict(list)
     since: dict[str, float] = {}
+    by_phase: dict[str, list[float]] = defaultdict(list)  # shared holds over 1 s, by the phase they were granted in
+    granted_in: dict[str, str] = {}
     last = events[0][0]
-    for t, holder, event, mode in events:
+    for t, holder, event, mode, phase in events:
         if "exclusive" in held.values():
             state = "exclusive"
         elif held and any(m == "exclusive" for _, m in wanting.values()):
@@ -111,9 +113,12 @@ def lock_shares(path: Path) -> dict[str, Any]:
         elif event == "grant":
             if holder in wanting:
                 waits[mode].append(t - wanting.pop(holder)[0])
-            held[holder], since[holder] = mode, t
+            held[holder], since[holder], granted_in[holder] = mode, t, phase
         elif event == "release" and holder in held:
-            holds[held.pop(holder)].append(t - since.pop(holder))
+            mode_held, took = held.pop(holder), t - since.pop(holder)
+            holds[mode_held].append(took)
+            if mode_held == "shared" and took > 1.0:
+                by_phase[granted_in.pop(holder, "-")].append(took)
     span = events[-1][0] - events[0][0] or 1.0
     return {"events": len(events), "span_s": round(span, 1),
             **{f"{state}_share": round(time_in[state] / span, 3)
@@ -124,7 +129,9 @@ def lock_shares(path: Path) -> dict[str, Any]:
             **{f"{mode}_wait_median_s": round(statistics.median(waits[mode]), 3) if waits[mode] else None
                for mode in ("exclusive", "shared")},
             **{f"{mode}_wait_total_s": round(sum(waits[mode]), 1) for mode in ("exclusive", "shared")},
-            **long_holds(holds["shared"])}
+            **long_holds(holds["shared"]),
+            "shared_over_1s_by_phase": {phase: {"holds": len(took), "seconds": round(sum(took), 1)}
+                                        for phase, took in sorted(by_phase.items(), key=lambda kv: -sum(kv[1]))}}
 
 
 def long_holds(shared: list[float], over_s: float = 1.0) -> dict[str, Any]:

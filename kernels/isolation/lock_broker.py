@@ -30,7 +30,7 @@ from typing import Any
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
 SLOTS_ENV = "STARK_DEVICE_SLOTS"  # how many children may hold the shared side at once (0: no limit)
-TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode>" lines
+TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode> <phase>"
 _holders = itertools.count(1)
 
 
@@ -50,6 +50,7 @@ class LockBroker:
         self.gate_held = False
         self.grants = 0
         self.trace_fd, self.holder = open_trace(), f"{os.getpid()}-{next(_holders)}"
+        self.phase = "-"  # the child's phase as the parent's deadlines know it (sandbox sets it), for the trace
 
     def request(self, message: dict[str, Any]) -> bool:
         """A lock message from the child; True when the parent must now wait for the lock (a blocking take)."""
@@ -131,7 +132,7 @@ class LockBroker:
     def _trace(self, event: str, op: str) -> None:
         if self.trace_fd >= 0:
             with contextlib.suppress(OSError):
-                os.write(self.trace_fd, f"{time.time():.4f} {self.holder} {event} {op}\n".encode())
+                os.write(self.trace_fd, f"{time.time():.4f} {self.holder} {event} {op} {self.phase}\n".encode())
 
     def _answer(self, granted: bool) -> None:
         with contextlib.suppress(OSError):  # a child that does not read its answers only blocks itself

@@ -269,6 +269,8 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
                 phase = phase_name(message)
                 clock.enter(phase, time.monotonic())  # known phases only; extends nothing
                 run.phase = clock.phase
+                if broker is not None:
+                    broker.phase = clock.phase  # a known phase's name (the lock trace's last field)
                 if not clock.waiting and (phase == "queue" or phase == clock.phase):
                     tell(phase)  # the child's own "queue" is shown, never timed: only the parent's wait is
         if run.last("done"):  # the worker is finished; stray threads must not keep it alive

@@ -370,7 +370,15 @@ def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettin
 def test_with_the_setting_off_a_compile_keeps_its_shared_hold(fast_settings: EvalSettings, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STARK_COMPILE_ASIDE", "0")
+    monkeypatch.setenv("STARK_LOCK_TRACE", str(tmp_path / "lock.trace"))
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_compile"), settings)
     assert result.verdict == "pass", result.reasons
     assert "compile_aside" not in result.environment
+    # The lock trace names the child's phase at each event, as the parent's deadlines know it (benchmarks/
+    # kb_throughput.py attributes a hold to the phase it was granted in; a timer asks before it enters "timing").
+    lines = [line.split() for line in (tmp_path / "lock.trace").read_text().splitlines()]
+    assert lines and all(len(parts) == 5 for parts in lines), lines
+    grants = {(parts[3], parts[4]) for parts in lines if parts[2] == "grant"}
+    assert ("shared", "build") in grants and ("shared", "recheck") in grants, grants
+    assert any(mode == "exclusive" and phase in ("run", "timing") for mode, phase in grants), grants

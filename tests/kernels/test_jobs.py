@@ -28,10 +28,12 @@ def test_a_bad_problem_becomes_a_runtime_error_result(fast_settings) -> None:
 def test_it_runs_on_a_real_rq_queue(fast_settings, redis_client) -> None:
     from rq import Queue, SimpleWorker
 
+    from search.app.service.worker import QuickUnsubscribe  # rq's own waits up to 60 s at its teardown
+
     queue = Queue("gpu", connection=redis_client)
     job = queue.enqueue(evaluate_job, fixture_source("problem_scale_add"), fixture_source("wrong_math"),
                         fast_settings.to_dict(), job_timeout=600)
-    SimpleWorker([queue], connection=redis_client).work(burst=True)
+    type("InProcessWorker", (QuickUnsubscribe, SimpleWorker), {})([queue], connection=redis_client).work(burst=True)
     job.refresh()
     assert job.is_finished, job.exc_info
     assert job.return_value()["verdict"] == "incorrect"

@@ -64,9 +64,17 @@ def assert_tree_consistent(run) -> None:
 
 def work_one(queue_name: str) -> None:
     """Run the next job of a queue in this process (rq's SimpleWorker), to drive a run step by step."""
-    from rq import SimpleWorker
-
     from search.app.service import queues
 
     queue = queues.queue(queue_name)
-    assert SimpleWorker([queue], connection=queue.connection).work(burst=True, max_jobs=1)
+    assert in_process_worker()([queue], connection=queue.connection).work(burst=True, max_jobs=1)
+
+
+def in_process_worker() -> type:
+    """rq's SimpleWorker with the product worker's quick unsubscribe: rq's own waits up to 60 s after its job when
+    its pubsub thread saw the unsubscription first (search.app.service.worker.PUBSUB_POLL_S)."""
+    from rq import SimpleWorker
+
+    from search.app.service.worker import QuickUnsubscribe
+
+    return type("InProcessWorker", (QuickUnsubscribe, SimpleWorker), {})

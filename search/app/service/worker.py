@@ -48,6 +48,11 @@ DEVICES_FIELD = "stark_devices"
 
 
 PR_SET_PDEATHSIG = 1
+# How long the pubsub thread (rq's channel for commands such as "kill horse") waits for a message at a time. rq asks
+# for 60 s; redis-py 8 joins that thread when the worker unsubscribes, and a thread that has already seen its
+# unsubscription waits out the whole of it before it looks at its stop flag: a worker took up to 60 s to exit after a
+# SIGTERM, and an in-process burst worker as long after its one job (QuickUnsubscribe).
+PUBSUB_POLL_S = 1.0
 
 
 def libc_prctl() -> Any:
@@ -73,7 +78,20 @@ def preload_isolation_plans() -> None:
         layers.plan("auto", True)
 
 
-class Worker(RQWorker):
+class QuickUnsubscribe:
+    """rq's subscribe with the pubsub thread polling every PUBSUB_POLL_S: its stop at the worker's teardown waits at
+    most that long (a mixin before any rq worker class)."""
+
+    def subscribe(self) -> None:
+        me: Any = self
+        me.log.info("Worker %s: subscribing to channel %s", me.name, me.pubsub_channel_name)
+        me.pubsub = me.connection.pubsub()
+        me.pubsub.subscribe(**{me.pubsub_channel_name: me.handle_payload})
+        me.pubsub_thread = me.pubsub.run_in_thread(sleep_time=PUBSUB_POLL_S, daemon=True,
+                                                   exception_handler=me._pubsub_exception_handler)
+
+
+class Worker(QuickUnsubscribe, RQWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if kwargs.get("worker_ttl") in (None, DEFAULT_WORKER_TTL):  # not chosen (rq's CLI passes its default)
             kwargs["worker_ttl"] = WORKER_TTL_S
