@@ -22,7 +22,8 @@ fi
 
 .venv/bin/python manage.py check --fail-level ERROR >/dev/null  # a bad setting stops here, naming the variable
 procfile="$var/Procfile.run"
-cp Procfile "$procfile"
+gpu_workers=$(.venv/bin/python scripts/procfile.py Procfile "$procfile")  # STARK_GPU_WORKERS: a bad value stops here
+echo "==> $gpu_workers gpu worker(s) (STARK_GPU_WORKERS, docs/settings.md)"
 if [ -z "${REDIS_URL:-}" ]; then
   REDIS_URL=$(.venv/bin/python scripts/private_redis.py "$var")
   export REDIS_URL

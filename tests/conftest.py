@@ -100,14 +100,15 @@ def stacks_if_slow(nodeid: str) -> Iterator[None]:
     folder = ARTIFACTS / "stacks"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-150:] + ".txt")
-    with open(path, "w") as out:
-        faulthandler.dump_traceback_later(STACKS_AFTER_S, repeat=True, file=out)
-        try:
-            yield
-        finally:
-            faulthandler.cancel_dump_traceback_later()
-    if path.stat().st_size == 0:
-        path.unlink()
+    out = open(path, "w")  # noqa: SIM115 - open for the whole test: faulthandler writes to it from its own thread
+    faulthandler.dump_traceback_later(STACKS_AFTER_S, repeat=True, file=out)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        out.close()
+        if path.stat().st_size == 0:  # a test that failed fast too: only the slow ones leave a file
+            path.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(wrapper=True)
