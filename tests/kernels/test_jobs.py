@@ -26,14 +26,14 @@ def test_a_bad_problem_becomes_a_runtime_error_result(fast_settings) -> None:
 
 @pytest.mark.slow
 def test_it_runs_on_a_real_rq_queue(fast_settings, redis_client) -> None:
-    from rq import Queue, SimpleWorker
+    from rq import Queue
 
-    from search.app.service.worker import QuickUnsubscribe  # rq's own waits up to 60 s at its teardown
+    from tests.service.helpers import in_process_worker
 
     queue = Queue("gpu", connection=redis_client)
     job = queue.enqueue(evaluate_job, fixture_source("problem_scale_add"), fixture_source("wrong_math"),
                         fast_settings.to_dict(), job_timeout=600)
-    type("InProcessWorker", (QuickUnsubscribe, SimpleWorker), {})([queue], connection=redis_client).work(burst=True)
+    in_process_worker()([queue], connection=redis_client).work(burst=True)  # rq's own waits up to 60 s after
     job.refresh()
     assert job.is_finished, job.exc_info
     assert job.return_value()["verdict"] == "incorrect"
