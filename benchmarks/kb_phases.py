@@ -18,6 +18,7 @@ from typing import Any
 from search.engine.tree import Tree
 
 ASIDE = "of which compiling off the device lock"  # kernels.child.device_lock: a part of "build" (its share overlaps)
+BRING_UP = "of which bringing up CUDA and the compiler before the device lock"  # kernels.child.bring_up: in "build"
 
 
 def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:
@@ -34,6 +35,9 @@ def phase_seconds(trees: list[Tree]) -> dict[str, dict[str, list[float]]]:
             aside = (result.get("environment") or {}).get("compile_aside") or {}
             if aside.get("compiles"):  # part of "build": compiles that let go of the device lock
                 found[kind][ASIDE].append(float(aside.get("aside_s") or 0.0))
+            early = (result.get("environment") or {}).get("bring_up") or {}
+            if early.get("done"):  # part of "build": done before the first hold of the device lock
+                found[kind][BRING_UP].append(float(early.get("seconds") or 0.0))
     return found
 
 

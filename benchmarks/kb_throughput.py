@@ -96,7 +96,8 @@ def lock_shares(path: Path) -> dict[str, Any]:
     waits: dict[str, list[float]] = defaultdict(list)
     holds: dict[str, list[float]] = defaultdict(list)
     since: dict[str, float] = {}
-    by_phase: dict[str, list[float]] = defaultdict(list)  # shared holds over 1 s, by the phase they were granted in
+    # shared holds over 1 s, by the phases they saw (named on the release since 2026-12-05; before, the phase at the grant)
+    by_phase: dict[str, list[float]] = defaultdict(list)
     granted_in: dict[str, str] = {}
     last = events[0][0]
     for t, holder, event, mode, phase in events:
@@ -117,8 +118,9 @@ def lock_shares(path: Path) -> dict[str, Any]:
         elif event == "release" and holder in held:
             mode_held, took = held.pop(holder), t - since.pop(holder)
             holds[mode_held].append(took)
+            granted = granted_in.pop(holder, "-")
             if mode_held == "shared" and took > 1.0:
-                by_phase[granted_in.pop(holder, "-")].append(took)
+                by_phase[phase if phase != "-" else granted].append(took)
     span = events[-1][0] - events[0][0] or 1.0
     return {"events": len(events), "span_s": round(span, 1),
             **{f"{state}_share": round(time_in[state] / span, 3)

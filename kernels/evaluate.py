@@ -252,8 +252,9 @@ ASIDE_FACTS = ("compiles", "aside_s", "took_back", "autotunes_alone", "alone_s",
 def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     """{"compile_cache": {"hits", "misses"}} from the child's facts when it compiled anything (informational: how
     much of its torch.compile came from kernels.compile_seed), {"extension_builds": {"built", "reused"}} when it
-    loaded torch extensions, and {"compile_aside": {...}} when its compiles
-    stepped out of the device lock or its autotuning ran alone (kernels.child.device_lock.DeviceHold.facts)."""
+    loaded torch extensions, {"compile_aside": {...}} when its compiles stepped out of the device lock or its
+    autotuning ran alone (kernels.child.device_lock.DeviceHold.facts), and {"bring_up": {"done", "seconds"}} when it
+    brought up CUDA or torch.compile's back end before its first hold of the device lock (kernels.child.bring_up)."""
     facts = (run.last("result") or {}).get("facts") or {}
     found: dict[str, Any] = {}
     counts = facts.get("compile_cache") or {}
@@ -266,6 +267,9 @@ def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     aside = facts.get("compile_aside") or {}
     if isinstance(aside, dict) and aside:
         found["compile_aside"] = {k: aside[k] for k in ASIDE_FACTS if isinstance(aside.get(k), (int, float, list))}
+    early = facts.get("bring_up") or {}
+    if isinstance(early, dict) and isinstance(early.get("done"), list) and isinstance(early.get("seconds"), float):
+        found["bring_up"] = {"done": [str(d)[:20] for d in early["done"][:4]], "seconds": early["seconds"]}
     return found
 
 

@@ -44,8 +44,8 @@ def test_the_lock_trace_splits_time_into_exclusive_draining_shared_and_free(tmp_
         "103.0 a release shared",
         "103.0 t grant exclusive",
         "104.0 t release exclusive",
-        "106.0 b grant shared fuzz",  # free from 104 to 106; newer traces name the phase
-        "110.0 b release shared fuzz",
+        "106.0 b grant shared queue",  # free from 104 to 106; newer traces name the phase
+        "110.0 b release shared first_call+run",  # and a release names the phases the hold saw
     ]) + "\n")
     found = kb_throughput.lock_shares(trace)
     assert found["span_s"] == 10.0
@@ -56,7 +56,8 @@ def test_the_lock_trace_splits_time_into_exclusive_draining_shared_and_free(tmp_
     # both shared holds (3 s and 4 s) are over 1 s: all of the shared-hold time
     assert (found["shared_holds_over_1s"], found["shared_time_share_over_1s"], found["shared_hold_longest_s"]) == (
         2, 1.0, 4.0)
-    assert found["shared_over_1s_by_phase"] == {"fuzz": {"holds": 1, "seconds": 4.0}, "-": {"holds": 1, "seconds": 3.0}}
+    assert found["shared_over_1s_by_phase"] == {"first_call+run": {"holds": 1, "seconds": 4.0},
+                                               "-": {"holds": 1, "seconds": 3.0}}
 
 
 def test_long_shared_holds_are_counted_apart_from_short_ones() -> None:

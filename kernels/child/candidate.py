@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from kernels import digest
-from kernels.child import compile_aside, device_lock, loading, probes, timing, torch_profiler
+from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing, torch_profiler
 from kernels.child import fuzz as fuzz_task
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference import HarnessFailure, load_problem
@@ -166,6 +166,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     cls = build(task, work_dir, device)
     extensions = extension_builds(extensions_dir, build_started)
     redirect_output(work_dir / "run.log")
+    # the CUDA context and torch.compile's import, before the first hold: no timer waits for them
+    hold.brought_up = bring_up.before_holding(task, device, sources=(task["candidate_source"],))
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
     with hold.shared():  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
@@ -295,6 +297,7 @@ def after_timing(task: dict[str, Any], problem: Any, model: torch.nn.Module, fac
     write_file(task["outputs_path"], data)
     facts["compile_cache"] = compile_cache_counts()
     facts["compile_aside"] = hold.facts()
+    facts["bring_up"] = hold.brought_up
     # the hash lets the parent see the file rewritten later (the candidate's code runs again while profiled)
     send(channel, "result", times_ms=times, facts=facts, outputs_sha256=_sha256(data).hexdigest())
     if task.get("profile"):  # after the verdict's facts are sent: a profiler failure or hang cannot change them

@@ -95,6 +95,7 @@ class DeviceHold:
         self.resume_aside = False  # the outermost of them took the device back from a compile that stepped aside
         self.timed = False  # set once the timed loop is over: later autotuning (fuzzing variants) shares the device
         self.yields = 0
+        self.brought_up: dict[str, Any] = {}  # what the child did before its first hold (kernels.child.bring_up)
         self.errors: list[str] = []
         self._since = 0.0
         self._mutex = threading.RLock()

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from kernels import correctness, digest
-from kernels.child import device_lock, loading
+from kernels.child import bring_up, device_lock, loading
 from kernels.child.channel import Channel
 from kernels.child.fuzz_inputs import variant_inputs
 
@@ -49,6 +49,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     module = load_problem(task, work_dir)
     hold = device_lock.DeviceHold.for_task(task, channel)
     plan, limit = task["fuzz"], int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
+    bring_up.before_holding(task, device, sources=(task["problem_source"],))
     channel.phase("queue")
     with hold.shared():
         channel.phase("fuzz")

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from kernels import digest
-from kernels.child import ceilings, compile_aside, device_lock, loading, probes, timing
+from kernels.child import bring_up, ceilings, compile_aside, device_lock, loading, probes, timing
 from kernels.child.channel import Channel
 
 
@@ -135,6 +135,8 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     # compile baselines' compiles step aside from the device lock (kernels.child.device_lock)
     hold = device_lock.DeviceHold.for_task(task, channel)
     compile_aside.watch_compiles(hold)
+    compiles = any(str(kind).startswith("compile") for kind in want.get("baselines", []))
+    hold.brought_up = bring_up.before_holding(task, device, sources=(task["problem_source"],), compiler=compiles)
     channel.phase("queue")
     with hold.shared():
         channel.phase("run")

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kernels.child import compile_aside, device_lock, loading, probes, timing
+from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing
 from kernels.child.candidate import build
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference import load_problem, problem_forward, problem_inputs, problem_model
@@ -25,6 +25,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]
     problem = load_problem(task, work_dir)
+    hold.brought_up = bring_up.before_holding(task, device, sources=(task["problem_source"], task["candidate_source"]))
     channel.phase("queue")
     with shared():
         channel.phase("run")

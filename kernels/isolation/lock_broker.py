@@ -31,6 +31,7 @@ MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
 SLOTS_ENV = "STARK_DEVICE_SLOTS"  # how many children may hold the shared side at once (0: no limit)
 TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode> <phase>"
+# (a release names every phase the hold saw, joined by "+", since a hold is mostly granted in the phase "queue")
 _holders = itertools.count(1)
 
 
@@ -50,7 +51,18 @@ class LockBroker:
         self.gate_held = False
         self.grants = 0
         self.trace_fd, self.holder = open_trace(), f"{os.getpid()}-{next(_holders)}"
-        self.phase = "-"  # the child's phase as the parent's deadlines know it (sandbox sets it), for the trace
+        self._phase = "-"  # the child's phase as the parent's deadlines know it (sandbox sets it), for the trace
+        self.hold_phases: list[str] = []  # the phases the current hold has seen
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        self._phase = name
+        if self.held is not None and name != "queue" and name not in self.hold_phases:
+            self.hold_phases.append(name)
 
     def request(self, message: dict[str, Any]) -> bool:
         """A lock message from the child; True when the parent must now wait for the lock (a blocking take)."""
@@ -97,6 +109,7 @@ class LockBroker:
             return False
         self._let_go_of_gate()
         self.held, self.grants = op, self.grants + 1
+        self.hold_phases = []  # the phase at the grant is the one before the child's wait: named only if it goes on
         self._trace("grant", op)
         return True
 
@@ -126,13 +139,14 @@ class LockBroker:
         if self.held is not None:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
             self._let_go_of_slot()
-            self._trace("release", self.held)
+            self._trace("release", self.held, "+".join(self.hold_phases) or self._phase)
             self.held = None
 
-    def _trace(self, event: str, op: str) -> None:
+    def _trace(self, event: str, op: str, phase: str | None = None) -> None:
         if self.trace_fd >= 0:
             with contextlib.suppress(OSError):
-                os.write(self.trace_fd, f"{time.time():.4f} {self.holder} {event} {op} {self.phase}\n".encode())
+                line = f"{time.time():.4f} {self.holder} {event} {op} {phase or self._phase}\n"
+                os.write(self.trace_fd, line.encode())
 
     def _answer(self, granted: bool) -> None:
         with contextlib.suppress(OSError):  # a child that does not read its answers only blocks itself
@@ -188,6 +202,17 @@ def open_trace() -> int:
         return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError:
         return -1
+
+
+def bring_up_wanted() -> bool:
+    """Parent side: whether a child brings up the device's libraries and torch.compile's back end before its first
+    hold of the device lock (kernels.child.bring_up; $STARK_BRING_UP "1" or "0"; unset or "auto": on)."""
+    raw = os.environ.get("STARK_BRING_UP", "auto").strip().lower()
+    if raw in ("1", "on", "true", "yes", "auto"):
+        return True
+    if raw in ("0", "off", "false", "no"):
+        return False
+    raise ValueError(f"STARK_BRING_UP={raw!r} must be 1, 0 or auto (the default: on)")
 
 
 def compile_aside_wanted(device: str) -> bool:

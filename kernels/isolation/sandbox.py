@@ -29,7 +29,13 @@ from typing import Any
 
 from kernels.isolation import CHECKOUT, layers, work_dirs, zygote
 from kernels.isolation.bubblewrap import bwrap_prefix
-from kernels.isolation.lock_broker import POLL_S, LockBroker, compile_aside_wanted, shared_slots_wanted
+from kernels.isolation.lock_broker import (
+    POLL_S,
+    LockBroker,
+    bring_up_wanted,
+    compile_aside_wanted,
+    shared_slots_wanted,
+)
 from kernels.isolation.process_tree import (
     descendants,
     group_rss_mb,
@@ -109,7 +115,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     the lock for it, shared or exclusive (kernels.child.device_lock.DeviceHold), and lets go when the child ends or is
     killed; the parent's own waits for it are the phase "queue", with QUEUE_WAIT_S unless `timeouts` names another.
     Its torch.compile compiles step out of the shared hold where `compile_aside_wanted` (task["timing"]
-    ["compile_aside"]: CUDA devices, or $STARK_COMPILE_ASIDE).
+    ["compile_aside"]: CUDA devices, or $STARK_COMPILE_ASIDE), and it brings up the device's libraries and
+    torch.compile's back end before its first hold unless `bring_up_wanted` says no (kernels.child.bring_up).
 
     The child is also stopped when its process tree has more than kernels.isolation.process_tree.max_processes() processes,
     and when it sends more than kernels.isolation.watch's caps over its channel (`WorkerRun.limit_exceeded` says which).
@@ -129,7 +136,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     if device_lock is not None and isinstance(task.get("timing"), dict):
         broker = LockBroker(device_lock, shared_slots_wanted())
         task = {**task, "timing": {**task["timing"], "broker_fd": broker.child_fd,
-                                   "compile_aside": compile_aside_wanted(str(task.get("device", "cpu")))}}
+                                   "compile_aside": compile_aside_wanted(str(task.get("device", "cpu"))),
+                                   "bring_up": bring_up_wanted()}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()

@@ -364,6 +364,8 @@ def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettin
     aside = result.environment["compile_aside"]
     assert aside["compiles"] >= 1 and aside["aside_s"] > 0 and aside["waits"] >= 1, aside
     assert set(aside) == {"compiles", "aside_s", "took_back", "autotunes_alone", "alone_s", "waits", "yields", "errors"}
+    # torch.compile's back end was imported before the child's first hold (kernels.child.bring_up), not under it
+    assert result.environment["bring_up"]["done"] == ["compiler"], result.environment
 
 
 @pytest.mark.slow
@@ -371,14 +373,18 @@ def test_with_the_setting_off_a_compile_keeps_its_shared_hold(fast_settings: Eva
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STARK_COMPILE_ASIDE", "0")
     monkeypatch.setenv("STARK_LOCK_TRACE", str(tmp_path / "lock.trace"))
+    monkeypatch.setenv("STARK_BRING_UP", "0")  # and nothing brought up before the first hold
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_compile"), settings)
     assert result.verdict == "pass", result.reasons
-    assert "compile_aside" not in result.environment
-    # The lock trace names the child's phase at each event, as the parent's deadlines know it (benchmarks/
-    # kb_throughput.py attributes a hold to the phase it was granted in; a timer asks before it enters "timing").
+    assert "compile_aside" not in result.environment and "bring_up" not in result.environment, result.environment
+    # The lock trace names the child's phase at each event, as the parent's deadlines know it, and a release every
+    # phase the hold saw (benchmarks/kb_throughput.py attributes a hold to them; a timer asks before "timing").
     lines = [line.split() for line in (tmp_path / "lock.trace").read_text().splitlines()]
     assert lines and all(len(parts) == 5 for parts in lines), lines
     grants = {(parts[3], parts[4]) for parts in lines if parts[2] == "grant"}
     assert ("shared", "build") in grants and ("shared", "recheck") in grants, grants
     assert any(mode == "exclusive" and phase in ("run", "timing") for mode, phase in grants), grants
+    released = [parts[4].split("+") for parts in lines if parts[2] == "release" and parts[3] == "shared"]
+    # the first call's hold went on into the correctness trials; a hold retaken between trials is in "run" alone
+    assert ["run", "first_call"] in released and ["run"] in released, released
