@@ -96,9 +96,11 @@ def lock_shares(path: Path) -> dict[str, Any]:
     waits: dict[str, list[float]] = defaultdict(list)
     holds: dict[str, list[float]] = defaultdict(list)
     since: dict[str, float] = {}
-    # shared holds over 1 s, by the phases they saw (named on the release since 2026-12-05; before, the phase at the grant)
+    # shared holds over 1 s, by the phases they saw (a release names them since
+    # kernels.child.bring_up came in; in older traces, the phase at the grant)
     by_phase: dict[str, list[float]] = defaultdict(list)
     granted_in: dict[str, str] = {}
+    first: dict[str, float] = {}  # each holder's first shared hold (a child's first call)
     last = events[0][0]
     for t, holder, event, mode, phase in events:
         if "exclusive" in held.values():
@@ -118,6 +120,8 @@ def lock_shares(path: Path) -> dict[str, Any]:
         elif event == "release" and holder in held:
             mode_held, took = held.pop(holder), t - since.pop(holder)
             holds[mode_held].append(took)
+            if mode_held == "shared":
+                first.setdefault(holder, took)
             granted = granted_in.pop(holder, "-")
             if mode_held == "shared" and took > 1.0:
                 by_phase[phase if phase != "-" else granted].append(took)
@@ -132,6 +136,9 @@ def lock_shares(path: Path) -> dict[str, Any]:
                for mode in ("exclusive", "shared")},
             **{f"{mode}_wait_total_s": round(sum(waits[mode]), 1) for mode in ("exclusive", "shared")},
             **long_holds(holds["shared"]),
+            "first_shared_hold_median_s": round(statistics.median(first.values()), 3) if first else None,
+            "first_shared_holds_time_share": round(sum(first.values()) / sum(holds["shared"]), 3)
+            if sum(holds["shared"]) else None,
             "shared_over_1s_by_phase": {phase: {"holds": len(took), "seconds": round(sum(took), 1)}
                                         for phase, took in sorted(by_phase.items(), key=lambda kv: -sum(kv[1]))}}
 

@@ -56,6 +56,8 @@ def test_the_lock_trace_splits_time_into_exclusive_draining_shared_and_free(tmp_
     # both shared holds (3 s and 4 s) are over 1 s: all of the shared-hold time
     assert (found["shared_holds_over_1s"], found["shared_time_share_over_1s"], found["shared_hold_longest_s"]) == (
         2, 1.0, 4.0)
+    # each holder's first shared hold (a and b: one each, all of the shared-hold time)
+    assert found["first_shared_hold_median_s"] == 3.5 and found["first_shared_holds_time_share"] == 1.0
     assert found["shared_over_1s_by_phase"] == {"first_call+run": {"holds": 1, "seconds": 4.0},
                                                "-": {"holds": 1, "seconds": 3.0}}
 
