@@ -268,7 +268,7 @@ def after_timing(task: dict[str, Any], problem: Any, model: torch.nn.Module, fac
                  device: torch.device, guard: probes.HarnessSnapshot, channel: Channel, send: Any,
                  hold: device_lock.DeviceHold) -> None:
     """The post-timing re-check and fuzzing variants (untimed, the device shared); then the outputs are saved and
-    the result sent, and the profile taken."""
+    the result sent with the device given back (host work), and the profile taken with it shared again."""
     cuda = device.type == "cuda"
     seeds = task["seeds"]
     keeper = sampler.keeper
@@ -290,16 +290,18 @@ def after_timing(task: dict[str, Any], problem: Any, model: torch.nn.Module, fac
     hold.let_timers_in()
     fuzzed = fuzz_task.candidate_variants(model, problem, task, device, channel, hold.let_timers_in)
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
-    buffer = _bytes_io()
-    _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,
-           "recheck": recheck, "fuzz": fuzzed}, buffer)
-    data = buffer.getvalue()
-    write_file(task["outputs_path"], data)
-    facts["compile_cache"] = compile_cache_counts()
-    facts["compile_aside"] = hold.facts()
-    facts["bring_up"] = hold.brought_up
-    # the hash lets the parent see the file rewritten later (the candidate's code runs again while profiled)
-    send(channel, "result", times_ms=times, facts=facts, outputs_sha256=_sha256(data).hexdigest())
+    # serialising, writing and hashing the outputs (hundreds of MB) is host work: no timer waits for it
+    with hold.off_device(then_hold=bool(task.get("profile"))):
+        buffer = _bytes_io()
+        _save({"trials": trials, "timed": timed, "timed_seed": timed_seed, "sampled": sampler.kept,
+               "recheck": recheck, "fuzz": fuzzed}, buffer)
+        data = buffer.getvalue()
+        write_file(task["outputs_path"], data)
+        facts["compile_cache"] = compile_cache_counts()
+        facts["compile_aside"] = hold.facts()
+        facts["bring_up"] = hold.brought_up
+        # the hash lets the parent see the file rewritten later (the candidate's code runs again while profiled)
+        send(channel, "result", times_ms=times, facts=facts, outputs_sha256=_sha256(data).hexdigest())
     if task.get("profile"):  # after the verdict's facts are sent: a profiler failure or hang cannot change them
         send(channel, "phase", phase="profile")
         send(channel, "profile", profile=profile_candidate(model, inputs, device, times, task["profile"]))

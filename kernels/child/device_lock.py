@@ -93,8 +93,9 @@ class DeviceHold:
         self.autotuning = 0  # depth of autotuning_alone blocks (nested entry points count once)
         self.measuring = 0  # depth of Inductor measurements in flight (benchmarking / benchmarked)
         self.resume_aside = False  # the outermost of them took the device back from a compile that stepped aside
+        self.freed = False  # the shared side given back for host work (off_device) and not taken again yet
         self.timed = False  # set once the timed loop is over: later autotuning (fuzzing variants) shares the device
-        self.yields = 0
+        self.yields = self.offs = 0
         self.brought_up: dict[str, Any] = {}  # what the child did before its first hold (kernels.child.bring_up)
         self.errors: list[str] = []
         self._since = 0.0
@@ -129,9 +130,9 @@ class DeviceHold:
             with self._mutex:
                 if self.stepped_aside:  # a compile still in flight (another thread): the lock is already free
                     self.aside_s += _monotonic() - self._since
-                elif self.locker is not None:
+                elif self.locker is not None and not self.freed:  # (freed: given back for host work already)
                     self.locker.release()
-                self.held, self.stepped_aside = None, False
+                self.held, self.stepped_aside, self.freed = None, False, False
 
     def let_timers_in(self) -> None:
         """Between two pieces of untimed work (trials, variants): give the shared side back and take it again, so a
@@ -139,16 +140,39 @@ class DeviceHold:
         many children, those waits were most of an attempt's time: the H200 runs of 2026-12-04). Costs two lock
         messages when nobody waits."""
         with self._mutex:
-            if self.locker is None or self.held != "shared" or self.stepped_aside or self.autotuning or self.alone:
+            if (self.locker is None or self.held != "shared" or self.stepped_aside or self.freed or self.autotuning
+                    or self.alone):
                 return
             self.locker.release()
             self.yields += 1
             self._take_waiting(fcntl.LOCK_SH)
 
+    @contextlib.contextmanager
+    def off_device(self, then_hold: bool = True) -> Iterator[None]:
+        """Host work inside a shared block (serialising and writing outputs): the shared side is given back for its
+        duration, so no timer waits for it, and taken again after it (waiting like any re-take) where `then_hold`,
+        else left free to the block's end. Held as it is when alone, exclusive, stepped aside or autotuning."""
+        with self._mutex:
+            off = (self.locker is not None and self.held == "shared" and not self.stepped_aside
+                   and not self.freed and not self.autotuning and not self.alone)
+            if off:
+                assert self.locker is not None
+                self.locker.release()
+                self.freed, self.offs = True, self.offs + 1
+        try:
+            yield
+        except BaseException:
+            raise  # the block ends with the error: nothing to take back
+        else:
+            if off and then_hold:
+                with self._mutex:
+                    self.freed = False
+                    self._take_waiting(fcntl.LOCK_SH)
+
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
         with self._mutex:
-            if (not self.aside or self.locker is None or self.held != "shared" or self.stepped_aside
+            if (not self.aside or self.locker is None or self.held != "shared" or self.stepped_aside or self.freed
                     or self.autotuning):  # some torch versions signal Triton's autotuning as a compile
                 return
             self.locker.release()
@@ -177,7 +201,8 @@ class DeviceHold:
             if self.measuring or not self.resume_aside:
                 return
             self.resume_aside = False
-            if self.held == "shared" and not self.stepped_aside and not self.autotuning and self.locker is not None:
+            if (self.held == "shared" and not self.stepped_aside and not self.freed and not self.autotuning
+                    and self.locker is not None):
                 self.locker.release()
                 self.stepped_aside, self._since = True, _monotonic()
 
@@ -193,7 +218,8 @@ class DeviceHold:
             elif not self.aside or self.locker is None or self.held == "exclusive" or self.timed:
                 held_before = "as is"  # after timing, a choice among kernels changes no figure: no need to be alone
             else:
-                held_before = "shared" if self.held == "shared" and not self.stepped_aside else "nothing"
+                held_before = ("shared" if self.held == "shared" and not self.stepped_aside and not self.freed
+                               else "nothing")
                 try:
                     if held_before == "shared":
                         self.locker.release()  # never wait at the gate while holding the lock

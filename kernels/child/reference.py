@@ -5,6 +5,7 @@ The candidate never runs in this process, so it can neither read these outputs f
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,7 +141,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")
     with hold.shared():
         channel.phase("run")
-        reference_on_device(module, task, device, want, channel, hold.let_timers_in)
+        reference_on_device(module, task, device, want, channel, hold.let_timers_in, hold.off_device)
     for kind in want.get("baselines", []):
         channel.phase("queue")
         with hold.shared():
@@ -159,19 +160,31 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.send("ceilings", ceilings=ceilings.measure_ceilings(device))
 
 
+def _on_device(_then_hold: bool = True) -> contextlib.AbstractContextManager[None]:
+    """No device lock: host work needs nothing given back."""
+    return contextlib.nullcontext()
+
+
 def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
-                        channel: Channel, between: Callable[[], None] = lambda: None) -> None:
+                        channel: Channel, between: Callable[[], None] = lambda: None,
+                        off_device: Callable[[bool], contextlib.AbstractContextManager[None]] = _on_device) -> None:
     """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock; `between`
-    runs between two seeds' forwards (DeviceHold.let_timers_in)."""
+    runs between two seeds' forwards (DeviceHold.let_timers_in), and the outputs file is written `off_device`
+    (DeviceHold.off_device: host work, the device given back meanwhile, and taken again if device work follows)."""
     if want.get("summary"):
         channel.send("summary", summary=summarize(module, task, device))
     if want.get("outputs"):
-        if save_reference_outputs(module, task, device, between):
+        saved = outputs_for_seeds(module, task, device, between)
+        if saved is not None:
+            with off_device(bool(want.get("digests") or want.get("ops"))):
+                _save_atomically(saved, Path(task["outputs_path"]))
             channel.send("outputs_saved", path=task["outputs_path"])
         else:
             channel.send("outputs_large", limit_bytes=task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
     if want.get("digests"):
-        save_reference_digests(module, task, device, want["digests"], between)
+        saved = digests_at_positions(module, task, device, want["digests"], between)
+        with off_device(bool(want.get("ops"))):
+            _save_atomically(saved, Path(task["outputs_path"]))
         channel.send("outputs_saved", path=task["outputs_path"])
     if want.get("ops"):
         model = problem_model(module, task, device)
@@ -198,10 +211,10 @@ def reference_for_seeds(module: Any, task: dict[str, Any], device: torch.device
     return model, dtype, native_dtypes
 
 
-def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.device,
-                           between: Callable[[], None] = lambda: None) -> bool:
-    """Reference outputs for the trial seeds, saved whole; False (nothing saved) when one call's outputs are larger
-    than the task's `full_limit_bytes`: such problems are judged by digests (kernels.digest)."""
+def outputs_for_seeds(module: Any, task: dict[str, Any], device: torch.device,
+                      between: Callable[[], None] = lambda: None) -> dict[str, Any] | None:
+    """Reference outputs for the trial seeds, whole (host copies, to be saved); None when one call's outputs are
+    larger than the task's `full_limit_bytes`: such problems are judged by digests (kernels.digest)."""
     model, dtype, native_dtypes = reference_for_seeds(module, task, device)
     saved: dict[str, Any] = {"seeds": task["seeds"], "outputs": [], "dtypes": []}
     limit = int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
@@ -210,17 +223,16 @@ def save_reference_outputs(module: Any, task: dict[str, Any], device: torch.devi
             between()
         outputs = problem_forward(model, problem_inputs(module, seed, device, dtype))
         if digest.wants_digest(outputs, limit):
-            return False
+            return None
         saved["outputs"].append([o.detach().to("cpu", copy=True) for o in outputs])
         if native_dtypes is None:
             native_dtypes = [str(o.dtype) for o in outputs]
     saved["dtypes"] = native_dtypes
-    _save_atomically(saved, Path(task["outputs_path"]))
-    return True
+    return saved
 
 
-def save_reference_digests(module: Any, task: dict[str, Any], device: torch.device,
-                           requests: list[list[Any]], between: Callable[[], None] = lambda: None) -> None:
+def digests_at_positions(module: Any, task: dict[str, Any], device: torch.device,
+                      requests: list[list[Any]], between: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Digests of the reference outputs for [input seed, [position seed per output]] requests (the positions the
     candidate's child drew), each input seed computed once, in request order."""
     model, dtype, native_dtypes = reference_for_seeds(module, task, device)
@@ -238,9 +250,8 @@ def save_reference_digests(module: Any, task: dict[str, Any], device: torch.devi
             padded = (positions + [0] * len(outputs))[:len(outputs)]
             made[(seed, tuple(positions))] = [digest.digest(o, p) for o, p in zip(outputs, padded)]
         del outputs
-    saved = {"digests": [made[(int(seed), tuple(int(p) for p in positions))] for seed, positions in requests],
-             "dtypes": native_dtypes}
-    _save_atomically(saved, Path(task["outputs_path"]))
+    return {"digests": [made[(int(seed), tuple(int(p) for p in positions))] for seed, positions in requests],
+            "dtypes": native_dtypes}
 
 
 def _save_atomically(saved: dict[str, Any], path: Path) -> None:

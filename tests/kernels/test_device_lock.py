@@ -214,6 +214,41 @@ def test_between_two_trials_a_waiting_timer_times_before_the_shared_holder_goes_
     assert hold.yields == 1  # (waits is 0 or 1: the timer may be done before this child asks again)
 
 
+def test_host_work_gives_the_shared_side_back_and_takes_it_again(tmp_path: Path) -> None:
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    with hold.shared():
+        with hold.off_device():  # saving the outputs: a timer may go meanwhile
+            assert free_for(fcntl.LOCK_EX, tmp_path)
+            hold.compile_started()  # nothing to step out of: the lock is already free
+            hold.let_timers_in()
+            assert hold.compiles == 0 and hold.yields == 0
+        assert not free_for(fcntl.LOCK_EX, tmp_path), "the shared side was not taken again for the device work after"
+        assert free_for(fcntl.LOCK_SH, tmp_path)
+        with hold.off_device(then_hold=False):  # the last thing in the block: the lock stays free to its end
+            pass
+        assert free_for(fcntl.LOCK_EX, tmp_path)
+    assert free_for(fcntl.LOCK_EX, tmp_path) and hold.offs == 2 and hold.held is None and not hold.freed
+    with pytest.raises(RuntimeError), hold.shared(), hold.off_device():
+        raise RuntimeError("the save failed")  # nothing taken again on the way out, nothing released twice
+    assert free_for(fcntl.LOCK_EX, tmp_path) and not hold.freed
+
+
+def test_host_work_keeps_a_hold_that_is_not_a_plain_shared_one(tmp_path: Path) -> None:
+    alone = DeviceHold(*open_lock(tmp_path), alone=True)  # a rerun after device_busy holds the device throughout
+    with alone.shared(), alone.off_device():
+        assert not free_for(fcntl.LOCK_SH, tmp_path)
+    hold = DeviceHold(*open_lock(tmp_path), aside=True)
+    with hold.exclusive(), hold.off_device():
+        assert not free_for(fcntl.LOCK_SH, tmp_path)
+    with hold.shared():
+        hold.compile_started()
+        with hold.off_device():  # stepped aside already: the compile takes the device back, not this
+            assert free_for(fcntl.LOCK_EX, tmp_path)
+        hold.compile_ended()
+        assert not free_for(fcntl.LOCK_EX, tmp_path)
+    assert alone.offs == 0 and hold.offs == 0 and free_for(fcntl.LOCK_EX, tmp_path)
+
+
 def test_letting_timers_in_needs_a_plain_shared_hold(tmp_path: Path) -> None:
     hold = DeviceHold(*open_lock(tmp_path), aside=True)
     hold.let_timers_in()  # nothing held: nothing to give back
