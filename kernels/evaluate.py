@@ -120,7 +120,8 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
         saved = judge.load_outputs(work_dir / "outputs.pt", sha) if reference.digest and run.last("result") else None
         if isinstance(saved, dict):  # digest mode: one reference worker for every seed, at the candidate's positions
             clock.enter("re-check")
-            reference_outputs, timed_reference = reference_digests(problem_source, settings, saved)
+            reference_outputs, timed_reference = reference_digests(problem_source, settings, saved,
+                                                                   clock.waits_apart("re-check"))
             clock.enter("judge")
             result = judge.judge(settings, run, reference, work_dir / "outputs.pt", timed_reference, reference_outputs)
         else:

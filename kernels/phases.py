@@ -44,6 +44,13 @@ class PhaseClock:
             self.enter(name if not reference or name in ("baselines", "device ceilings") else "reference")
         return on_phase
 
+    def waits_apart(self, name: str) -> Callable[[str], None]:
+        """An on_phase callback for a helper worker whose work all counts as `name` (the reference digests of a
+        re-check) except its waits for the device, which count as such."""
+        def on_phase(phase: str) -> None:
+            self.enter(CHILD_PHASES["queue"] if phase == "queue" else name)
+        return on_phase
+
     def done(self) -> list[dict[str, Any]]:
         self.enter("done")
         return [{"phase": name, "seconds": round(seconds, 3)} for name, seconds in self.totals.items()]

@@ -163,11 +163,12 @@ def summary_output_bytes(summary: dict[str, Any]) -> int:
     return total
 
 
-def reference_digests(problem_source: str, settings: EvalSettings, saved: dict[str, Any]
-                      ) -> tuple[dict[str, Any], dict[int, Any]]:
+def reference_digests(problem_source: str, settings: EvalSettings, saved: dict[str, Any],
+                      on_phase: Callable[[str], None] | None = None) -> tuple[dict[str, Any], dict[int, Any]]:
     """Digest mode: the reference side of one evaluation, computed in one fresh reference worker for every output
-    the candidate's child kept (trials, post-timing re-check, sampled timed runs), at the positions it drew.
-    Returns (reference outputs in the cached file's layout, {timed seed: {position seeds: digests}})."""
+    the candidate's child kept (trials, post-timing re-check, sampled timed runs), at the positions it drew; its
+    phases go to `on_phase`. Returns (reference outputs in the cached file's layout, {timed seed: {position seeds:
+    digests}})."""
     import torch
 
     seeds = settings.trial_seeds()
@@ -178,7 +179,7 @@ def reference_digests(problem_source: str, settings: EvalSettings, saved: dict[s
     work_dir = new_reference_dir(settings)
     try:
         run = run_reference_worker(problem_source, settings, {"digests": requests}, work_dir / "outputs.pt",
-                                   seeds=seeds, work_dir=work_dir)
+                                   seeds=seeds, work_dir=work_dir, on_phase=on_phase)
         if run.last("error") or run.stopped() or not run.last("done"):
             raise problem_failure(run, settings, "computing the reference digests")
         data = read_regular_file(work_dir / "outputs.pt")

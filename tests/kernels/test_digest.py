@@ -87,3 +87,5 @@ def test_digest_mode_gives_the_same_verdicts(judged: Callable[..., EvalResult], 
         assert small.correctness["mode"] == "digest" and full.correctness["mode"] == "full"
         assert small.correctness["passed"] == small.correctness["trials"]
         assert any(c["name"] == "timed_outputs_correct" and c["status"] == "pass" for c in small.integrity)
+        # the reference digests' worker is the re-check's reference side: its time shows as "re-check"
+        assert "re-check" in [p["phase"] for p in small.phases], small.phases

@@ -1,0 +1,24 @@
+"""The phases a user reads (kernels.phases.PhaseClock), from the children's own phase names."""
+
+from __future__ import annotations
+
+from kernels.phases import PhaseClock
+
+
+def test_a_helper_workers_waits_for_the_device_count_as_waits_and_the_rest_as_its_step() -> None:
+    seen: list[str] = []
+    clock = PhaseClock(lambda name, _detail: seen.append(name))
+    on_phase = clock.waits_apart("re-check")  # the reference digests of a re-check (kernels.reference)
+    for phase in ("start", "queue", "run", "queue", "run"):
+        on_phase(phase)
+    phases = [p["phase"] for p in clock.done()]
+    assert seen == ["re-check", "waiting for the device", "re-check", "waiting for the device", "re-check", "done"]
+    assert phases == ["re-check", "waiting for the device"]
+
+
+def test_a_reference_workers_phases_count_as_reference_but_its_baselines() -> None:
+    clock = PhaseClock()
+    on_phase = clock.child(reference=True)
+    for phase in ("start", "run", "baseline", "queue", "ceilings"):
+        on_phase(phase)
+    assert [p["phase"] for p in clock.done()] == ["reference", "baselines", "device ceilings"]
