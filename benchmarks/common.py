@@ -73,3 +73,23 @@ def report(benchmark: str, rows: list[dict[str, Any]], out: Path | None, device:
     if out is not None:
         print(f"-> {out}")
     return result
+
+
+def make_references(sources: dict[str, str], settings: Any) -> None:
+    """Evaluate each problem's reference once, so its outputs, baselines and compile seeds are cached before the
+    measured batches of a side-by-side benchmark (benchmarks/lock_waves.py, benchmarks/first_hold.py)."""
+    from kernels import evaluate, reference_candidate
+
+    started = time.monotonic()
+    for name, source in sources.items():
+        print(f"reference {name}: {evaluate(source, reference_candidate(source), settings).verdict}", flush=True)
+    print(f"references ready in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def write_md_json(out: str | None, title: str, text: str, data: dict[str, Any]) -> None:
+    """OUT.md (`# title` over the printed text) and OUT.json (the data) of a side-by-side benchmark, when `out`."""
+    if not out:
+        return
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).with_suffix(".md").write_text(f"# {title}\n\n" + text)
+    Path(out).with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")

@@ -9,7 +9,8 @@ compiles stepping aside as on a GPU ($STARK_COMPILE_ASIDE=1), each batch with it
 ($STARK_LOCK_TRACE). Per mode it reports the first-call hold (the shared hold that covers the candidate's
 constructor and first forward(): its release names the phase "first_call"), all shared-hold time per
 evaluation, the time a timer drained shared holders, the bring-up's own seconds (outside the lock), and the
-batch's evaluations a minute. The references (and compile seeds) are made first, outside the measured batches.
+batch's evaluations a minute. The references (and compile seeds) are made first, and `--warmup-batches` batches
+run unmeasured (a fresh cache's first compiles are slower: unwarmed, the first batch was 15% slower than the rest).
 Prints a table and writes OUT.json / OUT.md:
 
     python -m benchmarks.first_hold --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
@@ -19,7 +20,6 @@ Prints a table and writes OUT.json / OUT.md:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -28,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import make_references, write_md_json
 from benchmarks.kb_throughput import lock_shares
-from kernels import EvalSettings, evaluate, reference_candidate
+from kernels import EvalSettings, evaluate
 from search.bench_retime import compiled_reference
 
 
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=8, help="evaluations in flight at once")
     parser.add_argument("--copies", type=int, default=1, help="evaluations of each problem's candidate per batch")
     parser.add_argument("--rounds", type=int, default=2, help="pairs of batches (on/off, then off/on, ...)")
+    parser.add_argument("--warmup-batches", type=int, default=1,
+                        help="unmeasured batches first (the first compiles of a fresh cache are slower)")
     parser.add_argument("--timing-runs", type=int, default=None)
     parser.add_argument("--out", default=None, help="write OUT.md and OUT.json")
     args = parser.parse_args(argv)
@@ -126,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings.replace(timing_runs=args.timing_runs)
     sources = {Path(p).stem: Path(p).read_text() for p in args.problems}
     jobs = [(name, source, compiled_reference(source, "default")) for name, source in sources.items()] * args.copies
-    started = time.monotonic()
-    for name, source in sources.items():  # the references, their baselines and compile seeds: not measured
-        print(f"reference {name}: {evaluate(source, reference_candidate(source), settings).verdict}", flush=True)
-    print(f"references ready in {time.monotonic() - started:.0f} s", flush=True)
+    make_references(sources, settings)  # the references, their baselines and compile seeds: not measured
+    for i in range(args.warmup_batches):
+        print(f"warm-up batch {i + 1}: {batch(jobs, settings, args.parallel, True, work / f'warm-{i}.trace')['wall_s']} s",
+              flush=True)
     batches = []
     for i in range(args.rounds):
         for mode in ((True, False) if i % 2 == 0 else (False, True)):
@@ -142,11 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     data.update({"device": args.device, "parallel": args.parallel, "copies": args.copies, "rounds": args.rounds,
                  "problems": list(sources), "batches": batches, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).with_suffix(".md").write_text(f"# The first hold of the device lock, with and without bring-up "
-                                                      f"— {args.device}, {data['date']}\n\n" + text)
-        Path(args.out).with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    write_md_json(args.out, f"The first hold of the device lock, with and without bring-up — {args.device}, "
+                  f"{data['date']}", text, data)
     return 0
 
 

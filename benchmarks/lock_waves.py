@@ -14,7 +14,6 @@ OUT.json / OUT.md:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import make_references, write_md_json
 from kernels import EvalSettings, evaluate, reference_candidate
 from search.bench_retime import compiled_reference
 
@@ -130,10 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings.replace(timing_runs=args.timing_runs)
     problems = {Path(p).stem: Path(p).read_text() for p in args.problems}
     jobs = [job for p in args.problems for job in candidates(p)]
-    started = time.monotonic()
-    for name, source in problems.items():  # the references, their baselines and compile seeds: not measured
-        print(f"reference {name}: {evaluate(source, reference_candidate(source), settings).verdict}", flush=True)
-    print(f"references ready in {time.monotonic() - started:.0f} s", flush=True)
+    make_references(problems, settings)  # the references, their baselines and compile seeds: not measured
     batches = []
     for i in range(args.rounds):
         for aside in ((True, False) if i % 2 == 0 else (False, True)):
@@ -146,11 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     data.update({"device": args.device, "parallel": args.parallel, "rounds": args.rounds, "problems": list(problems),
                  "batches": batches, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).with_suffix(".md").write_text(f"# Compiles aside from the device lock — {args.device}, "
-                                                      f"{data['date']}\n\n" + text)
-        Path(args.out).with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    write_md_json(args.out, f"Compiles aside from the device lock — {args.device}, {data['date']}", text, data)
     return 0
 
 
