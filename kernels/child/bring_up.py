@@ -49,9 +49,9 @@ def before_holding(task: dict[str, Any], device: torch.device, *, sources: tuple
 
 def _cuda(device: torch.device) -> bool:
     try:
-        if device.index is not None:
-            torch.cuda.set_device(device)
-        torch.empty(1, device=device)  # the context and the caching allocator; launches no kernel, keeps nothing
+        # the context of that device and its caching allocator (the current device is left as it is): no kernel,
+        # nothing kept
+        torch.empty(1, device=device)
         torch.backends.cudnn.version()  # cuDNN loaded (its handle, and cuBLAS's workspace, come with the first call:
         # made here they would count in the reference's peak memory)
     except Exception:  # noqa: BLE001 - the evaluation's own first call meets and reports the same failure
