@@ -74,3 +74,25 @@ def test_timing_repeats_and_agrees_with_do_bench(problem: Path, cuda_settings: E
         reference = statistics.median(
             triton.testing.do_bench(lambda: model(*inputs), warmup=25, rep=200, return_mode="median") for _ in range(3))
     assert abs(first - reference) / reference < 0.05, (first, reference)
+
+
+def test_a_compile_candidate_brings_up_cuda_and_the_compiler_before_its_first_hold(cuda_settings: EvalSettings) -> None:
+    """kernels.child.bring_up on a GPU: the CUDA context and torch.compile's back end come up in the child's build
+    phase, before it asks for the device lock; a plain candidate brings up CUDA only."""
+    problem = read(GPU / "problem_gpu_scale_add.py")
+    compiled = problem + '''
+
+class ModelNew(Model):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._compiled = torch.compile(super().forward)
+
+    def forward(self, *inputs):
+        return self._compiled(*inputs)
+'''
+    settings = cuda_settings.replace(timing_runs=10, baselines=())
+    result = evaluate(problem, compiled, settings)
+    assert result.verdict == "pass", result.reasons
+    assert result.environment["bring_up"]["done"] == ["cuda", "compiler"], result.environment
+    plain = evaluate(problem, reference_candidate(problem), settings)
+    assert plain.environment["bring_up"]["done"] == ["cuda"], plain.environment
