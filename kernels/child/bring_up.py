@@ -8,8 +8,9 @@ first shared hold (about one per judged attempt) lasted over 5 s, 7 s at the med
 37% of all shared-hold time.
 
 `before_holding` does that work first, in the child's "build" phase (its deadline), while other children time.
-What it touches on the device is the context and one freed allocation: no kernel runs. The compiler is imported only where a source names it (`wants_compiler`), so a candidate that never compiles never
-pays for it. It is the parent's choice (task["timing"]["bring_up"], kernels.isolation.lock_broker.bring_up_wanted).
+What it touches on the device is the context and one freed allocation: no kernel runs. The compiler is imported
+only where a source names it (`wants_compiler`), so a candidate that never compiles never pays for it. It is the
+parent's choice (task["timing"]["bring_up"], kernels.isolation.lock_broker.bring_up_wanted).
 """
 
 from __future__ import annotations

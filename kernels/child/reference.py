@@ -137,11 +137,11 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     hold = device_lock.DeviceHold.for_task(task, channel)
     compile_aside.watch_compiles(hold)
     compiles = any(str(kind).startswith("compile") for kind in want.get("baselines", []))
-    hold.brought_up = bring_up.before_holding(task, device, sources=(task["problem_source"],), compiler=compiles)
+    bring_up.before_holding(task, device, sources=(task["problem_source"],), compiler=compiles)
     channel.phase("queue")
     with hold.shared():
         channel.phase("run")
-        reference_on_device(module, task, device, want, channel, hold.let_timers_in, hold.off_device)
+        reference_nothing_to_give_back(module, task, device, want, channel, hold.let_timers_in, hold.off_device)
     for kind in want.get("baselines", []):
         channel.phase("queue")
         with hold.shared():
@@ -160,14 +160,14 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.send("ceilings", ceilings=ceilings.measure_ceilings(device))
 
 
-def _on_device(_then_hold: bool = True) -> contextlib.AbstractContextManager[None]:
+def _nothing_to_give_back(_then_hold: bool = True) -> contextlib.AbstractContextManager[None]:
     """No device lock: host work needs nothing given back."""
     return contextlib.nullcontext()
 
 
-def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
+def reference_nothing_to_give_back(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
                         channel: Channel, between: Callable[[], None] = lambda: None,
-                        off_device: Callable[[bool], contextlib.AbstractContextManager[None]] = _on_device) -> None:
+                        off_device: Callable[[bool], contextlib.AbstractContextManager[None]] = _nothing_to_give_back) -> None:
     """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock; `between`
     runs between two seeds' forwards (DeviceHold.let_timers_in), and the outputs file is written `off_device`
     (DeviceHold.off_device: host work, the device given back meanwhile, and taken again if device work follows)."""
@@ -231,8 +231,8 @@ def outputs_for_seeds(module: Any, task: dict[str, Any], device: torch.device,
     return saved
 
 
-def digests_at_positions(module: Any, task: dict[str, Any], device: torch.device,
-                      requests: list[list[Any]], between: Callable[[], None] = lambda: None) -> dict[str, Any]:
+def digests_at_positions(module: Any, task: dict[str, Any], device: torch.device, requests: list[list[Any]],
+                         between: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Digests of the reference outputs for [input seed, [position seed per output]] requests (the positions the
     candidate's child drew), each input seed computed once, in request order."""
     model, dtype, native_dtypes = reference_for_seeds(module, task, device)

@@ -25,7 +25,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]
     problem = load_problem(task, work_dir)
-    hold.brought_up = bring_up.before_holding(task, device, sources=(task["problem_source"], task["candidate_source"]))
+    bring_up.before_holding(task, device, sources=(task["problem_source"], task["candidate_source"]))
     channel.phase("queue")
     with shared():
         channel.phase("run")
