@@ -3,6 +3,7 @@ printed, the same rows written as JSON under the same top-level keys)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.machinery
 import importlib.util
 import json
@@ -93,3 +94,16 @@ def write_md_json(out: str | None, title: str, text: str, data: dict[str, Any]) 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).with_suffix(".md").write_text(f"# {title}\n\n" + text)
     Path(out).with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def side_by_side_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments every on/off side-by-side benchmark takes (problems, device, evaluations in flight, rounds,
+    timing runs, OUT); the script adds its own."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("problems", nargs="+", help="problem files (KernelBench format)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--parallel", type=int, default=8, help="evaluations in flight at once")
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of batches (on/off, then off/on, ...)")
+    parser.add_argument("--timing-runs", type=int, default=None)
+    parser.add_argument("--out", default=None, help="write OUT.md and OUT.json")
+    return parser

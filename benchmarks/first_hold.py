@@ -19,7 +19,6 @@ Prints a table and writes OUT.json / OUT.md:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -28,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import make_references, write_md_json
+from benchmarks.common import make_references, side_by_side_parser, write_md_json
 from benchmarks.kb_throughput import lock_shares
 from kernels import EvalSettings, evaluate
 from search.bench_retime import compiled_reference
@@ -110,16 +109,10 @@ def summary(batches: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("problems", nargs="+", help="problem files (KernelBench format)")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--parallel", type=int, default=8, help="evaluations in flight at once")
+    parser = side_by_side_parser(__doc__)
     parser.add_argument("--copies", type=int, default=1, help="evaluations of each problem's candidate per batch")
-    parser.add_argument("--rounds", type=int, default=2, help="pairs of batches (on/off, then off/on, ...)")
     parser.add_argument("--warmup-batches", type=int, default=1,
                         help="unmeasured batches first (the first compiles of a fresh cache are slower)")
-    parser.add_argument("--timing-runs", type=int, default=None)
-    parser.add_argument("--out", default=None, help="write OUT.md and OUT.json")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="first-hold-"))
     os.environ["STARK_COMPILE_ASIDE"] = "1"  # as on a GPU (on the CPU its default is off)

@@ -13,7 +13,6 @@ OUT.json / OUT.md:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -22,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import make_references, write_md_json
+from benchmarks.common import make_references, side_by_side_parser, write_md_json
 from kernels import EvalSettings, evaluate, reference_candidate
 from search.bench_retime import compiled_reference
 
@@ -114,14 +113,8 @@ def summary(batches: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("problems", nargs="+", help="problem files (KernelBench format)")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--parallel", type=int, default=8, help="evaluations in flight at once")
-    parser.add_argument("--rounds", type=int, default=2, help="pairs of batches (on/off, then off/on, ...)")
-    parser.add_argument("--timing-runs", type=int, default=None)
+    parser = side_by_side_parser(__doc__)
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary directory")
-    parser.add_argument("--out", default=None, help="write OUT.md and OUT.json")
     args = parser.parse_args(argv)
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="lock-waves-")
     settings = EvalSettings(device=args.device, cache_dir=cache_dir, reuse_results=False,
