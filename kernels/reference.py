@@ -8,7 +8,6 @@ protocol); device ceilings per (host, device).
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import uuid
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from kernels.isolation.sandbox import run_worker
 from kernels.isolation.work_dirs import new_work_dir
 from kernels.isolation.worker_run import WorkerRun, read_regular_file
 from kernels.judge import Reference
-from kernels.settings import EvalSettings, memory_limit_source
+from kernels.settings import EvalSettings, env_count, memory_limit_source
 
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
 COMPILED = {"compile", "compile-max-autotune"}
@@ -40,17 +39,8 @@ def compile_threads() -> int:
     child compiles in its own process. A pool is Python processes with torch loaded, started in every child; on the
     H200 with 8 children side by side, 1 judged 5.9 attempts a minute against 4.5 with pools of 4 (an attempt's build
     13.0 s against 18.7 s median: docs/benchmarks/throughput, calls 11 and 13)."""
-    raw = os.environ.get(COMPILE_THREADS_ENV, "auto").strip().lower()
-    if raw == "auto":
-        return 1
-    try:
-        threads = int(raw)
-    except ValueError:
-        threads = 0
-    if threads < 1:
-        raise ValueError(f"{COMPILE_THREADS_ENV}={raw!r} must be a count of compiler processes per harness child "
-                         "(1: the child compiles in its own process) or auto (the default: 1)")
-    return threads
+    return env_count(COMPILE_THREADS_ENV, 1, 1, "a count of compiler processes per harness child (1: the child "
+                     "compiles in its own process) or auto (the default: 1)")
 
 
 def new_reference_dir(settings: EvalSettings) -> Path:

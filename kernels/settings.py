@@ -235,3 +235,34 @@ class EvalSettings:
     def trial_seeds(self) -> list[int]:
         """Seeds of the correctness trials, then one more for the post-timing re-check (replayable)."""
         return [self.seed * 100_003 + i + 1 for i in range(self.correctness_trials + 1)]
+
+
+ON, OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+def env_switch(name: str, auto: bool, auto_means: str) -> bool:
+    """A harness setting read by the parent: $name "1" or "0" (on/off, true/false, yes/no), or "auto" / unset: `auto`
+    (`auto_means` says what that is, for the error a bad value gets)."""
+    raw = os.environ.get(name, "auto").strip().lower()
+    if raw == "auto":
+        return auto
+    if raw in ON:
+        return True
+    if raw in OFF:
+        return False
+    raise ValueError(f"{name}={raw!r} must be 1, 0 or auto (the default: {auto_means})")
+
+
+def env_count(name: str, auto: int, least: int, meaning: str) -> int:
+    """A harness setting read by the parent: $name a count of at least `least`, or "auto" / unset: `auto`; a bad value
+    gets an error saying it `must be {meaning}`."""
+    raw = os.environ.get(name, "auto").strip().lower()
+    if raw == "auto":
+        return auto
+    try:
+        value = int(raw)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise ValueError(f"{name}={raw!r} must be {meaning}")
+    return value

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernels.settings import env_count, env_switch
+
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
 SLOTS_ENV = "STARK_DEVICE_SLOTS"  # how many children may hold the shared side at once (0: no limit)
@@ -181,16 +183,7 @@ def shared_slots_wanted() -> int:
     """Parent side: how many children may hold the device's shared side at once ($STARK_DEVICE_SLOTS: a count; 0,
     unset or "auto": no limit, the default, since on the H200 4 slots among 20 children judged fewer attempts a
     minute than none: docs/benchmarks/throughput, call 4)."""
-    raw = os.environ.get(SLOTS_ENV, "auto").strip().lower()
-    if raw == "auto":
-        return 0
-    try:
-        slots = int(raw)
-    except ValueError:
-        slots = -1
-    if slots < 0:
-        raise ValueError(f"{SLOTS_ENV}={raw!r} must be a count of children (0: no limit) or auto (the default)")
-    return slots
+    return env_count(SLOTS_ENV, 0, 0, "a count of children (0: no limit) or auto (the default)")
 
 
 def open_trace() -> int:
@@ -207,22 +200,10 @@ def open_trace() -> int:
 def bring_up_wanted() -> bool:
     """Parent side: whether a child brings up the device's libraries and torch.compile's back end before its first
     hold of the device lock (kernels.child.bring_up; $STARK_BRING_UP "1" or "0"; unset or "auto": on)."""
-    raw = os.environ.get("STARK_BRING_UP", "auto").strip().lower()
-    if raw in ("1", "on", "true", "yes", "auto"):
-        return True
-    if raw in ("0", "off", "false", "no"):
-        return False
-    raise ValueError(f"STARK_BRING_UP={raw!r} must be 1, 0 or auto (the default: on)")
+    return env_switch("STARK_BRING_UP", True, "on")
 
 
 def compile_aside_wanted(device: str) -> bool:
     """Parent side: whether a child's compiles step aside from the device lock ($STARK_COMPILE_ASIDE "1" or "0";
     unset or "auto": on for CUDA devices only)."""
-    raw = os.environ.get("STARK_COMPILE_ASIDE", "auto").strip().lower()
-    if raw in ("1", "on", "true", "yes"):
-        return True
-    if raw in ("0", "off", "false", "no"):
-        return False
-    if raw != "auto":
-        raise ValueError(f"STARK_COMPILE_ASIDE={raw!r} must be 1, 0 or auto (the default: on for CUDA devices)")
-    return device.startswith("cuda")
+    return env_switch("STARK_COMPILE_ASIDE", device.startswith("cuda"), "on for CUDA devices")
