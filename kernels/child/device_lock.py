@@ -159,15 +159,11 @@ class DeviceHold:
                 assert self.locker is not None
                 self.locker.release()
                 self.freed, self.offs = True, self.offs + 1
-        try:
-            yield
-        except BaseException:
-            raise  # the block ends with the error: nothing to take back
-        else:
-            if off and then_hold:
-                with self._mutex:
-                    self.freed = False
-                    self._take_waiting(fcntl.LOCK_SH)
+        yield  # an error in the block is raised here and ends it: nothing to take back
+        if off and then_hold:
+            with self._mutex:
+                self.freed = False
+                self._take_waiting(fcntl.LOCK_SH)
 
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:

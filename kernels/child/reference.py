@@ -141,7 +141,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")
     with hold.shared():
         channel.phase("run")
-        reference_nothing_to_give_back(module, task, device, want, channel, hold.let_timers_in, hold.off_device)
+        reference_on_device(module, task, device, want, channel, hold.let_timers_in, hold.off_device)
     for kind in want.get("baselines", []):
         channel.phase("queue")
         with hold.shared():
@@ -160,14 +160,9 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.send("ceilings", ceilings=ceilings.measure_ceilings(device))
 
 
-def _nothing_to_give_back(_then_hold: bool = True) -> contextlib.AbstractContextManager[None]:
-    """No device lock: host work needs nothing given back."""
-    return contextlib.nullcontext()
-
-
-def reference_nothing_to_give_back(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
-                        channel: Channel, between: Callable[[], None] = lambda: None,
-                        off_device: Callable[[bool], contextlib.AbstractContextManager[None]] = _nothing_to_give_back) -> None:
+def reference_on_device(module: Any, task: dict[str, Any], device: torch.device, want: dict[str, Any],
+                        channel: Channel, between: Callable[[], None],
+                        off_device: Callable[[bool], contextlib.AbstractContextManager[None]]) -> None:
     """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock; `between`
     runs between two seeds' forwards (DeviceHold.let_timers_in), and the outputs file is written `off_device`
     (DeviceHold.off_device: host work, the device given back meanwhile, and taken again if device work follows)."""
