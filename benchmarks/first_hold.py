@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import make_references, side_by_side_parser, write_md_json
-from benchmarks.kb_throughput import lock_shares
+from benchmarks.kb_throughput import lock_shares, trace_events
 from kernels import EvalSettings, evaluate
 from search.bench_retime import compiled_reference
 
@@ -37,14 +37,13 @@ def shared_holds(trace: Path) -> list[tuple[float, str]]:
     """(seconds, the phases it saw) of every shared hold in a lock trace."""
     granted: dict[str, float] = {}
     holds = []
-    for line in trace.read_text().splitlines() if trace.exists() else []:
-        parts = line.split()
-        if len(parts) != 5 or parts[3] != "shared":
+    for t, holder, event, mode, phase in trace_events(trace) if trace.exists() else []:
+        if mode != "shared":
             continue
-        if parts[2] == "grant":
-            granted[parts[1]] = float(parts[0])
-        elif parts[2] == "release" and parts[1] in granted:
-            holds.append((float(parts[0]) - granted.pop(parts[1]), parts[4]))
+        if event == "grant":
+            granted[holder] = t
+        elif event == "release" and holder in granted:
+            holds.append((t - granted.pop(holder), phase))
     return holds
 
 

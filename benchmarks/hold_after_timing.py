@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT, report
+from benchmarks.kb_throughput import trace_events
 
 PROBLEM = ROOT / "benchmarks" / "problems" / "cpu" / "big_output.py"
 ONE = """
@@ -39,10 +40,8 @@ def after_timing(trace: Path) -> list[float]:
     """Per candidate child in the trace (a child whose hold saw "first_call"): its shared-hold seconds after its timed
     loop (the exclusive hold released in "timing")."""
     events: dict[str, list[tuple[float, str, str, str]]] = defaultdict(list)
-    for line in trace.read_text().splitlines() if trace.exists() else []:
-        parts = line.split()
-        if len(parts) == 5:
-            events[parts[1]].append((float(parts[0]), parts[2], parts[3], parts[4]))
+    for t, holder, event, mode, phase in trace_events(trace) if trace.exists() else []:
+        events[holder].append((t, event, mode, phase))
     found = []
     for held in events.values():
         if not any(event == "release" and "first_call" in phase.split("+") for _, event, _, phase in held):

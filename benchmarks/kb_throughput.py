@@ -80,16 +80,22 @@ def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
     }
 
 
-def lock_shares(path: Path) -> dict[str, Any]:
-    """From a lock trace: the share of its span with the lock held exclusively, only shared, or free; the waits."""
+def trace_events(path: Path) -> list[tuple[float, str, str, str, str]]:
+    """A lock trace's lines, in time order: (time, holder, want|grant|release, mode, phase); phase "-" in older
+    traces, which had none."""
     events: list[tuple[float, str, str, str, str]] = []
     for line in path.read_text().splitlines():
         parts = line.split()
-        if len(parts) in (4, 5):  # "<time> <holder> <event> <mode> [<phase>]" (older traces have no phase)
+        if len(parts) in (4, 5):  # "<time> <holder> <event> <mode> [<phase>]"
             events.append((float(parts[0]), parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else "-"))
+    return sorted(events)
+
+
+def lock_shares(path: Path) -> dict[str, Any]:
+    """From a lock trace: the share of its span with the lock held exclusively, only shared, or free; the waits."""
+    events = trace_events(path)
     if not events:
         return {"events": 0}
-    events.sort()
     held: dict[str, str] = {}
     wanting: dict[str, tuple[float, str]] = {}
     time_in = defaultdict(float)
