@@ -88,7 +88,7 @@ def trace_events(path: Path) -> list[tuple[float, str, str, str, str]]:
         parts = line.split()
         if len(parts) in (4, 5):  # "<time> <holder> <event> <mode> [<phase>]"
             events.append((float(parts[0]), parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else "-"))
-    return sorted(events)
+    return sorted(events, key=lambda event: event[0])  # stable: a release and the next grant may share a time
 
 
 def lock_shares(path: Path) -> dict[str, Any]:

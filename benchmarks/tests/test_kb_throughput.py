@@ -66,3 +66,16 @@ def test_long_shared_holds_are_counted_apart_from_short_ones() -> None:
     found = kb_throughput.long_holds([0.01, 0.02, 0.5, 2.0, 7.47])
     assert found == {"shared_holds_over_1s": 2, "shared_time_share_over_1s": 0.947, "shared_hold_longest_s": 7.5}
     assert kb_throughput.long_holds([])["shared_time_share_over_1s"] is None
+
+
+def test_a_release_and_the_next_grant_at_the_same_time_stay_in_their_order(tmp_path: Path) -> None:
+    """A holder letting timers in releases and takes the lock again within 0.1 ms: both lines carry the same time.
+    Sorted by the whole line, "grant" came before "release", the hold before it was lost and the lock read free."""
+    trace = tmp_path / "lock.trace"
+    trace.write_text("\n".join([
+        "100.0 a grant shared run", "102.0 a release shared run", "102.0 a grant shared run",
+        "104.0 a release shared run",
+    ]) + "\n")
+    found = kb_throughput.lock_shares(trace)
+    assert found["shared_holds"] == 2 and found["shared_hold_median_s"] == 2.0
+    assert found["shared_share"] == 1.0 and found["free_share"] == 0.0
