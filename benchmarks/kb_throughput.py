@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks import lock_waits
 from benchmarks.common import report
 from search.bench_record import problem_record
 from search.engine.tree import Tree
@@ -83,12 +84,8 @@ def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
 def trace_events(path: Path) -> list[tuple[float, str, str, str, str]]:
     """A lock trace's lines, in time order: (time, holder, want|grant|release, mode, phase); phase "-" in older
     traces, which had none."""
-    events: list[tuple[float, str, str, str, str]] = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) in (4, 5):  # "<time> <holder> <event> <mode> [<phase>]"
-            events.append((float(parts[0]), parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else "-"))
-    return sorted(events, key=lambda event: event[0])  # stable: a release and the next grant may share a time
+    # "<time> <holder> <event> <mode> [<phase> [<why> [<where>]]]" (benchmarks.lock_waits reads the rest)
+    return [(float(p[0]), p[1], p[2], p[3], p[4] if len(p) > 4 else "-") for p in lock_waits.read_lines(path)]
 
 
 def lock_shares(path: Path) -> dict[str, Any]:
@@ -167,12 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = [Tree.load(name) for name in args.trees]
     row = throughput(trees, args.gpus)
-    notes = {"lock": lock_shares(args.lock_trace)} if args.lock_trace else {}
+    notes = ({"lock": lock_shares(args.lock_trace), "lock_waits": lock_waits.analyse(args.lock_trace)}
+             if args.lock_trace else {})
     report("kb_throughput", [row], args.out, args.device, notes,
            columns=[c for c in row if c != "minutes"])
     print("judged attempts per minute:", row.get("minutes"))
     if notes:
         print("device lock:", notes["lock"])
+        lock_waits.print_tables(notes["lock_waits"])
     return 0
 
 

@@ -27,8 +27,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kernels.child.hold_sampler import HoldSampler
+
 _monotonic = time.monotonic
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
+# why a child takes the lock: a block starts, after letting timers in, after a compile stepped aside, for an
+# Inductor measurement during a compile, to autotune alone, after autotuning, after host work (off_device)
+TAKES = ("start", "yield", "after-compile", "measure", "autotune", "after-autotune", "after-host")
+# why it lets go: a block ends, to let timers in, a compile starts, a measurement is over, autotuning, host work
+RELEASES = ("end", "yield", "compile", "measured", "autotune", "autotuned", "host")
 
 
 def take(lock_fd: int, gate_fd: int | None, mode: int, blocking: bool = True) -> bool:
@@ -68,10 +75,10 @@ class FdLock:
     def __init__(self, lock_fd: int, gate_fd: int | None) -> None:
         self.lock_fd, self.gate_fd = lock_fd, gate_fd
 
-    def take(self, mode: int, blocking: bool = True) -> bool:
+    def take(self, mode: int, blocking: bool = True, why: str = "") -> bool:
         return take(self.lock_fd, self.gate_fd, mode, blocking)
 
-    def release(self) -> None:
+    def release(self, why: str = "", where: str | None = None) -> None:
         fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
 
 
@@ -79,10 +86,13 @@ class DeviceHold:
     """One child's hold on the device lock: `shared()` and `exclusive()` blocks, and (with `aside`) the compile
     callbacks that step out of a shared hold while torch.compile compiles. `alone` (a rerun after device_busy,
     kernels.device_busy) makes every shared block exclusive. `on_wait(True/False)` is told around a wait to take
-    the device back, for the child's "queue" phase. Counts what it did in `facts()`."""
+    the device back, for the child's "queue" phase. Counts what it did in `facts()`.
+
+    Every take and release names why (TAKES, RELEASES: the lock trace carries them), and with `sample` a long hold
+    says where the child was meanwhile (kernels.child.hold_sampler)."""
 
     def __init__(self, lock_fd: int | None, gate_fd: int | None, *, alone: bool = False, aside: bool = False,
-                 on_wait: Callable[[bool], None] | None = None, locker: Any = None) -> None:
+                 on_wait: Callable[[bool], None] | None = None, locker: Any = None, sample: bool = False) -> None:
         self.locker = locker if locker is not None else FdLock(lock_fd, gate_fd) if lock_fd is not None else None
         self.alone, self.aside = alone, aside
         self.on_wait = on_wait
@@ -98,6 +108,7 @@ class DeviceHold:
         self.yields = self.offs = 0
         self.brought_up: dict[str, Any] = {}  # what the child did before its first hold (kernels.child.bring_up)
         self.errors: list[str] = []
+        self.sampler = HoldSampler(sample and self.locker is not None)
         self._since = 0.0
         self._mutex = threading.RLock()
 
@@ -109,7 +120,7 @@ class DeviceHold:
         if timing.get("broker_fd") is not None and channel is not None:
             locker = BrokeredLock(channel, int(timing["broker_fd"]))
         return cls(None, None, alone=bool(timing.get("alone")), aside=bool(timing.get("compile_aside")),
-                   on_wait=getattr(channel, "on_wait", None), locker=locker)
+                   on_wait=getattr(channel, "on_wait", None), locker=locker, sample=bool(timing.get("sample_holds")))
 
     def shared(self) -> contextlib.AbstractContextManager[None]:
         """Untimed device work beside other untimed work (exclusive when `alone`)."""
@@ -122,7 +133,7 @@ class DeviceHold:
     @contextlib.contextmanager
     def _hold(self, mode: str) -> Iterator[None]:
         if self.locker is not None:
-            self.locker.take(MODES[mode])
+            self._take(MODES[mode], "start")
         self.held = mode
         try:
             yield
@@ -131,7 +142,7 @@ class DeviceHold:
                 if self.stepped_aside:  # a compile still in flight (another thread): the lock is already free
                     self.aside_s += _monotonic() - self._since
                 elif self.locker is not None and not self.freed:  # (freed: given back for host work already)
-                    self.locker.release()
+                    self._release("end")
                 self.held, self.stepped_aside, self.freed = None, False, False
 
     def let_timers_in(self) -> None:
@@ -143,9 +154,9 @@ class DeviceHold:
             if (self.locker is None or self.held != "shared" or self.stepped_aside or self.freed or self.autotuning
                     or self.alone):
                 return
-            self.locker.release()
+            self._release("yield")
             self.yields += 1
-            self._take_waiting(fcntl.LOCK_SH)
+            self._take_waiting(fcntl.LOCK_SH, "yield")
 
     @contextlib.contextmanager
     def off_device(self, then_hold: bool = True) -> Iterator[None]:
@@ -156,14 +167,13 @@ class DeviceHold:
             off = (self.locker is not None and self.held == "shared" and not self.stepped_aside
                    and not self.freed and not self.autotuning and not self.alone)
             if off:
-                assert self.locker is not None
-                self.locker.release()
+                self._release("host")
                 self.freed, self.offs = True, self.offs + 1
         yield  # an error in the block is raised here and ends it: nothing to take back
         if off and then_hold:
             with self._mutex:
                 self.freed = False
-                self._take_waiting(fcntl.LOCK_SH)
+                self._take_waiting(fcntl.LOCK_SH, "after-host")
 
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
@@ -171,13 +181,13 @@ class DeviceHold:
             if (not self.aside or self.locker is None or self.held != "shared" or self.stepped_aside or self.freed
                     or self.autotuning):  # some torch versions signal Triton's autotuning as a compile
                 return
-            self.locker.release()
+            self._release("compile")
             self.stepped_aside, self.compiles, self._since = True, self.compiles + 1, _monotonic()
 
     def compile_ended(self) -> None:
         with self._mutex:
             if self.stepped_aside:
-                self._step_back()
+                self._step_back("after-compile")
 
     def benchmarking(self) -> None:
         """Before Inductor measures on the device: a compile that stepped aside takes the device back (until
@@ -187,7 +197,7 @@ class DeviceHold:
             if self.stepped_aside and not self.autotuning:
                 self.took_back += 1
                 self.resume_aside = True
-                self._step_back()
+                self._step_back("measure")
 
     def benchmarked(self) -> None:
         """After the outermost measurement: a compile that took the device back for it steps aside again (before,
@@ -199,7 +209,7 @@ class DeviceHold:
             self.resume_aside = False
             if (self.held == "shared" and not self.stepped_aside and not self.freed and not self.autotuning
                     and self.locker is not None):
-                self.locker.release()
+                self._release("measured")
                 self.stepped_aside, self._since = True, _monotonic()
 
     @contextlib.contextmanager
@@ -218,8 +228,8 @@ class DeviceHold:
                                else "nothing")
                 try:
                     if held_before == "shared":
-                        self.locker.release()  # never wait at the gate while holding the lock
-                    self._take_waiting(fcntl.LOCK_EX)
+                        self._release("autotune")  # never wait at the gate while holding the lock
+                    self._take_waiting(fcntl.LOCK_EX, "autotune")
                 except Exception as exc:  # noqa: BLE001
                     self.errors.append(f"autotuning: {type(exc).__name__}: {exc}"[:200])
                 self.autotuning, self.autotunes_alone = 1, self.autotunes_alone + 1
@@ -234,28 +244,38 @@ class DeviceHold:
                     assert self.locker is not None
                     self.autotuning, self.alone_s = 0, self.alone_s + _monotonic() - since
                     try:
-                        self.locker.release()
+                        self._release("autotuned")
                         if held_before == "shared":
-                            self._take_waiting(fcntl.LOCK_SH)
+                            self._take_waiting(fcntl.LOCK_SH, "after-autotune")
                     except Exception as exc:  # noqa: BLE001
                         self.errors.append(f"after autotuning: {type(exc).__name__}: {exc}"[:200])
 
-    def _step_back(self) -> None:
+    def _step_back(self, why: str) -> None:
         self.aside_s += _monotonic() - self._since
         self.stepped_aside = False
-        self._take_waiting(fcntl.LOCK_SH)
+        self._take_waiting(fcntl.LOCK_SH, why)
 
-    def _take_waiting(self, mode: int) -> None:
+    def _take_waiting(self, mode: int, why: str) -> None:
         """Take the lock in `mode`; a wait is told to `on_wait` (the child's "queue" phase) and counted."""
-        assert self.locker is not None
-        if self.locker.take(mode, blocking=False):
+        if self._take(mode, why, blocking=False):
             return
         self.waits += 1
         if self.on_wait is not None:
             self.on_wait(True)
-        self.locker.take(mode)
+        self._take(mode, why)
         if self.on_wait is not None:
             self.on_wait(False)
+
+    def _take(self, mode: int, why: str, blocking: bool = True) -> bool:
+        assert self.locker is not None and why in TAKES
+        if not self.locker.take(mode, blocking, why=why):
+            return False
+        self.sampler.begin()
+        return True
+
+    def _release(self, why: str) -> None:
+        assert self.locker is not None and why in RELEASES
+        self.locker.release(why=why, where=self.sampler.end())
 
     def facts(self) -> dict[str, Any]:
         """What stepping aside did in this child (informational; empty when it never stepped aside)."""
@@ -275,10 +295,10 @@ class BrokeredLock:
         self._mutex = threading.Lock()
         os.set_inheritable(reply_fd, False)
 
-    def take(self, mode: int, blocking: bool = True) -> bool:
+    def take(self, mode: int, blocking: bool = True, why: str = "") -> bool:
         op = "exclusive" if mode == fcntl.LOCK_EX else "shared"
         with self._mutex:
-            self.send(self.channel, "lock", op=op, wait=blocking)
+            self.send(self.channel, "lock", op=op, wait=blocking, why=why)
             answer = b""
             while not answer.endswith(b"\n"):
                 chunk = os.read(self.reply_fd, 1)
@@ -287,6 +307,9 @@ class BrokeredLock:
                 answer += chunk
             return answer.strip() == b"1"
 
-    def release(self) -> None:
+    def release(self, why: str = "", where: str | None = None) -> None:
         with self._mutex:
-            self.send(self.channel, "lock", op="release")
+            if where:
+                self.send(self.channel, "lock", op="release", why=why, where=where)
+            else:
+                self.send(self.channel, "lock", op="release", why=why)

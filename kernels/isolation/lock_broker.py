@@ -1,7 +1,8 @@
 """The device lock taken by the parent on a child's behalf: no lock descriptor ever reaches a child.
 
 The child (kernels.child.device_lock.DeviceHold with a `BrokeredLock`) asks over its result channel for the lock
-(`{"type": "lock", "op": "shared" | "exclusive" | "release", "wait": bool}`) and reads the answer ("1" granted,
+(`{"type": "lock", "op": "shared" | "exclusive" | "release", "wait": bool, "why": reason, "where": sites}`: the
+reason and, for a long hold, where the child was, only for the lock trace) and reads the answer ("1" granted,
 "0" busy) from a pipe of its own. The parent (`LockBroker`, polled by kernels.isolation.sandbox.run_worker) holds its own
 descriptors of the lock file and its gate and takes them with the same protocol as kernels.child.device_lock.take (writer
 preference: a waiting exclusive taker holds the gate, so new shared takers wait behind it), polling without blocking
@@ -32,8 +33,13 @@ from kernels.settings import env_count, env_switch
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 POLL_S = 0.01  # how often a waiting parent tries the lock again
 SLOTS_ENV = "STARK_DEVICE_SLOTS"  # how many children may hold the shared side at once (0: no limit)
-TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode> <phase>"
-# (a release names every phase the hold saw, joined by "+", since a hold is mostly granted in the phase "queue")
+TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> want|grant|release <mode> <phase>
+# <why> [<where>]" (a release names every phase the hold saw, joined by "+", since a hold is mostly granted in the
+# phase "queue"; <why> is the child's reason to take or let go, kernels.child.device_lock.TAKES / RELEASES; <where>,
+# on the release of a long hold, where the child was meanwhile, kernels.child.hold_sampler)
+WHY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz-")
+WHERE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:<>*,-")
+WHERE_MAX = 600
 _holders = itertools.count(1)
 
 
@@ -55,6 +61,7 @@ class LockBroker:
         self.trace_fd, self.holder = open_trace(), f"{os.getpid()}-{next(_holders)}"
         self._phase = "-"  # the child's phase as the parent's deadlines know it (sandbox sets it), for the trace
         self.hold_phases: list[str] = []  # the phases the current hold has seen
+        self.wanted_why = "-"  # the child's reason for the take it waits for (the trace's grant line names it)
 
     @property
     def phase(self) -> str:
@@ -69,10 +76,12 @@ class LockBroker:
     def request(self, message: dict[str, Any]) -> bool:
         """A lock message from the child; True when the parent must now wait for the lock (a blocking take)."""
         op = str(message.get("op"))
+        why = clean_why(message.get("why"))
         if op == "release" or op not in MODES:
-            self._release()
+            self._release(why, clean_where(message.get("where")))
             return False
         self._release()  # a new take replaces any hold (flock would convert it anyway)
+        self.wanted_why = why
         if self._try(op):
             self._answer(True)
             return False
@@ -80,7 +89,7 @@ class LockBroker:
             self._answer(False)
             return False
         self.wanted = op
-        self._trace("want", op)
+        self._trace("want", op, extra=why)
         return True
 
     def poll(self) -> bool:
@@ -112,7 +121,7 @@ class LockBroker:
         self._let_go_of_gate()
         self.held, self.grants = op, self.grants + 1
         self.hold_phases = []  # the phase at the grant is the one before the child's wait: named only if it goes on
-        self._trace("grant", op)
+        self._trace("grant", op, extra=self.wanted_why)
         return True
 
     def _take_slot(self) -> bool:
@@ -135,19 +144,19 @@ class LockBroker:
             fcntl.flock(self.gate_fd, fcntl.LOCK_UN)
             self.gate_held = False
 
-    def _release(self) -> None:
+    def _release(self, why: str = "-", where: str = "") -> None:
         self.wanted = None
         self._let_go_of_gate()
         if self.held is not None:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
             self._let_go_of_slot()
-            self._trace("release", self.held, "+".join(self.hold_phases) or self._phase)
+            self._trace("release", self.held, "+".join(self.hold_phases) or self._phase, f"{why} {where}".strip())
             self.held = None
 
-    def _trace(self, event: str, op: str, phase: str | None = None) -> None:
+    def _trace(self, event: str, op: str, phase: str | None = None, extra: str = "-") -> None:
         if self.trace_fd >= 0:
             with contextlib.suppress(OSError):
-                line = f"{time.time():.4f} {self.holder} {event} {op} {phase or self._phase}\n"
+                line = f"{time.time():.4f} {self.holder} {event} {op} {phase or self._phase} {extra}\n"
                 os.write(self.trace_fd, line.encode())
 
     def _answer(self, granted: bool) -> None:
@@ -184,6 +193,24 @@ def shared_slots_wanted() -> int:
     unset or "auto": no limit, the default, since on the H200 4 slots among 20 children judged fewer attempts a
     minute than none: docs/benchmarks/throughput, call 4)."""
     return env_count(SLOTS_ENV, 0, 0, "a count of children (0: no limit) or auto (the default)")
+
+
+def clean_why(value: Any) -> str:
+    """A child's reason to take or let go, as one trace token ("-" when absent or not a plain word: the child's
+    message is not trusted, and the trace is read by scripts)."""
+    text = str(value or "")
+    return text if 0 < len(text) <= 20 and set(text) <= WHY_CHARS else "-"
+
+
+def clean_where(value: Any) -> str:
+    """Where a long hold went (kernels.child.hold_sampler), as one trace token; "" when absent or malformed."""
+    text = str(value or "")[:WHERE_MAX]
+    return text if text and set(text) <= WHERE_CHARS else ""
+
+
+def sample_holds_wanted() -> bool:
+    """Whether children sample their long holds of the device lock: only while the lock is traced."""
+    return bool(os.environ.get(TRACE_ENV, ""))
 
 
 def open_trace() -> int:

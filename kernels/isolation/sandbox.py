@@ -34,6 +34,7 @@ from kernels.isolation.lock_broker import (
     LockBroker,
     bring_up_wanted,
     compile_aside_wanted,
+    sample_holds_wanted,
     shared_slots_wanted,
 )
 from kernels.isolation.process_tree import (
@@ -137,7 +138,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         broker = LockBroker(device_lock, shared_slots_wanted())
         task = {**task, "timing": {**task["timing"], "broker_fd": broker.child_fd,
                                    "compile_aside": compile_aside_wanted(str(task.get("device", "cpu"))),
-                                   "bring_up": bring_up_wanted()}}
+                                   "bring_up": bring_up_wanted(), "sample_holds": sample_holds_wanted()}}
     (work_dir / "task.json").write_text(json.dumps(task))
     nonce = secrets.token_hex(16)
     read_fd, write_fd = os.pipe()

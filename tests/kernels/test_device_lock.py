@@ -17,9 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks import lock_waits
 from kernels import EvalSettings, evaluate
 from kernels.child import compile_aside
-from kernels.child.device_lock import DeviceHold
+from kernels.child.device_lock import RELEASES, TAKES, DeviceHold
 from kernels.isolation.lock_broker import compile_aside_wanted
 from tests.kernels.conftest import fixture_source
 
@@ -288,7 +289,7 @@ HOOKED = textwrap.dedent("""
     import fcntl, inspect, json, os, sys
     import torch
     from kernels.child.compile_aside import watch_compiles
-    from kernels.child.device_lock import DeviceHold
+    from kernels.child.device_lock import RELEASES, TAKES, DeviceHold
     lock = sys.argv[1]
     fds = [os.open(path, os.O_RDONLY | os.O_CREAT, 0o644) for path in (lock, lock + ".gate")]
     hold = DeviceHold(*fds, aside=True)
@@ -416,7 +417,15 @@ def test_with_the_setting_off_a_compile_keeps_its_shared_hold(fast_settings: Eva
     # The lock trace names the child's phase at each event, as the parent's deadlines know it, and a release every
     # phase the hold saw (benchmarks/kb_throughput.py attributes a hold to them; a timer asks before "timing").
     lines = [line.split() for line in (tmp_path / "lock.trace").read_text().splitlines()]
-    assert lines and all(len(parts) == 5 for parts in lines), lines
+    assert lines and all(len(parts) in (6, 7) for parts in lines), lines
+    # each line names why the child took or let go (kernels.child.device_lock TAKES / RELEASES); the release of a
+    # long hold where the child was meanwhile: here the compile, inside the first call, under the shared side
+    assert {parts[5] for parts in lines if parts[2] == "grant"} <= set(TAKES), lines
+    assert {parts[5] for parts in lines if parts[2] == "release"} <= set(RELEASES), lines
+    compiled = [parts for parts in lines if parts[2] == "release" and parts[4] == "run+first_call"]
+    assert compiled and len(compiled[0]) == 7, compiled
+    sites = [where for where, _ in lock_waits.sites(compiled[0][6])]
+    assert any(w.startswith("kernels/child/candidate.py:") and "torch/" in w for w in sites), sites
     grants = {(parts[3], parts[4]) for parts in lines if parts[2] == "grant"}
     assert ("shared", "build") in grants and ("shared", "recheck") in grants, grants
     assert any(mode == "exclusive" and phase in ("run", "timing") for mode, phase in grants), grants
