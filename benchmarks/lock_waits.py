@@ -38,6 +38,7 @@ class Hold:
     phases: str = "-"
     where: str = ""
     first: bool = False  # the holder's first shared hold
+    stage: str = ""  # where in its child's life: first hold, before or after its timing, or a child that never times
 
     @property
     def cause(self) -> str:
@@ -90,7 +91,24 @@ def holds_and_waits(rows: list[list[str]]) -> tuple[list[Hold], list[tuple[str, 
             hold.released = extra[1] if len(extra) > 1 else "-"
             hold.where = extra[2] if len(extra) > 2 else ""
             holds.append(hold)
+    _stages(holds)
     return holds, waits
+
+
+def _stages(holds: list[Hold]) -> None:
+    """Each hold's stage in its child's life; the child's timing is its first exclusive hold that is not an
+    autotuning (in traces without reasons, its first exclusive hold)."""
+    timed: dict[str, float] = {}
+    for hold in holds:
+        if hold.mode == "exclusive" and hold.took != "autotune":
+            timed.setdefault(hold.holder, hold.start)
+    for hold in holds:
+        if hold.first:
+            hold.stage = "a child's first hold"
+        elif hold.holder not in timed:
+            hold.stage = "a child that never times (reference outputs, fuzzing)"
+        else:
+            hold.stage = "after its timing" if hold.start >= timed[hold.holder] else "before its timing"
 
 
 def blame(holds: list[Hold], waits: list[tuple[str, float, float]]) -> list[tuple[Hold | None, str, float]]:
@@ -127,6 +145,7 @@ def analyse(path: Path, top: int = 12) -> dict[str, Any]:
     blamed = blame(holds, waits)
     by_cause: dict[str, float] = defaultdict(float)
     by_phase: dict[str, float] = defaultdict(float)
+    by_stage: dict[str, float] = defaultdict(float)
     by_site: dict[str, float] = defaultdict(float)
     for hold, what, seconds in blamed:
         if hold is None:
@@ -134,6 +153,7 @@ def analyse(path: Path, top: int = 12) -> dict[str, Any]:
             continue
         by_cause[hold.cause] += seconds
         by_phase[hold.phases] += seconds
+        by_stage[hold.stage] += seconds
         found = sites(hold.where)
         total = sum(c for _, c in found)
         for name, count in found:
@@ -146,6 +166,7 @@ def analyse(path: Path, top: int = 12) -> dict[str, Any]:
     return {"timer_waits": len(waits), "timer_wait_s": round(waited, 1),
             "waited_for_by_cause": _ranked(by_cause, waited, top),
             "waited_for_by_phase": _ranked(by_phase, waited, top),
+            "waited_for_by_stage": _ranked(by_stage, waited, top),
             "waited_for_sites": _ranked(by_site, waited, top),
             "shared_over_1s_by_cause": {cause: {"holds": len(took), "seconds": round(sum(took), 1)}
                                         for cause, took in sorted(long_shared.items(), key=lambda kv: -sum(kv[1]))}}
@@ -161,6 +182,7 @@ def print_tables(result: dict[str, Any], out: Any = sys.stdout) -> None:
     print(f"{result['timer_waits']} timer waits, {result['timer_wait_s']} s in all", file=out)
     for key, title in (("waited_for_by_cause", "what the timers waited for (took>let go)"),
                        ("waited_for_by_phase", "by the phases of the hold waited for"),
+                       ("waited_for_by_stage", "by the stage of its child's life"),
                        ("waited_for_sites", "where the long holds waited for were (sampled)")):
         if not result[key]:
             continue
