@@ -26,6 +26,7 @@ INTERVAL_S = 0.1
 LONG_S = 1.0  # holds at least this long are described at their release
 TOP_SITES = 3
 HARNESS = ("kernels/child/",)  # frames of the child's own code (the outermost frames that say which step it is)
+PLUMBING = ("kernels/child/compile_aside.py", "kernels/child/device_lock.py")  # hooks inside torch: not a step
 LIBRARIES = ("torch/", "triton/")  # their innermost frame says what torch was doing (below it: stdlib, C calls)
 CHECKOUT = str(Path(__file__).resolve().parents[2]) + "/"
 _NOT_PLAIN = re.compile(r"[^A-Za-z0-9_./:-]")  # "<", ",", "*" and spaces separate the sites in the trace
@@ -48,22 +49,26 @@ def frame_name(frame: FrameType) -> str:
 
 
 def site(frame: FrameType | None) -> str:
-    """Where a stack is: its innermost harness frame, the first frame below it, the innermost frame of torch or
-    Triton, and the innermost frame ("file:function:line" each, joined by "<"), repeated frames named once."""
+    """Where a stack is ("file:function:line" frames joined by "<", `picked`), as one token."""
     frames: list[FrameType] = []
     while frame is not None:
         frames.append(frame)
         frame = frame.f_back
     frames.reverse()  # outermost first
-    names = [frame_name(f) for f in frames]
-    if not names:
+    if not frames:
         return "?"
-    paths = [short_path(f.f_code.co_filename) for f in frames]
-    harness = [i for i, path in enumerate(paths) if path.startswith(HARNESS)]
-    picked = [harness[-1], harness[-1] + 1] if harness else [0]
-    library = [i for i, path in enumerate(paths) if path.startswith(LIBRARIES) and i > picked[-1]]
-    picked += [*library[-1:], len(names) - 1]
-    return "<".join(dict.fromkeys(names[i] for i in picked if i < len(names)))
+    names = [frame_name(f) for f in frames]
+    return "<".join(dict.fromkeys(names[i] for i in picked([short_path(f.f_code.co_filename) for f in frames])))
+
+
+def picked(paths: list[str]) -> list[int]:
+    """Which frames of a stack (their files, outermost first) name it: the innermost harness frame (the step; not
+    the hooks of PLUMBING, which run inside torch), the frame below it, the innermost frame of torch or Triton below
+    those, and the innermost frame."""
+    harness = [i for i, path in enumerate(paths) if path.startswith(HARNESS) and not path.startswith(PLUMBING)]
+    chosen = [harness[-1], harness[-1] + 1] if harness else [0]
+    library = [i for i, path in enumerate(paths) if path.startswith(LIBRARIES) and i > chosen[-1]]
+    return list(dict.fromkeys(i for i in [*chosen, *library[-1:], len(paths) - 1] if i < len(paths)))
 
 
 class HoldSampler:

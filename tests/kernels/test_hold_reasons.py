@@ -103,6 +103,15 @@ def test_sites_name_the_harness_frame_the_frame_below_and_the_innermost() -> Non
     assert all(lock_waits.sites(f"{part}*1") for part in parts), "a frame's name broke the trace's separators"
 
 
+def test_a_hook_of_the_harness_inside_torch_is_not_the_step_named() -> None:
+    stack = ["kernels/child/worker.py", "kernels/child/candidate.py", "torch/nn/modules/module.py",
+             "kernels/child/compile_aside.py", "importlib._bootstrap_external", "torch/_dynamo/trace_rules.py",
+             "posixpath.py"]
+    assert hold_sampler.picked(stack) == [1, 2, 5, 6]
+    assert hold_sampler.picked(["a.py", "torch/x.py"]) == [0, 1]  # no harness frame: outermost, torch, innermost
+    assert hold_sampler.picked(["kernels/child/timing.py"]) == [0]
+
+
 @pytest.fixture
 def traced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "lock.trace"
