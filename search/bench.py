@@ -6,20 +6,31 @@ its class of win and the best custom kernel's figures. Per suite (a problem's di
 paper's and KernelBench's metrics for any correct program and for custom kernels only (search.bench_metrics):
 Success, fast_p (Fast_1 = speed-up > 1), mean and geomean over the solved problems, the mean over all with an unsolved
 one at 0x, and a practical figure (the reference kept where nothing beat it) labelled apart. docs/metrics.md.
+
+Problems run one after another, or `--problems-at-once K` of them side by side (each in a thread, its lines prefixed
+with its name), and `--slots N` evaluations at most at once across them (the evaluation gate, search.bench_gate):
+a problem's reference, its tail and every attempt's planning then leave no evaluation slot idle, since another
+problem's planned attempt takes the slot (on one H200, the 4 streams x 2 in flight of 2026-12-04 kept 5.9 of their 8
+slots busy on average). The results keep the problems' order whatever order they finish in.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
+from search.bench_gate import EvaluationGate, Prefixed
 from search.bench_metrics import BASELINES, P_VALUES, markdown, metrics, summarize, winner_words
 from search.bench_record import failed_record, problem_record
 from search.bench_retime import retime_text, retime_winner
 from search.inline import DeviceBusyUsage, UsageError, search_problem
+from search.stop_signal import sigterm_stops_all
 
 __all__ = ["BASELINES", "P_VALUES", "cmd_bench", "collect_problems", "failed_record", "markdown", "metrics",
            "problem_record", "summarize", "winner_words"]
@@ -44,45 +55,70 @@ def collect_problems(paths: list[str]) -> list[Path]:
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     problems = collect_problems(args.paths)
+    wanted, slots = int(getattr(args, "problems_at_once", 1)), int(getattr(args, "slots", 0))
+    if wanted < 1:
+        raise UsageError(f"--problems-at-once must be at least 1 (got {wanted}): the problems searched side by side")
+    if slots < 0:
+        raise UsageError(f"--slots must be 0 (no limit) or a count of evaluations at once (got {slots})")
+    at_once = min(wanted, len(problems))
+    gate = EvaluationGate.of(slots)
     trees_dir = Path(args.trees) if args.trees else None
     if trees_dir:
         trees_dir.mkdir(parents=True, exist_ok=True)
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    records: list[dict[str, Any]] = []
+    records: dict[int, dict[str, Any]] = {}  # by the problem's place in the suite
+    written = threading.Lock()
 
     def write() -> str:  # after every problem, so a bench cut short keeps what it finished
-        results = {
-            "team": args.team, "budget": args.budget, "device": args.device, "seed": args.seed,
-            "settings": {"parallel": args.parallel, "target": args.target, "timing_runs": args.timing_runs,
-                         "compile_baseline": not args.no_compile_baseline},
-            "problems": records, "summary": summarize(records), "finished": len(records) == len(problems),
-        }
-        out_path.write_text(json.dumps(results, indent=1) + "\n")
-        md = markdown(results)
-        out_path.with_suffix(".md").write_text(md)
-        return md
+        with written:
+            done = [records[k] for k in sorted(records)]
+            results = {
+                "team": args.team, "budget": args.budget, "device": args.device, "seed": args.seed,
+                "settings": {"parallel": args.parallel, "target": args.target, "timing_runs": args.timing_runs,
+                             "compile_baseline": not args.no_compile_baseline, "problems_at_once": at_once,
+                             "slots": gate.slots if gate else None},
+                "problems": done, "summary": summarize(done), "finished": len(done) == len(problems),
+            }
+            if gate:
+                results["evaluation_gate"] = gate.facts()
+            out_path.write_text(json.dumps(results, indent=1) + "\n")
+            md = markdown(results)
+            out_path.with_suffix(".md").write_text(md)
+            return md
 
-    for k, path in enumerate(problems, start=1):
-        print(f"== [{k}/{len(problems)}] {path.parent.name}/{path.name}", file=out, flush=True)
+    def one(k: int, path: Path, to: TextIO) -> None:
+        print(f"== [{k}/{len(problems)}] {path.parent.name}/{path.name}", file=to, flush=True)
         started = time.monotonic()
         tree_file = str(trees_dir / f"{path.parent.name}__{path.stem}.json") if trees_dir else None
         try:
-            tree, summary = search_problem(str(path), args, out, tree_file=tree_file)
+            tree, summary = search_problem(str(path), args, to, tree_file=tree_file, gate=gate)
         except UsageError as exc:  # a bad problem fails itself, not the whole suite
-            print(f"skipped: {exc}", file=out, flush=True)
-            records.append(failed_record(path, str(exc), time.monotonic() - started, isinstance(exc, DeviceBusyUsage)))
+            print(f"skipped: {exc}", file=to, flush=True)
+            records[k] = failed_record(path, str(exc), time.monotonic() - started, isinstance(exc, DeviceBusyUsage))
             write()
-            continue
-        print(summary.text(), file=out, flush=True)
+            return
+        print(summary.text(), file=to, flush=True)
         if getattr(args, "retime", False) and tree.root.correct:
-            retime_winner(tree, args.device)
-            print(retime_text(tree), file=out, flush=True)
+            with gate.slot() if gate else contextlib.nullcontext():  # a re-time: one evaluation's worth of children
+                retime_winner(tree, args.device)
+            print(retime_text(tree), file=to, flush=True)
             if tree_file:
                 tree.save(tree_file)
-        records.append(problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started))
+        records[k] = problem_record(path, tree, summary.status, summary.stop_reason, time.monotonic() - started)
         write()
+
+    if at_once == 1:
+        for k, path in enumerate(problems, start=1):
+            one(k, path, out)
+    else:
+        with sigterm_stops_all(out), ThreadPoolExecutor(at_once, thread_name_prefix="problem") as pool:
+            lines = threading.Lock()
+            jobs = [pool.submit(one, k, path, Prefixed(out, path.stem, lines)) for k, path in enumerate(problems, 1)]
+            for job in jobs:
+                job.result()  # an error of the bench itself (not of a problem) is raised here
     md = write()
     print(md, file=out)
     print(f"results written to {out_path} and {out_path.with_suffix('.md')}", file=out)
     return 0
+

@@ -106,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="after each search, re-time the best attempt and torch.compile (default and "
                             "max-autotune-no-cudagraphs) side by side with the reference; their figures replace the "
                             "search's in the results (search/bench_retime.py)")
+    bench.add_argument("--problems-at-once", type=int, default=1, metavar="K",
+                       help="search K problems side by side, each in a thread with its --parallel attempts in flight "
+                            "(default 1: one after another)")
+    bench.add_argument("--slots", type=int, default=0, metavar="N",
+                       help="evaluations at most at once across the problems side by side; attempts are planned while "
+                            "others hold the slots (default 0: no limit but each problem's --parallel)")
     add_run_options(bench)
     retime = sub.add_parser("retime", help="re-time saved searches' winners and both torch.compile modes side by side "
                                            "with the reference, writing the figures into the tree files")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from search.bench_gate import EvaluationGate
 from search.engine.busy import WAITING, BusyPolicy, gave_up, held_words
 from search.engine.engine import Engine, selection_settings
 from search.engine.events import Event
@@ -166,9 +167,10 @@ def printer(out: TextIO, budget: int) -> Callable[[Event], None]:
     return emit
 
 
-def search_problem(path: str, args: argparse.Namespace, out: TextIO,
-                   tree_file: str | None = None, events_file: str | None = None) -> tuple[Tree, RunSummary]:
-    """Search one problem inline with the team, budget and limits of args."""
+def search_problem(path: str, args: argparse.Namespace, out: TextIO, tree_file: str | None = None,
+                   events_file: str | None = None, gate: EvaluationGate | None = None) -> tuple[Tree, RunSummary]:
+    """Search one problem inline with the team, budget and limits of args; with `gate` (a bench's problems side by
+    side, search.bench_gate) every evaluation waits for one of its slots."""
     settings = run_settings(args)
     args.device, args.target = settings.device, settings.target  # the bench's results name them
     source, summary = problem_waiting(path, settings.device, None if args.quiet else out)
@@ -215,7 +217,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO,
         for sink in sinks:
             sink(event)
 
-    engine = Engine(tree, team, kernels_evaluate, emit)
+    engine = Engine(tree, team, gate.wrap(kernels_evaluate) if gate else kernels_evaluate, emit)
     try:
         with stops_on_sigterm(engine, tree_file, out, (handle,)):
             result = run(engine, parallel=settings.parallel)

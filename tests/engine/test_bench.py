@@ -145,3 +145,49 @@ def test_bench_resume_continues_each_tree_without_judging_the_reference_again(tm
     assert json.loads((tmp_path / "r.json").read_text())["problems"][0]["attempts"] == 4
     assert main([*args, "--budget", "4"], out=io.StringIO()) == 0  # without --resume: a new search
     assert len(json.loads((trees / "suite__p.json").read_text())["nodes"]) == 5 and len(judged) == 10
+
+
+def test_problems_side_by_side_share_the_evaluation_slots_and_keep_their_order(tmp_path, monkeypatch):
+    """--problems-at-once K runs K problems in threads; --slots N lets at most N evaluations run at once across
+    them (search.bench_gate), planning meanwhile; the results keep the suite's order and each line names its
+    problem."""
+    import threading
+    import time
+
+    import search.inline as cli
+    from tests.engine.helpers import PROBLEM, script_evaluate
+
+    (tmp_path / "suite").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "suite" / f"{name}.py").write_text(PROBLEM)
+    running: list[int] = []
+    peak: list[int] = [0]
+    lock = threading.Lock()
+
+    def slow(problem_source: str, candidate_source: str, settings: dict) -> dict:
+        with lock:
+            running.append(1)
+            peak[0] = max(peak[0], len(running))
+        time.sleep(0.05)
+        with lock:
+            running.pop()
+        return script_evaluate(problem_source, candidate_source, settings)
+
+    monkeypatch.setattr(cli, "kernels_evaluate", slow)
+    monkeypatch.setattr(cli, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    buf = io.StringIO()
+    out = tmp_path / "r.json"
+    assert main(["bench", str(tmp_path / "suite"), "--team", "scripted", "--script", "ok:0.5", "--device", "cpu",
+                 "--budget", "4", "--parallel", "2", "--problems-at-once", "3", "--slots", "2",
+                 "--out", str(out)], out=buf) == 0
+    data = json.loads(out.read_text())
+    assert [p["name"] for p in data["problems"]] == ["a", "b", "c"] and data["finished"] is True
+    assert data["settings"]["problems_at_once"] == 3 and data["settings"]["slots"] == 2
+    gate = data["evaluation_gate"]
+    assert peak[0] == gate["peak_in_use"] == 2, (peak, gate)  # never more than the slots, and they were shared
+    assert gate["evaluations"] == 3 * 5 and gate["waits"] >= 1, gate  # a reference and 4 attempts each
+    lines = [line for line in buf.getvalue().splitlines() if line.startswith("[")]
+    assert {line.split("]")[0][1:] for line in lines if "] reference: pass" in line} == {"a", "b", "c"}, lines
+    for bad in (["--problems-at-once", "0"], ["--slots", "-1"]):
+        assert main(["bench", str(tmp_path / "suite"), "--team", "scripted", "--device", "cpu", "--out", str(out),
+                     *bad], out=io.StringIO()) == 2

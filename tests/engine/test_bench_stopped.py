@@ -24,19 +24,30 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
 
 
-def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_once", [1, 2])
+def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path, at_once: int) -> None:
+    """One problem, or two side by side (--problems-at-once 2: their searches run in threads, where no signal
+    handler can be set; the main thread's stops them all)."""
     cache, trees = tmp_path / "cache", tmp_path / "trees"
+    problems = [TINY]
+    if at_once == 2:  # the same problem under a second name: a second tree
+        (tmp_path / "other").mkdir()
+        problems.append(tmp_path / "other" / TINY.name)
+        problems[1].write_text(TINY.read_text())
     env = {**os.environ, "PYTHONPATH": str(ROOT), "STARK_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     bench = subprocess.Popen(
-        [sys.executable, "-m", "search", "bench", str(TINY), "--team", "rules", "--budget", "30", "--device", "cpu",
-         "--parallel", "2", "--timing-runs", "5", "--no-compile-baseline", "--trees", str(trees),
-         "--out", str(tmp_path / "bench.json")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    tree_file = trees / f"{TINY.parent.name}__{TINY.stem}.json"
+        [sys.executable, "-m", "search", "bench", *map(str, problems), "--team", "rules", "--budget", "30",
+         "--device", "cpu", "--parallel", "2", "--timing-runs", "5", "--no-compile-baseline", "--trees", str(trees),
+         "--problems-at-once", str(at_once), "--slots", str(2 * at_once), "--out", str(tmp_path / "bench.json")],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    tree_files = [trees / f"{p.parent.name}__{p.stem}.json" for p in problems]
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and bench.poll() is None:  # until one attempt is judged and kept
-            with contextlib.suppress(OSError, ValueError):
-                if any(n.parent is not None and n.verdict for n in Tree.load(tree_file).nodes.values()):
+        while time.monotonic() < deadline and bench.poll() is None:  # until one attempt is judged and kept, and
+            with contextlib.suppress(OSError, ValueError):  # every problem's reference
+                loaded = [Tree.load(f) for f in tree_files]
+                if all(t.root.verdict for t in loaded) and any(
+                        n.parent is not None and n.verdict for t in loaded for n in t.nodes.values()):
                     break
             time.sleep(0.3)
         assert bench.poll() is None, "the bench ended before it could be stopped"
@@ -48,22 +59,14 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
         output, _ = bench.communicate(timeout=60)
         assert time.monotonic() - sent < 30, "the bench waited for its attempts instead of stopping"
         assert bench.returncode == 128 + signal.SIGTERM, output.decode(errors="replace")[-2000:]
-        assert "run stopped: stopped by SIGTERM after" in output.decode(errors="replace"), output[-2000:]
+        text = output.decode(errors="replace")
+        assert text.count("run stopped: stopped by SIGTERM after") == at_once, text[-2000:]
     finally:
         if bench.poll() is None:
             bench.kill()
-    tree = Tree.load(tree_file)
-    assert tree.meta["status"] == "stopped" and "SIGTERM" in tree.meta["stop_reason"], tree.meta
-    assert tree.in_flight() == [], [(n.id, n.status) for n in tree.in_flight()]
-    attempts = [n for n in tree.nodes.values() if n.parent is not None]
-    assert any(n.correct for n in attempts) and tree.root.correct
-    for node in attempts:
-        assert node.verdict, (node.id, node.status)
-        if node.verdict == "interrupted":
-            assert "interrupted" in node.reasons[0]
-    interrupted = sum(n.verdict == "interrupted" for n in attempts)  # one stop, counted once
-    assert (f", {interrupted} in flight marked interrupted" in tree.meta["stop_reason"]) == (interrupted > 0), tree.meta
-    assert json.loads(tree_file.read_text())["meta"]["stop_reason"] == tree.meta["stop_reason"]
+    for tree_file in tree_files:
+        check_stopped(tree_file)
+    assert any(n.correct for f in tree_files for n in Tree.load(f).nodes.values() if n.parent is not None)
     gone = time.monotonic() + 20
     while harness_children(cache) and time.monotonic() < gone:
         time.sleep(0.2)
@@ -73,3 +76,18 @@ def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path) -> 
         for pid in command_lines(str(cache)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def check_stopped(tree_file: Path) -> None:
+    tree = Tree.load(tree_file)
+    assert tree.meta["status"] == "stopped" and "SIGTERM" in tree.meta["stop_reason"], tree.meta
+    assert tree.in_flight() == [], [(n.id, n.status) for n in tree.in_flight()]
+    attempts = [n for n in tree.nodes.values() if n.parent is not None]
+    assert tree.root.correct
+    for node in attempts:
+        assert node.verdict, (node.id, node.status)
+        if node.verdict == "interrupted":
+            assert "interrupted" in node.reasons[0]
+    interrupted = sum(n.verdict == "interrupted" for n in attempts)  # one stop, counted once
+    assert (f", {interrupted} in flight marked interrupted" in tree.meta["stop_reason"]) == (interrupted > 0), tree.meta
+    assert json.loads(tree_file.read_text())["meta"]["stop_reason"] == tree.meta["stop_reason"]

@@ -1,0 +1,93 @@
+"""What lets a bench run several problems side by side (search.bench): the evaluation gate, and their lines apart.
+
+`EvaluationGate` is at most N evaluations at once across every problem of one bench process: the engine's evaluator
+of each problem waits for a slot before it evaluates (a reference or an attempt) and gives it back after, so an
+attempt is planned (the rules team's tracing child, an LLM's answer) while other attempts hold the slots, and
+evaluates as soon as one is free. It counts how often and how long evaluations waited for a slot, and how many held
+one at most, for the bench's results. `Prefixed` writes a problem's lines with its name in front, whole lines only,
+so problems side by side do not mix their output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+
+class EvaluationGate:
+    """At most `slots` evaluations at once (a counting semaphore), with what waiting for them cost."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"slots must be at least 1 (got {slots})")
+        self.slots = slots
+        self._free = threading.BoundedSemaphore(slots)
+        self._lock = threading.Lock()
+        self.in_use = self.peak = self.evaluations = self.waits = 0
+        self.waited_s = 0.0
+
+    @classmethod
+    def of(cls, slots: int) -> EvaluationGate | None:
+        """The gate for `--slots N`; None for 0 (no gate: each problem's --parallel alone bounds its evaluations)."""
+        if slots < 0:
+            raise ValueError(f"--slots must be 0 (no limit) or a count of evaluations (got {slots})")
+        return cls(slots) if slots else None
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        started = time.monotonic()
+        waited = not self._free.acquire(blocking=False)
+        if waited:
+            self._free.acquire()
+        with self._lock:
+            self.evaluations += 1
+            if waited:
+                self.waits += 1
+                self.waited_s += time.monotonic() - started
+            self.in_use += 1
+            self.peak = max(self.peak, self.in_use)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_use -= 1
+            self._free.release()
+
+    def wrap(self, evaluate: Callable[..., Any]) -> Callable[..., Any]:
+        """`evaluate` (the engine's evaluator) holding a slot for each call."""
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            with self.slot():
+                return evaluate(*args, **kwargs)
+        return gated
+
+    def facts(self) -> dict[str, Any]:
+        with self._lock:
+            return {"slots": self.slots, "evaluations": self.evaluations, "waits": self.waits,
+                    "waited_s": round(self.waited_s, 1), "peak_in_use": self.peak}
+
+
+class Prefixed:
+    """A text stream that writes to `out` line by line with "[name] " in front (holding `lock` for each line)."""
+
+    def __init__(self, out: TextIO, name: str, lock: threading.Lock) -> None:
+        self.out, self.name, self.lock = out, name, lock
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        if lines:
+            with self.lock:
+                for line in lines:
+                    self.out.write(f"[{self.name}] {line}\n")
+        return len(text)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self._partial:
+                self.out.write(f"[{self.name}] {self._partial}\n")
+                self._partial = ""
+            self.out.flush()
