@@ -23,7 +23,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from search.bench_gate import EvaluationGate, Prefixed
 from search.bench_metrics import BASELINES, P_VALUES, markdown, metrics, summarize, winner_words
@@ -114,7 +114,9 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     else:
         with sigterm_stops_all(out), ThreadPoolExecutor(at_once, thread_name_prefix="problem") as pool:
             lines = threading.Lock()
-            jobs = [pool.submit(one, k, path, Prefixed(out, path.stem, lines)) for k, path in enumerate(problems, 1)]
+            # Prefixed writes and flushes text, all that print() and the progress lines ask of a TextIO
+            jobs = [pool.submit(one, k, path, cast(TextIO, Prefixed(out, path.stem, lines)))
+                    for k, path in enumerate(problems, 1)]
             for job in jobs:
                 job.result()  # an error of the bench itself (not of a problem) is raised here
     md = write()

@@ -82,7 +82,7 @@ class HoldSampler:
         self.taken = 0  # samples taken in all
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._main = threading.main_thread().ident
+        self._main: int = threading.main_thread().ident or 0
 
     def begin(self) -> None:
         if not self.sample:
