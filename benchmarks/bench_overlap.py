@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import table, write_md_json
-from benchmarks.kb_throughput import throughput
+from benchmarks.kb_throughput import evaluations_running, throughput
 from search.engine.tree import Tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,17 +41,6 @@ def bench_command(problems: list[str], args: argparse.Namespace, side_by_side: b
     if side_by_side:
         command += ["--problems-at-once", str(args.at_once), "--slots", str(args.slots)]
     return command
-
-
-def in_flight(trees: list[Tree]) -> float:
-    """Evaluations (references and attempts) running on average over the run: each one's own wall (the harness's,
-    not the time its attempt was planned or waited for a slot) summed over the run's span."""
-    spans = [(float(n.created_at), float(n.finished_at)) for t in trees for n in t if n.created_at and n.finished_at]
-    walls = [float((n.result or {}).get("wall_s") or 0.0) for t in trees for n in t]
-    if not spans:
-        return 0.0
-    start, end = min(a for a, _ in spans), max(b for _, b in spans)
-    return sum(walls) / (end - start) if end > start else 0.0
 
 
 def one_run(problems: list[str], args: argparse.Namespace, side_by_side: bool) -> dict[str, Any]:
@@ -69,7 +58,7 @@ def one_run(problems: list[str], args: argparse.Namespace, side_by_side: bool) -
     return {"mode": f"side by side ({args.at_once} at once, {args.slots} slots)" if side_by_side
             else f"one after another ({args.parallel} in flight)",
             "judged": row.get("judged", 0), "per_minute": row.get("per_min_per_gpu_whole"),
-            "evaluating": round(in_flight(trees), 2), "wall_s": round(wall, 1),
+            "evaluating": evaluations_running(trees), "wall_s": round(wall, 1),
             "gate_waits": gate.get("waits"), "gate_waited_s": gate.get("waited_s"), "solved": row.get("solved")}
 
 

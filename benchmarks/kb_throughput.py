@@ -50,6 +50,18 @@ def per_minute(finished: list[float], start: float, end: float) -> list[int]:
     return counts
 
 
+def evaluations_running(trees: list[Tree]) -> float:
+    """Evaluations (references and attempts) running on average over the run: each one's own wall (the harness's,
+    not the time its attempt was planned or waited for a slot) summed over the run's span. Against the slots (streams
+    x attempts in flight, or a bench's --slots): how full they were kept."""
+    spans = [(float(n.created_at), float(n.finished_at)) for t in trees for n in t if n.created_at and n.finished_at]
+    walls = [float((n.result or {}).get("wall_s") or 0.0) for t in trees for n in t]
+    if not spans:
+        return 0.0
+    start, end = min(a for a, _ in spans), max(b for _, b in spans)
+    return round(sum(walls) / (end - start), 2) if end > start else 0.0
+
+
 def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
     created: list[float] = []
     attempt_created: list[float] = []
@@ -77,7 +89,7 @@ def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
         "minutes": minutes,
         "median_minute_per_gpu": round(statistics.median(minutes) / gpus, 2) if minutes else None,
         "lowest_minute_per_gpu": round(min(minutes) / gpus, 2) if minutes else None,
-        "solved": solved, "winners_retimed": retimed,
+        "solved": solved, "winners_retimed": retimed, "evaluations_running": evaluations_running(trees),
     }
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernels.isolation.lock_broker import parse_where
+
 LONG_S = 1.0
 
 
@@ -129,16 +131,6 @@ def blame(holds: list[Hold], waits: list[tuple[str, float, float]]) -> list[tupl
     return out
 
 
-def sites(where: str) -> list[tuple[str, int]]:
-    """A release's "site*count,site*count" as (site, count) pairs."""
-    out = []
-    for part in where.split(","):
-        name, _, count = part.rpartition("*")
-        if name and count.isdigit():
-            out.append((name, int(count)))
-    return out
-
-
 def analyse(path: Path, top: int = 12) -> dict[str, Any]:
     rows = read_lines(path)
     holds, waits = holds_and_waits(rows)
@@ -154,7 +146,7 @@ def analyse(path: Path, top: int = 12) -> dict[str, Any]:
         by_cause[hold.cause] += seconds
         by_phase[hold.phases] += seconds
         by_stage[hold.stage] += seconds
-        found = sites(hold.where)
+        found = parse_where(hold.where)
         total = sum(c for _, c in found)
         for name, count in found:
             by_site[name] += seconds * count / total

@@ -25,7 +25,7 @@ class _Running:
     """The searches of this process (a bench runs several at once, each in a thread): one SIGTERM stops them all."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # the handler runs in the main thread, which may hold it
         self.searches: dict[int, tuple[Engine, str | None, tuple[TextIO | None, ...]]] = {}
         self.out: TextIO = sys.stdout
         self.installed = False

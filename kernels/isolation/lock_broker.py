@@ -208,6 +208,16 @@ def clean_where(value: Any) -> str:
     return text if text and set(text) <= WHERE_CHARS else ""
 
 
+def parse_where(where: str) -> list[tuple[str, int]]:
+    """A long hold's "site*count,site*count" (kernels.child.hold_sampler, as the trace keeps it) as (site, count)."""
+    out = []
+    for part in where.split(","):
+        name, _, count = part.rpartition("*")
+        if name and count.isdigit():
+            out.append((name, int(count)))
+    return out
+
+
 def sample_holds_wanted() -> bool:
     """Whether children sample their long holds of the device lock: only while the lock is traced."""
     return bool(os.environ.get(TRACE_ENV, ""))

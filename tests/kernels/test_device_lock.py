@@ -17,11 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks import lock_waits
 from kernels import EvalSettings, evaluate
 from kernels.child import compile_aside
 from kernels.child.device_lock import RELEASES, TAKES, DeviceHold
-from kernels.isolation.lock_broker import compile_aside_wanted
+from kernels.isolation.lock_broker import compile_aside_wanted, parse_where
 from tests.kernels.conftest import fixture_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -424,7 +423,7 @@ def test_with_the_setting_off_a_compile_keeps_its_shared_hold(fast_settings: Eva
     assert {parts[5] for parts in lines if parts[2] == "release"} <= set(RELEASES), lines
     compiled = [parts for parts in lines if parts[2] == "release" and parts[4] == "run+first_call"]
     assert compiled and len(compiled[0]) == 7, compiled
-    sites = [where for where, _ in lock_waits.sites(compiled[0][6])]
+    sites = [where for where, _ in parse_where(compiled[0][6])]
     assert any(w.startswith("kernels/child/candidate.py:") and "torch/" in w for w in sites), sites
     grants = {(parts[3], parts[4]) for parts in lines if parts[2] == "grant"}
     assert ("shared", "build") in grants and ("shared", "recheck") in grants, grants

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import lock_waits
 from kernels.child import hold_sampler
 from kernels.child.device_lock import RELEASES, TAKES, DeviceHold, FdLock
 from kernels.child.hold_sampler import HoldSampler
-from kernels.isolation.lock_broker import LockBroker, clean_where
+from kernels.isolation.lock_broker import LockBroker, clean_where, parse_where
 
 
 class RecordingLock(FdLock):
@@ -70,7 +69,7 @@ def test_a_long_hold_says_where_the_child_was_and_a_short_one_says_nothing(tmp_p
     (why_long, where_long), (why_short, where_short) = lock.releases
     assert why_long == "yield" and why_short == "end" and where_short is None
     assert where_long is not None and "test_hold_reasons.py:busy_for:" in where_long, where_long
-    found = lock_waits.sites(where_long)
+    found = parse_where(where_long)
     assert found and all(count >= 1 for _, count in found), found
     assert clean_where(where_long) == where_long[:600], "the trace would drop what the sampler wrote"
 
@@ -100,7 +99,7 @@ def test_sites_name_the_harness_frame_the_frame_below_and_the_innermost() -> Non
     parts = here.split("<")
     assert 1 <= len(parts) <= 4, here
     assert parts[-1].startswith("tests/kernels/test_hold_reasons.py:test_sites_name"), here
-    assert all(lock_waits.sites(f"{part}*1") for part in parts), "a frame's name broke the trace's separators"
+    assert all(parse_where(f"{part}*1") for part in parts), "a frame's name broke the trace's separators"
 
 
 def test_a_hook_of_the_harness_inside_torch_is_not_the_step_named() -> None:
