@@ -6,9 +6,8 @@ what the child was doing. With `sample` on (task["timing"]["sample_holds"]: the 
 writes a lock trace, kernels.isolation.lock_broker), `HoldSampler` looks at the main thread's stack every
 INTERVAL_S once a hold has lasted START_S, and at the release of a hold of at least LONG_S says where the samples
 were: up to TOP_SITES sites, each "harness frame < the frame below it < innermost torch or Triton frame < innermost
-frame" with its count, as one
-token that the lock trace carries (kernels.isolation.lock_broker.clean_where). No sample is taken in short holds;
-the thread sleeps while nothing is held.
+frame" with its count, as one token that the lock trace carries (kernels.isolation.lock_broker.clean_where). No
+sample is taken in short holds; the thread sleeps while nothing is held.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ TRACE_ENV = "STARK_LOCK_TRACE"  # a file: every broker appends "<time> <holder> 
 # on the release of a long hold, where the child was meanwhile, kernels.child.hold_sampler)
 WHY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz-")
 WHERE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:<>*,-")
-WHERE_MAX = 600
+WHERE_MAX = 1500  # three sites of four frames
 _holders = itertools.count(1)
 
 
