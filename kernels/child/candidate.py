@@ -30,11 +30,13 @@ from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference import HarnessFailure, load_problem
 
 _sleep = time.sleep
+_monotonic = time.monotonic
 _urandom = os.urandom
 _save = torch.save
 _sha256, _bytes_io, _open, _write, _close = hashlib.sha256, io.BytesIO, os.open, os.write, os.close
 _collect = torch_profiler.collect
 SAMPLED_RUNS = 3  # timed runs whose outputs are re-checked against the reference, chosen after each run returns
+THREADS_WAIT_S = 2.0  # how long a trial waits, in all, for the threads its forward() started, before its re-check
 
 
 def secret_seed() -> int:
@@ -171,7 +173,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
     with hold.shared():  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
-        model, facts, trials = on_device(task, problem, cls, device, channel, guard, hold.let_timers_in)
+        model, facts, trials = on_device(task, problem, cls, device, channel, guard, hold.let_timers_in,
+                                         hold.off_device)
     if extensions:
         facts["extension_builds"] = extensions
     channel.phase("queue")
@@ -190,9 +193,11 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
 
 def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch.device, channel: Channel,
                     guard: probes.HarnessSnapshot, between: Callable[[], None] = lambda: None,
+                    off_device: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
                     ) -> tuple[torch.nn.Module, dict[str, Any], list[list[torch.Tensor]]]:
     """The untimed device work (building the model, correctness trials, probes), under the shared device lock;
-    `between` runs between two trials (DeviceHold.let_timers_in)."""
+    `between` runs between two trials (DeviceHold.let_timers_in); waiting for the threads a forward() started is
+    host work, done `off_device` (DeviceHold.off_device)."""
     cuda = device.type == "cuda"
     channel.phase("first_call")  # the constructor and the first forward() may JIT-compile: the build deadline
     try:
@@ -214,8 +219,12 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
         outputs = call(model, inputs, f"trial {index} (seed {seed})")
         first = keeper.keep(outputs)
         started = probes.new_threads(threads_before)
-        for thread in started:
-            thread.join(timeout=2.0)
+        if started:  # (torch.compile's first call starts pool threads that never end: on the H200 run of
+            # 2026-12-05 these joins, 2 s a thread under the shared hold, were 43% of what timers waited for)
+            with off_device():
+                until = _monotonic() + THREADS_WAIT_S
+                for thread in started:
+                    thread.join(timeout=max(0.0, until - _monotonic()))
         if cuda:
             torch.cuda.synchronize(device)
         _sleep(0.02 if started else 0.0)

@@ -9,8 +9,10 @@ takes the device exclusively, as a timer does, so the choice torch.compile makes
 would flatter anything compared with max-autotune), then the compile goes on aside. Any other measurement during a
 compile (pad_mm's, through Inductor's benchmarker) takes the shared side back for the measurement, then the compile
 steps aside again. A compiled Triton kernel's choice among its configs at its first run (CachingAutotuner, torch.compile's
-default mode) is measured alone as well. An exclusive holder never steps aside: a recompile while timing stays
-timed alone. `aside` is the parent's choice (kernels.isolation.lock_broker.compile_aside_wanted): on for CUDA
+default mode) is measured alone as well. A Triton compile (a kernel's first launch: a candidate's own @triton.jit
+kernel, or Inductor's kernels compiled at their first run) gives the shared side back for its duration too, in the
+main thread (on the H200 run of 2026-12-05 Triton compiling under the shared side was a quarter of what timers
+waited for). An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the parent's choice (kernels.isolation.lock_broker.compile_aside_wanted): on for CUDA
 devices, off for the CPU, where a compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it
 either way.
 """
@@ -22,6 +24,7 @@ import functools
 import importlib.abc
 import importlib.machinery
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +35,8 @@ BENCHMARKS = ("benchmark", "benchmark_gpu", "benchmark_gpu_with_cuda_graph", "be
 AUTOTUNE_METHODS = ("benchmark_in_current_process", "benchmark_in_sub_process", "benchmark_choices")
 # one DeviceHold per child process
 _state: dict[str, Any] = {"hold": None, "installed": False, "benchmarker": False, "autotuning": False,
-                          "config_autotuning": False}
+                          "config_autotuning": False, "triton": False}
+TRITON_COMPILE_MODULES = ("triton.compiler.compiler", "triton.compiler", "triton")  # where `compile` is looked up
 
 
 def watch_compiles(hold: DeviceHold) -> None:
@@ -159,10 +163,45 @@ def _wrap_config_autotuning() -> None:
         tuner.benchmark_all_configs = _alone(raw)  # type: ignore[union-attr]
 
 
+def _wrap_triton_compile() -> None:
+    """Triton's `compile`, wherever it is looked up (triton.compile: Inductor; triton.compiler.compile: a
+    @triton.jit kernel's first launch), gives the shared side back while it compiles."""
+    if _state["triton"]:
+        return
+    _state["triton"] = True
+    original = getattr(sys.modules.get(TRITON_COMPILE_MODULES[0]), "compile", None)
+    if not callable(original):
+        return
+    wrapped = _host_work(original)
+    for name in TRITON_COMPILE_MODULES:  # the packages bind it after this module is imported: they get the wrapper
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "compile", None) is original:
+            module.compile = wrapped  # type: ignore[attr-defined]
+
+
+def _host_work(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def compiled(*args: Any, **kwargs: Any) -> Any:
+        hold = _state["hold"]
+        if hold is None or not hold.aside or threading.current_thread() is not threading.main_thread():
+            return fn(*args, **kwargs)  # another thread's compile must not let go of the main thread's device work
+        error: BaseException | None = None
+        with hold.off_device(why="triton"):
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - raised below, once the device is taken back
+                error = exc
+        if error is not None:
+            raise error
+        return result
+    return compiled
+
+
 HOOKS: dict[str, Callable[[], None]] = {"torch._dynamo": _install,
                                         "torch._inductor.runtime.benchmarking": _wrap_benchmarker,
                                         "torch._inductor.select_algorithm": _wrap_autotuning,
-                                        "torch._inductor.runtime.triton_heuristics": _wrap_config_autotuning}
+                                        "torch._inductor.runtime.triton_heuristics": _wrap_config_autotuning,
+                                        "triton.compiler.compiler": _wrap_triton_compile}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

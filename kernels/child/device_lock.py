@@ -33,9 +33,11 @@ _monotonic = time.monotonic
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
 # why a child takes the lock: a block starts, after letting timers in, after a compile stepped aside, for an
 # Inductor measurement during a compile, to autotune alone, after autotuning, after host work (off_device)
-TAKES = ("start", "yield", "after-compile", "measure", "autotune", "after-autotune", "after-host")
-# why it lets go: a block ends, to let timers in, a compile starts, a measurement is over, autotuning, host work
-RELEASES = ("end", "yield", "compile", "measured", "autotune", "autotuned", "host")
+TAKES = ("start", "yield", "after-compile", "measure", "autotune", "after-autotune", "after-host", "after-triton")
+# (after-triton: after a Triton compile outside torch.compile's, kernels.child.compile_aside)
+# why it lets go: a block ends, to let timers in, a compile starts, a measurement is over, autotuning, host work,
+# a Triton compile
+RELEASES = ("end", "yield", "compile", "measured", "autotune", "autotuned", "host", "triton")
 
 
 def take(lock_fd: int, gate_fd: int | None, mode: int, blocking: bool = True) -> bool:
@@ -159,21 +161,23 @@ class DeviceHold:
             self._take_waiting(fcntl.LOCK_SH, "yield")
 
     @contextlib.contextmanager
-    def off_device(self, then_hold: bool = True) -> Iterator[None]:
-        """Host work inside a shared block (serialising and writing outputs): the shared side is given back for its
-        duration, so no timer waits for it, and taken again after it (waiting like any re-take) where `then_hold`,
-        else left free to the block's end. Held as it is when alone, exclusive, stepped aside or autotuning."""
+    def off_device(self, then_hold: bool = True, why: str = "host") -> Iterator[None]:
+        """Host work inside a shared block (serialising and writing outputs, waiting for threads, a Triton compile):
+        the shared side is given back for its duration, so no timer waits for it, and taken again after it (waiting
+        like any re-take) where `then_hold`, else left free to the block's end. Held as it is when alone, exclusive,
+        stepped aside, autotuning or already given back (nested host work). `why`: "host" or "triton" (RELEASES;
+        the take after it is "after-" that)."""
         with self._mutex:
             off = (self.locker is not None and self.held == "shared" and not self.stepped_aside
                    and not self.freed and not self.autotuning and not self.alone)
             if off:
-                self._release("host")
+                self._release(why)
                 self.freed, self.offs = True, self.offs + 1
         yield  # an error in the block is raised here and ends it: nothing to take back
         if off and then_hold:
             with self._mutex:
                 self.freed = False
-                self._take_waiting(fcntl.LOCK_SH, "after-host")
+                self._take_waiting(fcntl.LOCK_SH, f"after-{why}")
 
     # -- compile callbacks (watch_compiles installs them; each may run in any thread that compiles) ------------
     def compile_started(self) -> None:
