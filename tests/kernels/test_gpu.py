@@ -96,3 +96,17 @@ class ModelNew(Model):
     assert result.environment["bring_up"]["done"] == ["cuda", "compiler"], result.environment
     plain = evaluate(problem, reference_candidate(problem), settings)
     assert plain.environment["bring_up"]["done"] == ["cuda"], plain.environment
+
+
+def test_a_triton_kernel_compiles_at_its_first_launch_with_the_device_given_back(
+        cuda_settings: EvalSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels.child.compile_aside on a GPU: a @triton.jit kernel's first launch compiles with the shared side given
+    back ("triton" in the lock trace) and taken again after it ("after-triton"); the verdict is unchanged."""
+    trace = tmp_path / "lock.trace"
+    monkeypatch.setenv("STARK_LOCK_TRACE", str(trace))
+    settings = cuda_settings.replace(timing_runs=10, baselines=(), cache_dir=str(tmp_path), reuse_results=False)
+    result = evaluate(read(GPU / "problem_gpu_scale_add.py"), read(GPU / "triton_scale_add.py"), settings)
+    assert result.verdict == "pass", (result.reasons, result.logs)
+    lines = [line.split() for line in trace.read_text().splitlines()]
+    assert any(parts[2] == "release" and parts[5] == "triton" for parts in lines), lines
+    assert any(parts[2] == "grant" and parts[5] == "after-triton" for parts in lines), lines
