@@ -28,23 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import make_references, side_by_side_parser, write_md_json
-from benchmarks.kb_throughput import lock_shares, trace_events
+from benchmarks.kb_throughput import lock_shares
+from benchmarks.lock_waits import read_holds
 from kernels import EvalSettings, evaluate
 from search.bench_retime import compiled_reference
 
 
 def shared_holds(trace: Path) -> list[tuple[float, str]]:
     """(seconds, the phases it saw) of every shared hold in a lock trace."""
-    granted: dict[str, float] = {}
-    holds = []
-    for t, holder, event, mode, phase in trace_events(trace) if trace.exists() else []:
-        if mode != "shared":
-            continue
-        if event == "grant":
-            granted[holder] = t
-        elif event == "release" and holder in granted:
-            holds.append((t - granted.pop(holder), phase))
-    return holds
+    return [(h.seconds, h.phases) for h in read_holds(trace)[0] if h.mode == "shared"]
 
 
 def batch(jobs: list[tuple[str, str, str]], settings: EvalSettings, parallel: int, bring_up: bool,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT, report
-from benchmarks.kb_throughput import trace_events
+from benchmarks.lock_waits import Hold, read_holds
 
 PROBLEM = ROOT / "benchmarks" / "problems" / "cpu" / "big_output.py"
 ONE = """
@@ -39,22 +39,19 @@ print(result.verdict, result.wall_s)
 def after_timing(trace: Path) -> list[float]:
     """Per candidate child in the trace (a child whose hold saw "first_call"): its shared-hold seconds after its timed
     loop (the exclusive hold released in "timing")."""
-    events: dict[str, list[tuple[float, str, str, str]]] = defaultdict(list)
-    for t, holder, event, mode, phase in trace_events(trace) if trace.exists() else []:
-        events[holder].append((t, event, mode, phase))
+    by_child: dict[str, list[Hold]] = defaultdict(list)
+    for hold in read_holds(trace)[0]:  # in the order they ended
+        by_child[hold.holder].append(hold)
     found = []
-    for held in events.values():
-        if not any(event == "release" and "first_call" in phase.split("+") for _, event, _, phase in held):
+    for held in by_child.values():
+        if not any("first_call" in h.phases.split("+") for h in held):
             continue
-        timed, granted, total = False, None, 0.0
-        for t, event, mode, phase in held:
-            if event == "release" and mode == "exclusive" and phase.split("+")[0] == "timing":
+        timed, total = False, 0.0
+        for h in held:
+            if h.mode == "exclusive" and h.phases.split("+")[0] == "timing":
                 timed = True
-            elif event == "grant" and mode == "shared":
-                granted = t
-            elif event == "release" and mode == "shared" and granted is not None:
-                total += t - granted if timed else 0.0
-                granted = None
+            elif h.mode == "shared" and timed:
+                total += h.seconds
         found.append(total)
     return found
 

@@ -93,55 +93,45 @@ def throughput(trees: list[Tree], gpus: int) -> dict[str, Any]:
     }
 
 
-def trace_events(path: Path) -> list[tuple[float, str, str, str, str]]:
-    """A lock trace's lines, in time order: (time, holder, want|grant|release, mode, phase); phase "-" in older
-    traces, which had none."""
-    # "<time> <holder> <event> <mode> [<phase> [<why> [<where>]]]" (benchmarks.lock_waits reads the rest)
-    return [(float(p[0]), p[1], p[2], p[3], p[4] if len(p) > 4 else "-") for p in lock_waits.read_lines(path)]
-
-
 def lock_shares(path: Path) -> dict[str, Any]:
-    """From a lock trace: the share of its span with the lock held exclusively, only shared, or free; the waits."""
-    events = trace_events(path)
-    if not events:
+    """From a lock trace: the share of its span with the lock held exclusively, draining (shared holders finishing
+    while a timer waits), only shared, or free; the holds and waits (paired by benchmarks.lock_waits)."""
+    rows = lock_waits.read_lines(path)
+    if not rows:
         return {"events": 0}
     held: dict[str, str] = {}
-    wanting: dict[str, tuple[float, str]] = {}
+    wanting: dict[str, str] = {}
     time_in = defaultdict(float)
-    waits: dict[str, list[float]] = defaultdict(list)
-    holds: dict[str, list[float]] = defaultdict(list)
-    since: dict[str, float] = {}
-    # shared holds over 1 s, by the phases they saw (a release names them since
-    # kernels.child.bring_up came in; in older traces, the phase at the grant)
-    by_phase: dict[str, list[float]] = defaultdict(list)
-    granted_in: dict[str, str] = {}
-    first: dict[str, float] = {}  # each holder's first shared hold (a child's first call)
-    last = events[0][0]
-    for t, holder, event, mode, phase in events:
+    last = float(rows[0][0])
+    for row in rows:
+        t, holder, event, mode = float(row[0]), row[1], row[2], row[3]
         if "exclusive" in held.values():
             state = "exclusive"
-        elif held and any(m == "exclusive" for _, m in wanting.values()):
+        elif held and "exclusive" in wanting.values():
             state = "draining"  # shared holders finishing while a timer waits (and new shared takers wait behind it)
         else:
             state = "shared" if held else "free"
         time_in[state] += t - last
         last = t
         if event == "want":
-            wanting[holder] = (t, mode)
+            wanting[holder] = mode
         elif event == "grant":
-            if holder in wanting:
-                waits[mode].append(t - wanting.pop(holder)[0])
-            held[holder], since[holder], granted_in[holder] = mode, t, phase
-        elif event == "release" and holder in held:
-            mode_held, took = held.pop(holder), t - since.pop(holder)
-            holds[mode_held].append(took)
-            if mode_held == "shared":
-                first.setdefault(holder, took)
-            granted = granted_in.pop(holder, "-")
-            if mode_held == "shared" and took > 1.0:
-                by_phase[phase if phase != "-" else granted].append(took)
-    span = events[-1][0] - events[0][0] or 1.0
-    return {"events": len(events), "span_s": round(span, 1),
+            wanting.pop(holder, None)
+            held[holder] = mode
+        elif event == "release":
+            held.pop(holder, None)
+    found, waited = lock_waits.holds_and_waits(rows)
+    holds = {mode: [h.seconds for h in found if h.mode == mode] for mode in ("exclusive", "shared")}
+    waits = {mode: [end - start for _, m, start, end in waited if m == mode] for mode in ("exclusive", "shared")}
+    first = [h.seconds for h in found if h.first]  # each holder's first shared hold (a child's first call)
+    # shared holds over 1 s, by the phases they saw (a release names them since kernels.child.bring_up came in; in
+    # older traces, the phase at the grant)
+    by_phase: dict[str, list[float]] = defaultdict(list)
+    for h in found:
+        if h.mode == "shared" and h.seconds > 1.0:
+            by_phase[h.phases if h.phases != "-" else h.granted_in].append(h.seconds)
+    span = float(rows[-1][0]) - float(rows[0][0]) or 1.0
+    return {"events": len(rows), "span_s": round(span, 1),
             **{f"{state}_share": round(time_in[state] / span, 3)
                for state in ("exclusive", "draining", "shared", "free")},
             **{f"{mode}_holds": len(holds[mode]) for mode in ("exclusive", "shared")},
@@ -151,8 +141,8 @@ def lock_shares(path: Path) -> dict[str, Any]:
                for mode in ("exclusive", "shared")},
             **{f"{mode}_wait_total_s": round(sum(waits[mode]), 1) for mode in ("exclusive", "shared")},
             **long_holds(holds["shared"]),
-            "first_shared_hold_median_s": round(statistics.median(first.values()), 3) if first else None,
-            "first_shared_holds_time_share": round(sum(first.values()) / sum(holds["shared"]), 3)
+            "first_shared_hold_median_s": round(statistics.median(first), 3) if first else None,
+            "first_shared_holds_time_share": round(sum(first) / sum(holds["shared"]), 3)
             if sum(holds["shared"]) else None,
             "shared_over_1s_by_phase": {phase: {"holds": len(took), "seconds": round(sum(took), 1)}
                                         for phase, took in sorted(by_phase.items(), key=lambda kv: -sum(kv[1]))}}

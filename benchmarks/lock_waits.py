@@ -37,10 +37,15 @@ class Hold:
     end: float
     took: str = "-"
     released: str = "-"
-    phases: str = "-"
+    phases: str = "-"  # the phases its release names
+    granted_in: str = "-"  # the phase at its grant (traces before 2026-12-04's evening named a phase only there)
     where: str = ""
     first: bool = False  # the holder's first shared hold
     stage: str = ""  # where in its child's life: first hold, before or after its timing, or a child that never times
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
 
     @property
     def cause(self) -> str:
@@ -65,10 +70,16 @@ def _is_time(text: str) -> bool:
     return True
 
 
-def holds_and_waits(rows: list[list[str]]) -> tuple[list[Hold], list[tuple[str, float, float]]]:
-    """Every hold (grant to release) and every exclusive wait (holder, want, grant)."""
+def read_holds(path: Path) -> tuple[list[Hold], list[tuple[str, str, float, float]]]:
+    """holds_and_waits of the trace at `path` (nothing when there is no such file): the one place a trace's grants
+    and releases are paired (kb_throughput, first_hold and hold_after_timing read them from here)."""
+    return holds_and_waits(read_lines(path)) if path.exists() else ([], [])
+
+
+def holds_and_waits(rows: list[list[str]]) -> tuple[list[Hold], list[tuple[str, str, float, float]]]:
+    """Every hold (grant to release, in the order they ended) and every wait (holder, mode, want, grant)."""
     holds: list[Hold] = []
-    waits: list[tuple[str, float, float]] = []
+    waits: list[tuple[str, str, float, float]] = []
     open_holds: dict[str, Hold] = {}
     wanting: dict[str, tuple[float, str]] = {}
     seen_shared: set[str] = set()
@@ -79,13 +90,13 @@ def holds_and_waits(rows: list[list[str]]) -> tuple[list[Hold], list[tuple[str, 
             wanting[holder] = (t, mode)
         elif event == "grant":
             if holder in wanting:
-                since, wanted = wanting.pop(holder)
-                if wanted == "exclusive":
-                    waits.append((holder, since, t))
+                since, _ = wanting.pop(holder)
+                waits.append((holder, mode, since, t))
             first = mode == "shared" and holder not in seen_shared
             if mode == "shared":
                 seen_shared.add(holder)
-            open_holds[holder] = Hold(holder, mode, t, t, took=extra[1] if len(extra) > 1 else "-", first=first)
+            open_holds[holder] = Hold(holder, mode, t, t, took=extra[1] if len(extra) > 1 else "-",
+                                      granted_in=extra[0] if extra else "-", first=first)
         elif event == "release" and holder in open_holds:
             hold = open_holds.pop(holder)
             hold.end = t
@@ -113,10 +124,13 @@ def _stages(holds: list[Hold]) -> None:
             hold.stage = "after its timing" if hold.start >= timed[hold.holder] else "before its timing"
 
 
-def blame(holds: list[Hold], waits: list[tuple[str, float, float]]) -> list[tuple[Hold | None, str, float]]:
-    """Each timer's wait cut where the holders change: (the hold it waited for, or None, what, seconds)."""
+def blame(holds: list[Hold], waits: list[tuple[str, str, float, float]]) -> list[tuple[Hold | None, str, float]]:
+    """Each timer's wait (an exclusive one) cut where the holders change: (the hold it waited for, or None, what,
+    seconds)."""
     out: list[tuple[Hold | None, str, float]] = []
-    for holder, start, end in waits:
+    for holder, mode, start, end in waits:
+        if mode != "exclusive":
+            continue
         during = [h for h in holds if h.holder != holder and h.start < end and h.end > start]
         cuts = sorted({start, end, *(h.start for h in during if start < h.start < end),
                        *(h.end for h in during if start < h.end < end)})
@@ -132,8 +146,7 @@ def blame(holds: list[Hold], waits: list[tuple[str, float, float]]) -> list[tupl
 
 
 def analyse(path: Path, top: int = 12) -> dict[str, Any]:
-    rows = read_lines(path)
-    holds, waits = holds_and_waits(rows)
+    holds, waits = read_holds(path)
     blamed = blame(holds, waits)
     by_cause: dict[str, float] = defaultdict(float)
     by_phase: dict[str, float] = defaultdict(float)
@@ -152,10 +165,10 @@ def analyse(path: Path, top: int = 12) -> dict[str, Any]:
             by_site[name] += seconds * count / total
     long_shared: dict[str, list[float]] = defaultdict(list)
     for hold in holds:
-        if hold.mode == "shared" and hold.end - hold.start > LONG_S:
-            long_shared[hold.cause].append(hold.end - hold.start)
+        if hold.mode == "shared" and hold.seconds > LONG_S:
+            long_shared[hold.cause].append(hold.seconds)
     waited = sum(s for _, _, s in blamed)
-    return {"timer_waits": len(waits), "timer_wait_s": round(waited, 1),
+    return {"timer_waits": sum(mode == "exclusive" for _, mode, _, _ in waits), "timer_wait_s": round(waited, 1),
             "waited_for_by_cause": _ranked(by_cause, waited, top),
             "waited_for_by_phase": _ranked(by_phase, waited, top),
             "waited_for_by_stage": _ranked(by_stage, waited, top),
