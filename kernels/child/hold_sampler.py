@@ -43,8 +43,9 @@ def short_path(filename: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def frame_name(frame: FrameType) -> str:
-    return _NOT_PLAIN.sub("", f"{short_path(frame.f_code.co_filename)}:{frame.f_code.co_name}:{frame.f_lineno}")
+def frame_name(frame: FrameType, path: str) -> str:
+    """"path:function:line" of a frame whose file's short path is `path`, in the trace's plain characters."""
+    return _NOT_PLAIN.sub("", f"{path}:{frame.f_code.co_name}:{frame.f_lineno}")
 
 
 def site(frame: FrameType | None) -> str:
@@ -56,8 +57,8 @@ def site(frame: FrameType | None) -> str:
     frames.reverse()  # outermost first
     if not frames:
         return "?"
-    names = [frame_name(f) for f in frames]
-    return "<".join(dict.fromkeys(names[i] for i in picked([short_path(f.f_code.co_filename) for f in frames])))
+    paths = [short_path(f.f_code.co_filename) for f in frames]
+    return "<".join(dict.fromkeys(frame_name(frames[i], paths[i]) for i in picked(paths)))
 
 
 def picked(paths: list[str]) -> list[int]:
