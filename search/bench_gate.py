@@ -31,9 +31,8 @@ class EvaluationGate:
 
     @classmethod
     def of(cls, slots: int) -> EvaluationGate | None:
-        """The gate for `--slots N`; None for 0 (no gate: each problem's --parallel alone bounds its evaluations)."""
-        if slots < 0:
-            raise ValueError(f"--slots must be 0 (no limit) or a count of evaluations (got {slots})")
+        """The gate for `--slots N`; None for 0 (no gate: each problem's --parallel alone bounds its evaluations).
+        search.bench turns a negative N into a usage error first; here it is the constructor's ValueError."""
         return cls(slots) if slots else None
 
     @contextlib.contextmanager
