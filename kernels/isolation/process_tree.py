@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Iterable
 
 MAX_PROCESSES = 512  # per child: ninja's parallel nvcc jobs and torch.compile's workers stay far below
 
@@ -18,13 +19,6 @@ def max_processes() -> int:
         return max(8, int(os.environ.get("STARK_EVAL_MAX_PROCESSES", MAX_PROCESSES)))
     except ValueError:
         return MAX_PROCESSES
-
-
-def pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
 
 
 def _pss_kb(pid: int) -> int | None:
@@ -40,23 +34,32 @@ def _pss_kb(pid: int) -> int | None:
     return None
 
 
-def group_rss_mb(group: int) -> float:
-    """Memory of every process in the group (the worker plus compilers it started, e.g. torch.compile's worker
-    pool): the sum of their proportional set sizes, or of their resident sizes where the kernel gives no PSS."""
+def _resident_kb(pid: int) -> int | None:
+    """Resident set size from /proc/PID/statm (one short read; never less than the proportional set size)."""
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def tree_memory_mb(pids: Iterable[int], limit_mb: float) -> float:
+    """Memory of a child's processes (the worker plus compilers it started, e.g. torch.compile's worker pool, and
+    nvcc): the sum of their resident sizes while that is within `limit_mb`, else the sum of their proportional set
+    sizes (pages shared between them, such as the torch and CUDA libraries every compiler worker maps, counted
+    once), the figure a limit is judged by. A resident size is never below the proportional one, so the cheap sum
+    decides every check under the limit; smaps_rollup, which walks a process's page tables (milliseconds for a
+    CUDA process's mappings), is read only near it. (Until 2026-12-05 every check of every child scanned all of
+    /proc for the group and read every member's smaps_rollup, four times a second: the H200 bench process that
+    watched eight children used more than a core.)"""
+    members = sorted(set(pids))
+    resident = [_resident_kb(pid) for pid in members]
+    if sum(kb or 0 for kb in resident) / 1024 <= limit_mb:
+        return sum(kb or 0 for kb in resident) / 1024
     total_kb = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                stat = handle.read()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) != group:
-                continue
-            pss = _pss_kb(int(entry))
-            total_kb += pss if pss is not None else int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-        except (OSError, ValueError, IndexError):
-            continue
+    for pid, rss in zip(members, resident):
+        pss = _pss_kb(pid)
+        total_kb += pss if pss is not None else rss or 0
     return total_kb / 1024
 
 
@@ -93,18 +96,6 @@ def descendants(root: int) -> dict[int, str]:
                     found[child] = started
                     stack.append(child)
     return found
-
-
-def rss_mb(pid: int) -> float:
-    pss = _pss_kb(pid)
-    if pss is not None:
-        return pss / 1024
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat_line = handle.read()
-        return int(stat_line[stat_line.rindex(")") + 2:].split()[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def kill_tracked(tracked: dict[int, str]) -> None:

@@ -39,12 +39,11 @@ from kernels.isolation.lock_broker import (
 )
 from kernels.isolation.process_tree import (
     descendants,
-    group_rss_mb,
     kill_group,
     kill_tracked,
     max_processes,
-    pgid,
-    rss_mb,
+    start_time,
+    tree_memory_mb,
 )
 from kernels.isolation.watch import (
     MAX_FORGED,
@@ -239,8 +238,11 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
                 run.limit_exceeded = (f"started more than {cap} processes (a fork bomb?); the process group was "
                                       "killed")
                 return
-            if memory_limit_mb:  # the group, plus descendants that left it (setsid)
-                rss = group_rss_mb(proc.pid) + sum(rss_mb(pid) for pid in tracked if pgid(pid) != proc.pid)
+            if memory_limit_mb:  # the worker, its descendants (those that left its group too: setsid; the worker
+                # is a subreaper, so orphans stay below it) and any descendant seen before that still lives
+                members = [proc.pid, *(pid for pid, started in tracked.items()
+                                       if pid in live or start_time(pid) == started)]
+                rss = tree_memory_mb(members, memory_limit_mb)
                 if rss > memory_limit_mb:
                     run.memory_exceeded_mb = rss
                     return
