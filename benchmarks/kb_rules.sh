@@ -75,8 +75,10 @@ if [ -n "$shard" ]; then
   files=("${kept[@]}")
 fi
 echo "problems (${#files[@]}): ${files[*]}" | tee -a "$out/device.txt"
-# every 30 s: the GPU's memory and load and the busiest processes (why a search made no progress)
+# every 30 s: the GPU's memory and load, the host's memory and load, and the busiest processes (why a search made no
+# progress; a machine that stopped answering with 12 slots on 2026-12-05 left no trace of why)
 (while sleep 30; do date -u +%T; nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2> /dev/null
+   free -m | sed -n 2p; cut -d' ' -f1-4 /proc/loadavg
    ps -eo etimes,pcpu,rss,args --sort=-pcpu | head -14 | cut -c1-220; done) > "$logs/monitor.log" 2>&1 &
 monitor=$!
 pids=()
