@@ -111,6 +111,17 @@ function drawHeader(data) {
   const n = s.counts;
   document.getElementById("suite-counts").textContent =
     `${n.ended} of ${n.members} runs ended · ${n.active} active · ${n.pending} waiting for a slot · budget ${s.budget} · at most ${s.max_active} at once`;
+  const c = s.capacity;
+  const busy = document.getElementById("suite-capacity");
+  if (busy && c) {
+    let text = `up to ${c.attempts_in_flight} attempts in flight (${c.runs_at_once} runs × ${c.parallel})`;
+    if (c.gpu_workers != null) text += ` for ${c.gpu_workers} gpu worker${c.gpu_workers === 1 ? "" : "s"}`;
+    const short = s.status === "running" && c.gpu_workers != null && n.pending > 0
+      && c.attempts_in_flight < 1.5 * c.gpu_workers;
+    if (short) text += ": some workers idle; a suite keeps them busy with about 1.5 attempts in flight per worker (parallel × runs at once, set when it is created)";
+    busy.textContent = text;
+    busy.classList.toggle("warn", short);
+  }
   const can = { pause: s.status === "running", resume: s.status === "paused", cancel: ["running", "paused"].includes(s.status),
                 extend: ["running", "paused", "finished"].includes(s.status) };
   for (const b of document.querySelectorAll("#suite-actions button")) b.disabled = !can[b.dataset.action];

@@ -164,3 +164,29 @@ def test_results_exports_and_a_bench_import_agree(client, owner):
     bad = io.BytesIO(b'{"x": 1}')
     bad.name = "r.json"
     assert client.post("/api/suites/import", {"results": bad}).json()["field"] == "results[r.json]"
+
+
+def test_a_suite_says_how_many_gpu_workers_it_can_keep_busy(client, owner, settings):
+    """Its runs at once (within the owner's limit) times each run's attempts in flight, against the gpu workers
+    registered in Redis now."""
+    from rq import Worker
+
+    from search.app.service import queues
+
+    settings.STARK_MAX_ACTIVE_RUNS = 2
+    answer = post(client, max_active=5, parallel=3)
+    assert answer.status_code == 201, answer.content
+    suite_id = answer.json()["id"]
+    workers = [Worker([queues.queue("gpu")], connection=queues.connection(), name=f"gpu-capacity-{k}")
+               for k in range(8)]
+    for worker in workers:
+        worker.register_birth()
+    try:
+        capacity = client.get(f"/api/suites/{suite_id}").json()["suite"]["capacity"]
+    finally:
+        for worker in workers:
+            worker.register_death()
+    # 5 asked for, 2 allowed by the owner's limit, 3 attempts each: 6 in flight for 8 workers
+    assert capacity == {"runs_at_once": 2, "parallel": 3, "attempts_in_flight": 6, "gpu_workers": 8}
+    settings.STARK_MAX_ACTIVE_RUNS = 0
+    assert client.get(f"/api/suites/{suite_id}").json()["suite"]["capacity"]["runs_at_once"] == 5

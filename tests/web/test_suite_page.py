@@ -77,6 +77,10 @@ def test_a_suite_from_a_zip_fills_its_grid_and_exports_the_pages_figures(owner, 
     page.evaluate("() => { window.__sameDocument = true; }")
     page.wait_for_function("() => document.querySelectorAll('#suite-grid td[data-team]').length === 6")
     keys = page.eval_on_selector_all("#suite-grid tbody tr", "rows => rows.map(r => r.dataset.key)")
+    capacity = page.text_content("#suite-capacity") or ""  # its runs at once x parallel against the gpu workers
+    assert capacity.startswith("up to ") and "attempts in flight" in capacity and "for 1 gpu worker" in capacity, \
+        capacity
+    assert "idle" not in capacity  # 1 worker: the suite's attempts in flight keep it busy
     assert keys == ["level1/relu_scale", "level1/softmax", "level2/scale_add"]
     page.wait_for_function("() => document.querySelector('#suite-grid td[data-status=finished]')", timeout=120_000)
     screenshot(page, "suite-1366-filling")

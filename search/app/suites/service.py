@@ -15,7 +15,7 @@ from django.utils import timezone
 from rq import get_current_job
 
 from search.app.models import Run
-from search.app.service import control, devices
+from search.app.service import control, devices, fairness
 from search.app.service.checks import LimitError
 from search.app.service.runs import load_tree
 from search.app.service.settings import RunSettings, SettingError, parse_run_settings
@@ -253,8 +253,24 @@ def results(suite: Suite) -> dict[str, Any]:
               "active": sum(1 for c in cells if c["status"] in BUSY), "pending": sum(1 for c in cells
                                                                                       if c["status"] == "pending")}
     problems = list(dict.fromkeys((c["key"], c["level"], c["name"]) for c in cells))
-    return {"suite": suite_dict(suite, counts), "problems": [{"key": k, "level": lv, "name": n} for k, lv, n in problems],
-            "cells": cells, "metrics": metrics}
+    return {"suite": suite_dict(suite, counts) | {"capacity": capacity(suite)},
+            "problems": [{"key": k, "level": lv, "name": n} for k, lv, n in problems], "cells": cells, "metrics": metrics}
+
+
+def capacity(suite: Suite) -> dict[str, Any]:
+    """How many gpu workers the suite can keep busy: its runs at once (`max_active`, within its owner's
+    STARK_MAX_ACTIVE_RUNS), times each run's attempts in flight (`parallel`), against the gpu workers registered now
+    (None when Redis does not answer). A worker idles while a run plans an attempt or evaluates its reference, so
+    about 1.5 attempts in flight per worker keep them busy (docs/api.md)."""
+    limit = django_settings.STARK_MAX_ACTIVE_RUNS
+    runs = suite.max_active if not limit or suite.owner.is_staff else min(suite.max_active, limit)
+    parallel = max(1, int((suite.settings or {}).get("parallel") or 1))
+    try:
+        workers: int | None = fairness.gpu_workers()
+    except Exception:  # noqa: BLE001 - Redis unreachable: the page still shows, the figure is unknown
+        workers = None
+    return {"runs_at_once": runs, "parallel": parallel, "attempts_in_flight": runs * parallel,
+            "gpu_workers": workers}
 
 
 def suite_dict(suite: Suite, counts: dict[str, int] | None = None) -> dict[str, Any]:
