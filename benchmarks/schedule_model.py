@@ -27,10 +27,9 @@ from benchmarks.common import table, write_md_json
 def problems_of(path: Path) -> list[dict[str, Any]]:
     """Each problem's reference wall and its attempts' walls in the order they were made, from the trees."""
     if path.is_file():
-        unpacked = Path(tempfile.mkdtemp())
-        with tarfile.open(path) as archive:
+        with tempfile.TemporaryDirectory() as unpacked, tarfile.open(path) as archive:
             archive.extractall(unpacked, filter="data")
-        path = unpacked
+            return problems_of(Path(unpacked))
     problems = []
     for tree_file in sorted(path.glob("*.json")):
         tree = json.loads(tree_file.read_text())
