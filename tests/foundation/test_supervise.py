@@ -108,6 +108,9 @@ def test_a_killed_workers_job_process_in_its_own_group_is_killed_before_the_rest
     try:
         leader = int(wait_for_file(tmp_path / "leaders").split()[0])
         horse = int((tmp_path / "horses").read_text().split()[0])
+        deadline = time.monotonic() + 10  # the horse calls setpgrp() after the fork: wait for it, not race it
+        while os.getpgid(horse) != horse and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert os.getpgid(horse) == horse != os.getpgid(leader)  # a group of its own, as rq's horse
         os.kill(leader, signal.SIGKILL)
         deadline = time.monotonic() + 10
