@@ -4,7 +4,8 @@
 of each problem waits for a slot before it evaluates (a reference or an attempt) and gives it back after, so an
 attempt is planned (the rules team's tracing child, an LLM's answer) while other attempts hold the slots, and
 evaluates as soon as one is free. It counts how often and how long evaluations waited for a slot, and how many held
-one at most, for the bench's results. `Prefixed` writes a problem's lines with its name in front, whole lines only,
+one at most, for the bench's results. `SlotWaits` is one problem's clock that stands still while its evaluations
+wait for a slot: its time limit counts its own search. `Prefixed` writes a problem's lines with its name in front, whole lines only,
 so problems side by side do not mix their output.
 """
 
@@ -36,11 +37,18 @@ class EvaluationGate:
         return cls(slots) if slots else None
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, waits: SlotWaits | None = None) -> Iterator[None]:
+        """Hold one slot for the block, waiting for one first if none is free (told to `waits`, the problem's)."""
         started = time.monotonic()
         waited = not self._free.acquire(blocking=False)
         if waited:
-            self._free.acquire()
+            if waits is not None:
+                waits.begin()
+            try:
+                self._free.acquire()
+            finally:
+                if waits is not None:
+                    waits.end()
         with self._lock:
             self.evaluations += 1
             if waited:
@@ -55,10 +63,10 @@ class EvaluationGate:
                 self.in_use -= 1
             self._free.release()
 
-    def wrap(self, evaluate: Callable[..., Any]) -> Callable[..., Any]:
-        """`evaluate` (the engine's evaluator) holding a slot for each call."""
+    def wrap(self, evaluate: Callable[..., Any], waits: SlotWaits | None = None) -> Callable[..., Any]:
+        """`evaluate` (the engine's evaluator) holding a slot for each call; its waits for one told to `waits`."""
         def gated(*args: Any, **kwargs: Any) -> Any:
-            with self.slot():
+            with self.slot(waits):
                 return evaluate(*args, **kwargs)
         return gated
 
@@ -66,6 +74,38 @@ class EvaluationGate:
         with self._lock:
             return {"slots": self.slots, "evaluations": self.evaluations, "waits": self.waits,
                     "waited_s": round(self.waited_s, 1), "peak_in_use": self.peak}
+
+
+class SlotWaits:
+    """One problem's waits for a slot, as the clock its time limit counts (search.engine.loop.run's `clock`): the
+    time since it started less the time any of its evaluations waited for a slot (the union of their waits: two
+    waiting at once stand still once), so with more problems side by side than slots serve, a problem's
+    `--time-limit` is spent on its own search, not on the other problems' turns. It stands still while it waits and
+    never runs backwards."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._now = now
+        self.waiting = 0
+        self.since = 0.0
+        self.stood_s = 0.0
+
+    def begin(self) -> None:
+        with self._lock:
+            if not self.waiting:
+                self.since = self._now()
+            self.waiting += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self.waiting -= 1
+            if not self.waiting:
+                self.stood_s += self._now() - self.since
+
+    def clock(self) -> float:
+        with self._lock:
+            now = self._now()
+            return now - self.stood_s - (now - self.since if self.waiting else 0.0)
 
 
 class Prefixed:

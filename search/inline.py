@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from search.bench_gate import EvaluationGate
+from search.bench_gate import EvaluationGate, SlotWaits
 from search.engine.busy import WAITING, BusyPolicy, gave_up, held_words
 from search.engine.engine import Engine, selection_settings
 from search.engine.events import Event
@@ -217,10 +217,11 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO, tree_file: 
         for sink in sinks:
             sink(event)
 
-    engine = Engine(tree, team, gate.wrap(kernels_evaluate) if gate else kernels_evaluate, emit)
+    waits = SlotWaits()  # side by side: the time limit counts this problem's own search, not its waits for a slot
+    engine = Engine(tree, team, gate.wrap(kernels_evaluate, waits) if gate else kernels_evaluate, emit)
     try:
         with stops_on_sigterm(engine, tree_file, out, (handle,)):
-            result = run(engine, parallel=settings.parallel)
+            result = run(engine, parallel=settings.parallel, clock=waits.clock)
     finally:
         if handle is not None:
             handle.close()

@@ -80,10 +80,12 @@ def attempt(engine: Engine, parent_id: int, child_id: int, sleep: Callable[[floa
 
 
 def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit_s: float | None = None,
-        cost_limit_usd: float | None = None) -> RunSummary:
+        cost_limit_usd: float | None = None, clock: Callable[[], float] = time.monotonic) -> RunSummary:
     """select/expand/evaluate/record until the budget B (default from the tree's settings, else 30) or a limit,
     with up to `parallel` attempts in flight; the limits given here are written to the tree's settings first.
-    A permanent agent error stops the run. Returns a RunSummary."""
+    `clock` is what the time limit counts (a bench's problems side by side pass one that stands still while their
+    evaluations wait for a slot: search.bench_gate.SlotWaits). A permanent agent error stops the run. Returns a
+    RunSummary."""
     if parallel < 1:
         raise ValueError(f"parallel must be at least 1 (got {parallel})")
     settings = engine.tree.settings
@@ -92,7 +94,7 @@ def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit
         if value is not None:
             settings[key] = value
     engine.limits()  # a bad budget or limit fails here, before the reference is evaluated
-    started = time.monotonic()
+    started, own_start = time.monotonic(), clock()
     engine.emit("run.status", None, status="running", reason="", best=None)
     engine.recover()
     engine.evaluate_root()
@@ -102,7 +104,7 @@ def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="attempt") as pool:
         while True:
             if stop is None and failure is None:
-                children, stop = engine.schedule(parallel - len(futures), time.monotonic() - started)
+                children, stop = engine.schedule(parallel - len(futures), clock() - own_start)
                 for child in children:
                     assert child.parent is not None
                     futures[pool.submit(attempt, engine, child.parent, child.id)] = child.id

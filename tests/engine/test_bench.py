@@ -191,3 +191,49 @@ def test_problems_side_by_side_share_the_evaluation_slots_and_keep_their_order(t
     for bad in (["--problems-at-once", "0"], ["--slots", "-1"]):
         assert main(["bench", str(tmp_path / "suite"), "--team", "scripted", "--device", "cpu", "--out", str(out),
                      *bad], out=io.StringIO()) == 2
+
+
+def test_a_problems_clock_stands_still_while_its_evaluations_wait_for_a_slot():
+    from search.bench_gate import SlotWaits
+
+    now = [100.0]
+    waits = SlotWaits(lambda: now[0])
+    seen = [waits.clock()]
+    for step, action in ((1.0, None), (0.0, waits.begin), (2.0, None), (0.0, waits.begin), (3.0, None),
+                         (0.0, waits.end), (1.0, None), (0.0, waits.end), (4.0, None)):
+        now[0] += step
+        if action is not None:
+            action()
+        seen.append(waits.clock())
+    assert seen == sorted(seen)  # never backwards
+    # 11 s went by; two evaluations waited from 101 to 107, overlapping from 103 to 106: 6 s stood still, once
+    assert waits.stood_s == 6.0 and seen[-1] - seen[0] == 5.0
+
+
+def test_a_problems_time_limit_counts_its_own_search_not_its_turns_for_a_slot(tmp_path, monkeypatch):
+    """Three problems side by side on one slot, each evaluation 0.2 s: each problem's own search takes about 1 s
+    (a reference and 4 attempts), the whole bench about 3 s. A 2 s time limit cuts none of them (it did while the
+    limit counted the others' turns)."""
+    import time
+
+    import search.inline as cli
+    from tests.engine.helpers import PROBLEM, script_evaluate
+
+    (tmp_path / "suite").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "suite" / f"{name}.py").write_text(PROBLEM)
+
+    def slow(problem_source: str, candidate_source: str, settings: dict) -> dict:
+        time.sleep(0.2)
+        return script_evaluate(problem_source, candidate_source, settings)
+
+    monkeypatch.setattr(cli, "kernels_evaluate", slow)
+    monkeypatch.setattr(cli, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    out = tmp_path / "r.json"
+    assert main(["bench", str(tmp_path / "suite"), "--team", "scripted", "--script", "ok:0.5", "--device", "cpu",
+                 "--budget", "4", "--parallel", "1", "--problems-at-once", "3", "--slots", "1",
+                 "--time-limit", "2", "--out", str(out), "--quiet"], out=io.StringIO()) == 0
+    data = json.loads(out.read_text())
+    assert data["evaluation_gate"]["waited_s"] > 2.0, data["evaluation_gate"]  # the turns were real
+    assert [p["attempts"] for p in data["problems"]] == [4, 4, 4], [(p["attempts"], p.get("stop_reason"))
+                                                                  for p in data["problems"]]
