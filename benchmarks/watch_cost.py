@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from benchmarks.common import table, write_md_json
-from kernels.isolation.process_tree import _pss_kb, descendants, start_time, tree_memory_mb
+from kernels.isolation.process_tree import _pss_kb, descendants, tree_members, tree_memory_mb
 
 CHECKS_PER_S = 4  # kernels.isolation.sandbox._watch: every 0.25 s
 CHILD = ("import subprocess,sys,time,torch\nhog=bytearray(int(sys.argv[1])<<20)\nhog[::4096]=b'x'*len(hog[::4096])\n"
@@ -69,8 +69,7 @@ def group_scan_mb(group: int, tracked: dict[int, str]) -> float:
 
 def tree_check_mb(root: int, tracked: dict[int, str], live: dict[int, str], limit_mb: float) -> float:
     """The check since 2026-12-05 (kernels.isolation.sandbox._watch)."""
-    members = [root, *(pid for pid, started in tracked.items() if pid in live or start_time(pid) == started)]
-    return tree_memory_mb(members, limit_mb)
+    return tree_memory_mb(tree_members(root, tracked, live), limit_mb)
 
 
 def cpu_ms(action: Any, repeats: int) -> float:

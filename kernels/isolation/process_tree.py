@@ -43,6 +43,13 @@ def _resident_kb(pid: int) -> int | None:
         return None
 
 
+def tree_members(root: int, tracked: dict[int, str], live: dict[int, str]) -> list[int]:
+    """The processes a child's memory is the sum of: the worker `root`, its live descendants (those that left its
+    group too: setsid; the worker is a subreaper, so orphans stay below it) and any descendant seen before
+    (`tracked`, with start times) that still lives."""
+    return [root, *(pid for pid, started in tracked.items() if pid in live or start_time(pid) == started)]
+
+
 def tree_memory_mb(pids: Iterable[int], limit_mb: float) -> float:
     """Memory of a child's processes (the worker plus compilers it started, e.g. torch.compile's worker pool, and
     nvcc): the sum of their resident sizes while that is within `limit_mb`, else the sum of their proportional set

@@ -42,7 +42,7 @@ from kernels.isolation.process_tree import (
     kill_group,
     kill_tracked,
     max_processes,
-    start_time,
+    tree_members,
     tree_memory_mb,
 )
 from kernels.isolation.watch import (
@@ -238,11 +238,8 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
                 run.limit_exceeded = (f"started more than {cap} processes (a fork bomb?); the process group was "
                                       "killed")
                 return
-            if memory_limit_mb:  # the worker, its descendants (those that left its group too: setsid; the worker
-                # is a subreaper, so orphans stay below it) and any descendant seen before that still lives
-                members = [proc.pid, *(pid for pid, started in tracked.items()
-                                       if pid in live or start_time(pid) == started)]
-                rss = tree_memory_mb(members, memory_limit_mb)
+            if memory_limit_mb:
+                rss = tree_memory_mb(tree_members(proc.pid, tracked, live), memory_limit_mb)
                 if rss > memory_limit_mb:
                     run.memory_exceeded_mb = rss
                     return
