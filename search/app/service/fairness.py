@@ -16,12 +16,18 @@ from search.app.service.checks import LimitError
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.PAUSED)
 
 
+def active_run_limit(owner) -> int | None:
+    """How many active runs `owner` may have: STARK_MAX_ACTIVE_RUNS, or None (no limit: 0, or staff)."""
+    limit = settings.STARK_MAX_ACTIVE_RUNS
+    return None if not limit or owner.is_staff else int(limit)
+
+
 def check_active_runs(owner) -> None:
     """Raise LimitError (429) when `owner` already has STARK_MAX_ACTIVE_RUNS active runs. Call it inside the
     transaction that creates or restarts the run: it locks the user's row (PostgreSQL; SQLite's IMMEDIATE
     transactions already serialize writers), so two requests at once cannot both take the last slot."""
-    limit = settings.STARK_MAX_ACTIVE_RUNS
-    if not limit or owner.is_staff:
+    limit = active_run_limit(owner)
+    if limit is None:
         return
     get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
     active = list(Run.objects.filter(owner=owner, status__in=ACTIVE).order_by("pk").values_list("pk", flat=True))

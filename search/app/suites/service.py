@@ -262,8 +262,8 @@ def capacity(suite: Suite) -> dict[str, Any]:
     STARK_MAX_ACTIVE_RUNS), times each run's attempts in flight (`parallel`), against the gpu workers registered now
     (None when Redis does not answer). A worker idles while a run plans an attempt or evaluates its reference, so
     about 1.5 attempts in flight per worker keep them busy (docs/api.md)."""
-    limit = django_settings.STARK_MAX_ACTIVE_RUNS
-    runs = suite.max_active if not limit or suite.owner.is_staff else min(suite.max_active, limit)
+    limit = fairness.active_run_limit(suite.owner)
+    runs = suite.max_active if limit is None else min(suite.max_active, limit)
     parallel = max(1, int((suite.settings or {}).get("parallel") or 1))
     try:
         workers: int | None = fairness.gpu_workers()
