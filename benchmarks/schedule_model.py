@@ -95,15 +95,14 @@ def replay(problems: list[dict[str, Any]], at_once: int, slots: int, parallel: i
             free += 1
             if s["ref"]:
                 s["ref"] = False
-                plan_more(t, p)
             else:
                 s["in_flight"] -= 1
                 s["done"] += 1
                 finishes.append(t)
-                plan_more(t, p)
                 if s["done"] == len(problems[p]["attempts"]):
                     running_problems -= 1
                     start_problems()
+            plan_more(t, p)  # after its reference or one of its attempts
         dispatch(t)
     end = max(finishes) if finishes else 0.0
     return {"at_once": at_once, "slots": slots, "parallel": parallel, "judged": len(finishes),
