@@ -56,6 +56,12 @@ def device_lock(root: Path, device: str) -> Path:
     return root / "locks" / f"device-{key}.lock"
 
 
+def members_dir(root: Path) -> Path:
+    """Where this cache root's harness children register, so that a quiet timer pauses them while it times
+    (kernels.isolation.quiet): the device locks' directory, since every lock of a root is on one host."""
+    return root / "locks" / "members"
+
+
 def read_json(path: Path) -> Any | None:
     try:
         return json.loads(path.read_text())

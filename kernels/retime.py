@@ -12,7 +12,9 @@ Child:   task kind "retime" (kernels.child.worker -> kernels.child.retime.run): 
 Answer: {"reference": summary, "candidate": summary, "reference_before": summary,   (summaries: kernels.stats)
          "speedup": reference median / candidate median over all rounds,
          "spread": {"low", "high"} the lowest and highest per-round ratio, "rounds", "runs_per_round",
-         "unstable": bool, "unstable_why": str, "protocol": str, "wall_s", "environment": {...}}
+         "unstable": bool, "unstable_why": str, "protocol": str, "wall_s", "environment": {...},
+         "quiet": {"paused_s", "most_paused"} how long, and how many at most, the host's other harness children were
+         paused while this timed (kernels.isolation.quiet; {} when quiet timing is off)}
 The reference and the candidate share one process, so a candidate could still reach the reference's code at
 run time; the before/after reference comparison flags a reference that got slower once the candidate was loaded,
 and a candidate that replaced the timer, torch's functions or the harness's own (kernels.child.probes.HarnessSnapshot,
@@ -86,6 +88,7 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
     env = run.last("environment")
     out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
+    out["quiet"] = run.quiet  # how long the other children of the host were paused while this timed (kernels.isolation.quiet)
     out["wall_s"] = round(time.monotonic() - start, 3)
     return out
 

@@ -125,7 +125,7 @@ def call_isolated(name: str, payload: dict[str, Any], *, timeout_s: float, memor
     try:
         run = run_worker(task, work_dir, timeouts={"start": timeout_s}, sandbox=sandbox, cuda=False,
                          memory_limit_mb=memory_limit_mb, disk_limit_mb=memory_limit_mb, hidden=[root],
-                         zygote_root=root, packages=call.packages)
+                         zygote_root=root, packages=call.packages, members=cache.members_dir(root))
         result = run.last("result")
         if result is None or run.stopped():
             raise failure(run, what, timeout_s, memory_limit_mb)

@@ -16,6 +16,9 @@ each holding one of K slot files (`<lock>.slot<i>`) beside it. A timer then wait
 their next hand-back, and children beyond K wait before their device work instead of crowding it. A compile that
 steps aside gives its slot back with its hold. Off by default: measured with 20 children on one H200, 4 slots judged
 fewer attempts a minute than no limit (docs/benchmarks/throughput, call 4).
+
+Quiet timers (`quieter`, kernels.isolation.quiet; re-times by default): while such a child holds the lock
+exclusively in a timing phase, the host's other registered children are paused, and continued before the lock goes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernels.isolation.quiet import QUIET_PHASES, Quieter
 from kernels.settings import env_count, env_switch
 
 MODES = {"shared": fcntl.LOCK_SH, "exclusive": fcntl.LOCK_EX}
@@ -62,6 +66,7 @@ class LockBroker:
         self._phase = "-"  # the child's phase as the parent's deadlines know it (sandbox sets it), for the trace
         self.hold_phases: list[str] = []  # the phases the current hold has seen
         self.wanted_why = "-"  # the child's reason for the take it waits for (the trace's grant line names it)
+        self.quieter: Quieter | None = None  # set for a quiet timer: pauses the other children while it times
 
     @property
     def phase(self) -> str:
@@ -72,6 +77,11 @@ class LockBroker:
         self._phase = name
         if self.held is not None and name != "queue" and name not in self.hold_phases:
             self.hold_phases.append(name)
+        if self.quieter is not None:
+            if self.held == "exclusive" and name in QUIET_PHASES:
+                self.quieter.pause()  # timed loops: the other children of this host stop until the hold ends
+            elif name not in QUIET_PHASES:
+                self.quieter.resume()
 
     def request(self, message: dict[str, Any]) -> bool:
         """A lock message from the child; True when the parent must now wait for the lock (a blocking take)."""
@@ -147,6 +157,8 @@ class LockBroker:
     def _release(self, why: str = "-", where: str = "") -> None:
         self.wanted = None
         self._let_go_of_gate()
+        if self.quieter is not None:
+            self.quieter.resume()  # before the lock goes: the next timer may pause them again
         if self.held is not None:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
             self._let_go_of_slot()

@@ -45,6 +45,7 @@ from kernels.isolation.process_tree import (
     tree_members,
     tree_memory_mb,
 )
+from kernels.isolation.quiet import Membership, Quieter, quiet_wanted
 from kernels.isolation.watch import (
     MAX_FORGED,
     MAX_LINE,
@@ -99,7 +100,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                device_lock: Path | None = None, disk_limit_mb: float | None = None,
                zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None,
                wrap: list[str] | None = None, visits: dict[str, int] | None = None,
-               packages: tuple[str, ...] = ()) -> WorkerRun:
+               packages: tuple[str, ...] = (), members: Path | None = None) -> WorkerRun:
     """Start `python -m kernels.child.worker` on `task` with deadlines on the parent's clock (kernels.isolation.watch.Deadlines):
     timeouts[phase] per entry of a phase, `visits[phase]` entries at most (default 1), spent cumulatively; the
     child's phase messages move it between the phases of `timeouts` and extend nothing.
@@ -128,7 +129,12 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     that is on; such a child is always spawned, never forked from the zygote.
 
     `packages`: top-level packages of the checkout, besides `kernels`, that bubblewrap shows the child (an isolated
-    call's registered packages, kernels.isolation.isolated_call); a candidate's or a problem's child gets none."""
+    call's registered packages, kernels.isolation.isolated_call); a candidate's or a problem's child gets none.
+
+    `members`: the directory where the host's children register so that a quiet timer pauses them while it times
+    (kernels.isolation.quiet; by default the device lock's directory's "members"): this child is registered there,
+    its deadlines leave out the time it was paused, and, where `quiet_wanted(task)`, it pauses the others while it
+    holds the device lock in a timing phase (`WorkerRun.quiet`)."""
     chosen = layers.plan(sandbox, cuda)
     work_dirs.prepare_work_dir(work_dir, chosen)
     writable = [p for p in writable or [] if p.exists()]
@@ -184,11 +190,18 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             broker.close_child_end()
     clock = Deadlines({"queue": QUEUE_WAIT_S, **timeouts}, visits, start)
     tracked: dict[int, str] = {}
+    members = members or (device_lock.with_name("members") if device_lock is not None else None)
+    member = Membership(members, proc.pid) if members is not None else None
+    if broker is not None and members is not None and quiet_wanted(task):
+        broker.quieter = Quieter(members, proc.pid)
     try:
-        _watch(proc, run, read_fd, nonce, clock, broker, tracked, on_phase, memory_limit_mb,
+        _watch(proc, run, read_fd, nonce, clock, (broker, member), tracked, on_phase, memory_limit_mb,
                (disk_limit_mb, written_before, [work_dir, *writable]))
     finally:
         os.close(read_fd)
+        if broker is not None and broker.quieter is not None:
+            broker.quieter.resume()  # before anything else: the others go on at once
+            run.quiet = broker.quieter.facts()
         tracked.update(descendants(proc.pid))
         if not (run.stopped() or run.last("done")):
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -196,6 +209,10 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         tracked.update(descendants(proc.pid))
         kill_group(proc)
         kill_tracked(tracked)
+        if member is not None:
+            member.check(time.monotonic())
+            run.paused_s = member.paused_s
+            member.leave()
         if broker is not None:
             broker.close()  # after the kill: the lock is free once the child is gone
         run.returncode = proc.returncode
@@ -207,10 +224,14 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     return run
 
 
-def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines, broker: LockBroker | None,
-           tracked: dict[int, str], on_phase: Callable[[str], None] | None, memory_limit_mb: float | None,
+def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines,
+           lock: tuple[LockBroker | None, Membership | None], tracked: dict[int, str],
+           on_phase: Callable[[str], None] | None, memory_limit_mb: float | None,
            disk: tuple[float | None, float, list[Path]]) -> None:
-    """Read the child's messages until it is done, exits, or breaks a bound (it is killed by the caller)."""
+    """Read the child's messages until it is done, exits, or breaks a bound (it is killed by the caller). A child
+    that a quiet timer paused (kernels.isolation.quiet) is never stopped for a deadline that passed meanwhile, and
+    the paused seconds extend its deadlines."""
+    broker, member = lock
     disk_limit_mb, written_before, places = disk
     lines, budget, cap = ChannelLines(), ChannelBudget(), max_processes()
     next_memory_check = next_disk_check = 0.0
@@ -227,7 +248,11 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
         if broker is not None and clock.waiting and broker.poll():
             clock.granted(now)
             tell(clock.phase)
-        if now > clock.deadline():
+        if broker is not None and broker.quieter is not None:
+            broker.quieter.tick(now)
+        if member is not None and (now > next_memory_check or now > clock.deadline()):
+            clock.pause(member.check(now))
+        if now > clock.deadline() and not (member is not None and member.paused):
             run.timed_out_phase = clock.expired_phase()
             return
         if now > next_memory_check:
@@ -250,7 +275,8 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
                 run.disk_exceeded_mb = written - written_before
                 return
         wait = POLL_S if clock.waiting else 0.25
-        ready, _, _ = select.select([read_fd], [], [], min(wait, max(0.0, clock.deadline() - now)))
+        paused = member is not None and member.paused
+        ready, _, _ = select.select([read_fd], [], [], wait if paused else min(wait, max(0.0, clock.deadline() - now)))
         if not ready:
             if proc.poll() is not None:  # exited, but a grandchild may still hold the pipe open
                 return

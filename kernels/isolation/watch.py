@@ -66,6 +66,15 @@ class Deadlines:
             self.queued += now - self.waiting_since
             self.waiting_since, self.since = None, now
 
+    def pause(self, seconds: float) -> None:
+        """The child was paused `seconds` by a quiet timer (kernels.isolation.quiet): that time counts against no
+        deadline of its own (its phase's, the whole run's cap); a wait for the lock meanwhile still counts."""
+        if seconds <= 0:
+            return
+        if self.waiting_since is None:
+            self.since += seconds
+        self.started += seconds
+
     @property
     def waiting(self) -> bool:
         return self.waiting_since is not None
