@@ -18,7 +18,9 @@
 # Usage on the GPU host, from the repository root:
 #   bash benchmarks/kb_retime.sh [streams=1] [deadline=540] TREES...
 # TREES: tree JSON files, directories of them, or .tar.gz archives of them. DEVICE=cpu re-times on the CPU (a smoke
-# test of this script); ROUNDS sets the alternating rounds (default 4).
+# test of this script); ROUNDS sets the alternating rounds (default 4); PARALLEL=K runs K re-time children at once in
+# each stream (`search retime --parallel K`, across its trees too; default 1: one after another): their starts and
+# builds overlap, each child's timed rounds still hold the device lock alone. The quiet pass stays one at a time.
 # Writes to $OUT (or docs/benchmarks/kb_rules/retimed): device.txt, kb_rules.md/.json, trees.tar.gz (the re-timed
 # trees), logs.tar.gz. Tree files and directories are re-timed in place (the figures go into each tree's meta).
 set -uo pipefail
@@ -29,6 +31,9 @@ shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || { echo "usage: bash benchmarks/kb_retime.sh [streams] [deadline] TREES..." >&2; exit 2; }
 out=${OUT:-docs/benchmarks/kb_rules/retimed}
 rounds=${ROUNDS:-4}
+parallel=${PARALLEL:-1}
+[[ "$parallel" =~ ^[1-9][0-9]*$ ]] \
+  || { echo "PARALLEL must be a count of re-time children at once, 1 or more (got $parallel)" >&2; exit 2; }
 quiet=${QUIET_S:-$((deadline / 5))}
 streams_deadline=$((deadline - quiet))
 [ "$streams_deadline" -gt 0 ] || { echo "QUIET_S ($quiet) must be less than the deadline ($deadline)" >&2; exit 2; }
@@ -52,15 +57,15 @@ device_flag=()
 { command -v nvidia-smi > /dev/null && nvidia-smi -L
   python3 -c "import torch; print('torch', torch.__version__)"
   date -u +%FT%TZ
-  echo "re-time: ${#files[@]} trees, $streams streams, ${deadline} s (the last ${quiet} s a quiet pass), $rounds rounds," \
-       "device ${DEVICE:-of each tree}"; } \
+  echo "re-time: ${#files[@]} trees, $streams streams of $parallel children at once, ${deadline} s" \
+       "(the last ${quiet} s a quiet pass), $rounds rounds, device ${DEVICE:-of each tree}"; } \
   | tee "$out/device.txt"
 for ((s = 0; s < streams; s++)); do
   share=()
   for ((k = s; k < ${#files[@]}; k += streams)); do share+=("${files[k]}"); done
   [ ${#share[@]} -eq 0 ] && continue
-  timeout "$streams_deadline" python3 -m search retime "${share[@]}" --rounds "$rounds" "${device_flag[@]}" \
-    > "$logs/retime-stream$s.log" 2>&1 &
+  timeout "$streams_deadline" python3 -m search retime "${share[@]}" --rounds "$rounds" --parallel "$parallel" \
+    "${device_flag[@]}" > "$logs/retime-stream$s.log" 2>&1 &
 done
 wait
 left=$((deadline - ($(date +%s) - started)))
@@ -70,8 +75,8 @@ if [ "$left" -gt 10 ]; then  # alone on the host: only the entries still unusabl
     > "$logs/retime-quiet.log" 2>&1
 fi
 date -u +%FT%TZ | tee -a "$out/device.txt"
-cat "$logs"/retime-stream*.log "$logs"/retime-quiet.log 2> /dev/null | grep -E "^== |re-timed side by side" \
-  | tee -a "$out/device.txt"
+cat "$logs"/retime-stream*.log "$logs"/retime-quiet.log 2> /dev/null \
+  | grep -E "^(\[[^]]*\] )?== |re-timed side by side" | tee -a "$out/device.txt"  # [tree] in front: PARALLEL > 1
 python3 -m benchmarks.kb_table --out "$out/kb_rules" "${files[@]}"
 stage=$(mktemp -d)
 cp "${files[@]}" "$stage"/

@@ -7,7 +7,8 @@
 #           judged attempts per minute per GPU, per full minute, and the lock's exclusive/shared/free shares;
 #   retime: benchmarks/kb_retime.sh over the search call's trees.tar.gz (one stream: re-times alone are the true
 #           ones; RETIME_STREAMS=N side by side, each round still timed alone under the device lock, what is left
-#           unstable re-timed alone in the quiet pass), then kb_throughput.py again (it counts the winners re-timed).
+#           unstable re-timed alone in the quiet pass; RETIME_PARALLEL=K re-time children at once in each stream,
+#           kb_retime.sh's PARALLEL, default 1), then kb_throughput.py again (it counts the winners re-timed).
 # Usage on the GPU host, from the repository root (writes to $OUT):
 #   bash benchmarks/throughput_h200.sh search [budget=8] [seconds-per-problem=430] [parallel=2] [streams=10] [deadline=540]
 #   bash benchmarks/throughput_h200.sh retime TREES.tar.gz [deadline=560]
@@ -32,7 +33,8 @@ if [ "$mode" = search ]; then
 elif [ "$mode" = retime ]; then
   archive=${1:?usage: throughput_h200.sh retime TREES.tar.gz [deadline]}
   tar -xzf "$archive" -C "$trees"
-  OUT="$out" bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-1}" "${2:-560}" "$trees"
+  OUT="$out" PARALLEL="${RETIME_PARALLEL:-1}" \
+    bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-1}" "${2:-560}" "$trees"
   python3 -m benchmarks.kb_throughput --gpus "${gpus:-1}" --device "$gpu" --out "$out/throughput.json" \
     "$trees"/*.json | tee -a "$out/device.txt"
 else

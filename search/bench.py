@@ -17,7 +17,6 @@ slots busy on average). The results keep the problems' order whatever order they
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import threading
 import time
@@ -100,8 +99,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
             return
         print(summary.text(), file=to, flush=True)
         if getattr(args, "retime", False) and tree.root.correct:
-            with gate.slot() if gate else contextlib.nullcontext():  # a re-time: one evaluation's worth of children
-                retime_winner(tree, args.device)
+            # its --parallel entries at once, each child holding one of the gate's slots like an evaluation
+            retime_winner(tree, args.device, parallel=args.parallel, slot=gate.slot if gate else None)
             print(retime_text(tree), file=to, flush=True)
             if tree_file:
                 tree.save(tree_file)

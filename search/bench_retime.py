@@ -4,7 +4,9 @@ side by side with the reference, and the fastest of them side by side is the win
 and torch.compile(mode="max-autotune-no-cudagraphs") of the reference: each in one harness child that times the
 reference and the candidate alternately (kernels.retime), so every figure is a ratio to the reference measured in
 the same process and minutes. The winner's ratio over a compile mode's ratio
-is the winner's speed-up vs that mode, with the reference as the common anchor.
+is the winner's speed-up vs that mode, with the reference as the common anchor. Entries are re-timed one after
+another, or `parallel` at once (`bench --retime` with its --parallel, `retime --parallel K`): each child's timed
+rounds hold the device lock alone, so only their starts and builds overlap.
 
 The figures go to the tree's meta ("retime"), so a bench cut short keeps them in its tree files, and the bench's
 record (search.bench.problem_record) prefers them to the search's own. When the re-time finds the winning attempt
@@ -14,10 +16,16 @@ Pure core: kernels is imported only when a re-time runs."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
+from search.bench_gate import EvaluationGate, Prefixed
 from search.engine.contenders import chosen_node, further_contenders, retime_contenders, usable
 from search.engine.tree import Tree
 from search.engine.verdict import run_verdict
@@ -79,7 +87,8 @@ def retime_note(retime: dict[str, Any] | None) -> str:
 
 
 def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None,
-                  keep_usable: bool = False, compile_baselines: bool = True) -> dict[str, Any]:
+                  keep_usable: bool = False, compile_baselines: bool = True, parallel: int = 1,
+                  slot: Callable[[], AbstractContextManager[Any]] | None = None) -> dict[str, Any]:
     """Re-time the search's contenders (search.engine.contenders: its best attempt, the steps that led to it, the
     first attempts and the runners-up close to it) and both compile modes against the reference; the winner is
     the contender fastest side by side ("node", its entry "best"; the search's best when its own re-time is not
@@ -87,7 +96,14 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     and returned. Nothing to re-time (no correct attempt) leaves the attempt entries out.
     keep_usable: entries of an earlier re-time that are usable (same search best, device and rounds) are kept, and
     only the others re-timed (each entry is a ratio to the reference measured in its own child, so they combine).
-    compile_baselines=False leaves both compile modes out (on a CPU, max-autotune alone can take minutes)."""
+    compile_baselines=False leaves both compile modes out (on a CPU, max-autotune alone can take minutes).
+    parallel: entries re-timed at once, each in its own child (1: one after another). The first contenders and the
+    compile modes start together; further contenders (chosen from the figures so far) once the contenders before
+    them are done. The result is the same whatever `parallel`: contenders in the order they were chosen.
+    slot: entered around each entry's child (e.g. a bench's EvaluationGate.slot), so something else bounds the
+    children at once too; an entry kept from an earlier re-time takes none."""
+    if parallel < 1:
+        raise ValueError(f"parallel must be at least 1 (got {parallel}): the entries re-timed at once")
     started = time.monotonic()
     settings: dict[str, Any] = {"device": device, "baselines": [], "reuse_results": False, "roofline": False}
     if cache_dir:
@@ -103,22 +119,40 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     def entry(kept_entry: dict[str, Any] | None, source: str) -> dict[str, Any]:
         if same and kept_entry is not None and usable(kept_entry):
             return kept_entry
-        return _one(tree.problem_source, source, settings, rounds)
+        with slot() if slot else contextlib.nullcontext():
+            return _one(tree.problem_source, source, settings, rounds)
 
+    pool = ThreadPoolExecutor(parallel, thread_name_prefix="retime") if parallel > 1 else None
+
+    def start(kept_entry: dict[str, Any] | None, source: str) -> Callable[[], dict[str, Any]]:
+        """The entry begun in the pool, and how to wait for its result; one after another, the entry runs when its
+        result is asked for."""
+        if pool is None:
+            return lambda: entry(kept_entry, source)
+        return pool.submit(entry, kept_entry, source).result
+
+    modes = [(key, earlier.get(key), compiled_reference(tree.problem_source, mode))
+             for key, mode in (COMPILE_MODES.items() if compile_baselines else ())]
     contenders: dict[str, dict[str, Any]] = {}
-    wave = retime_contenders(tree)
-    while wave:  # then the attempts the search may have ordered wrongly (search.engine.contenders.further_contenders)
-        for n in wave:
-            contenders[str(n.id)] = entry(kept.get(str(n.id)), n.source)
-            store_on_node(tree, n.id, contenders[str(n.id)])
-        wave = further_contenders(tree, [int(k) for k in contenders], MAX_RETIMES - len(contenders))
-    out["node"] = chosen_node(contenders, search_best)
-    out["nodes"], out["winner"] = [int(k) for k in contenders], out["node"]
-    if out["node"] is not None:
-        out["contenders"] = contenders
-        out["best"] = contenders[str(out["node"])]
-    for key, mode in COMPILE_MODES.items() if compile_baselines else ():
-        out[key] = entry(earlier.get(key), compiled_reference(tree.problem_source, mode))
+    try:
+        pending = [(n.id, start(kept.get(str(n.id)), n.source)) for n in retime_contenders(tree)]
+        compiles = {key: start(kept_entry, source) for key, kept_entry, source in modes} if pool else {}
+        while pending:  # then the attempts the search may have ordered wrongly (contenders.further_contenders)
+            for node_id, result in pending:
+                contenders[str(node_id)] = result()
+                store_on_node(tree, node_id, contenders[str(node_id)])
+            wave = further_contenders(tree, [int(k) for k in contenders], MAX_RETIMES - len(contenders))
+            pending = [(n.id, start(kept.get(str(n.id)), n.source)) for n in wave]
+        out["node"] = chosen_node(contenders, search_best)
+        out["nodes"], out["winner"] = [int(k) for k in contenders], out["node"]
+        if out["node"] is not None:
+            out["contenders"] = contenders
+            out["best"] = contenders[str(out["node"])]
+        for key, kept_entry, source in modes:
+            out[key] = (compiles.get(key) or start(kept_entry, source))()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)  # after an error, entries not begun yet are dropped
     out["wall_s"] = round(time.monotonic() - started, 1)
     tree.meta["retime"] = out
     return out
@@ -182,28 +216,42 @@ def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
     """`python -m search retime TREE.json ...`: re-time the saved searches' winners and both compile modes side by
     side with the reference (as `bench --retime` does after each search), writing the figures into each tree file.
     A tree already re-timed usably is left alone, and of one re-timed in part only the unusable entries are timed
-    again, unless --force. Exit status 1 when a tree could not be read or
+    again, unless --force. --parallel K: K re-time children at once in all, across the trees too (each tree's lines
+    then prefixed with its name, whole lines only). Exit status 1 when a tree could not be read or
     its reference never passed (nothing to re-time against), 0 otherwise."""
-    failed = 0
-    for k, name in enumerate(args.trees, start=1):
+    parallel = int(getattr(args, "parallel", 1))
+    gate = EvaluationGate(parallel) if parallel > 1 else None  # the K children at once, whichever trees they are of
+
+    def one(k: int, name: str, to: TextIO) -> int:
+        """Re-time one tree file; 1 when it could not be, 0 otherwise."""
         prefix = f"== [{k}/{len(args.trees)}] {Path(name).name}"
         try:
             tree = Tree.load(name)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"{prefix}: cannot read the tree file ({type(exc).__name__}: {exc})", file=out, flush=True)
-            failed += 1
-            continue
+            print(f"{prefix}: cannot read the tree file ({type(exc).__name__}: {exc})", file=to, flush=True)
+            return 1
         if not tree.root.correct:
-            print(f"{prefix}: its reference never passed; nothing to re-time against", file=out, flush=True)
-            failed += 1
-            continue
+            print(f"{prefix}: its reference never passed; nothing to re-time against", file=to, flush=True)
+            return 1
         if not args.force and not needs_retime(tree):
-            print(f"{prefix}: already re-timed side by side (--force re-times it again)", file=out, flush=True)
-            continue
+            print(f"{prefix}: already re-timed side by side (--force re-times it again)", file=to, flush=True)
+            return 0
         device = args.device or str(tree.settings.get("device") or "cpu")
-        print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=out, flush=True)
+        print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=to, flush=True)
         retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force,
-                      compile_baselines=not args.no_compile_baselines)
+                      compile_baselines=not args.no_compile_baselines, parallel=parallel,
+                      slot=gate.slot if gate else None)
         tree.save(name)
-        print(retime_text(tree), file=out, flush=True)
+        print(retime_text(tree), file=to, flush=True)
+        return 0
+
+    if gate is None:
+        failed = sum([one(k, name, out) for k, name in enumerate(args.trees, start=1)])
+    else:
+        lines = threading.Lock()
+        with ThreadPoolExecutor(min(parallel, len(args.trees)), thread_name_prefix="retime-tree") as pool:
+            # Prefixed writes and flushes text, all that print() asks of a TextIO
+            jobs = [pool.submit(one, k, name, cast(TextIO, Prefixed(out, Path(name).stem, lines)))
+                    for k, name in enumerate(args.trees, start=1)]
+            failed = sum(job.result() for job in jobs)
     return 1 if failed else 0

@@ -104,8 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "several calls, e.g. a device's per-call limit); its reference is not evaluated again")
     bench.add_argument("--retime", action="store_true",
                        help="after each search, re-time the best attempt and torch.compile (default and "
-                            "max-autotune-no-cudagraphs) side by side with the reference; their figures replace the "
-                            "search's in the results (search/bench_retime.py)")
+                            "max-autotune-no-cudagraphs) side by side with the reference, --parallel of them at once; "
+                            "their figures replace the search's in the results (search/bench_retime.py)")
     bench.add_argument("--problems-at-once", type=int, default=1, metavar="K",
                        help="search K problems side by side, each in a thread with its --parallel attempts in flight "
                             "(default 1: one after another)")
@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     retime.add_argument("--force", action="store_true", help="re-time trees that already have usable figures too")
     retime.add_argument("--no-compile-baselines", action="store_true",
                         help="leave torch.compile(default) and max-autotune of the reference out (minutes on a CPU)")
+    retime.add_argument("--parallel", type=int, default=1, metavar="K",
+                        help="re-time children at once in all, across the trees too (default 1: one after another); "
+                             "each child's timed rounds still hold the device alone")
     show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
                                        "(and 'no temp' where a call went without its role's temperature)")
     show.add_argument("tree", help="a tree JSON written by run --out or bench --trees")
@@ -199,6 +202,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         if args.command == "retime":
             if args.rounds < 2:
                 raise UsageError(f"--rounds must be at least 2 (got {args.rounds}): one round gives no spread")
+            if args.parallel < 1:
+                raise UsageError(f"--parallel must be at least 1 (got {args.parallel}): the re-time children at once; "
+                                 "--parallel 1 re-times one entry after another")
             return cmd_retime(args, out)
         return cmd_bench(args, out)
     except UsageError as exc:

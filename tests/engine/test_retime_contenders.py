@@ -5,11 +5,16 @@ faster than its torch.compile(default) step in the search and 3.5% slower than c
 
 from __future__ import annotations
 
+import contextlib
 import io
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from search import bench_retime
 from search.bench import problem_record
 from search.bench_retime import needs_retime, retime_text, retime_winner
 from search.cli import main
@@ -132,3 +137,149 @@ def test_a_re_time_hands_the_win_to_the_contender_that_is_faster_side_by_side(tm
     again = retime_winner(Tree.load(tree_file), "cpu", rounds=2, keep_usable=True, compile_baselines=False)
     usable_before = {k: e for k, e in retime["contenders"].items() if not e.get("unstable")}
     assert {k: again["contenders"][k] for k in usable_before} == usable_before
+
+
+# Several entries at once (retime_winner's `parallel`, `python -m search retime --parallel K`).
+
+class Occupancy:
+    """A `slot` for retime_winner that counts the entries inside it at once, and the most at any time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.inside = self.peak = self.entered = 0
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        with self.lock:
+            self.inside += 1
+            self.entered += 1
+            self.peak = max(self.peak, self.inside)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
+def two_contenders() -> Tree:
+    """The search's best is the program that sleeps 50 ms a call (2), the step before it (1) the reference's own
+    forward: two contenders in the first wave, and the winner side by side is 1 however busy the machine (as in
+    the test above)."""
+    nodes = [Node(id=0, parent=None, attempt=0, role="root", source=FAST, status="done", verdict="pass",
+                  runtime_ms=1.0),
+             Node(id=1, parent=0, attempt=1, role="plan+code", source=FAST, status="done", verdict="pass",
+                  runtime_ms=0.99),
+             Node(id=2, parent=1, attempt=2, role="plan+code", source=SLOW, status="done", verdict="pass",
+                  runtime_ms=0.95)]
+    return Tree(PROBLEM, {"device": "cpu"}, nodes=nodes)
+
+
+@pytest.fixture(scope="module")
+def side_by_side() -> dict[int, tuple[dict[str, Any], Occupancy, Tree]]:
+    """The same tree re-timed for real one entry after another and three at once: {parallel: (result, slot, tree)}."""
+    runs = {}
+    for parallel in (1, 3):
+        tree, occupancy = two_contenders(), Occupancy()
+        result = retime_winner(tree, "cpu", rounds=2, compile_baselines=False, parallel=parallel,
+                               slot=occupancy.slot)
+        runs[parallel] = (result, occupancy, tree)
+    return runs
+
+
+@pytest.mark.slow  # harness children on the CPU: two contenders re-timed twice
+def test_entries_at_once_give_the_same_result_as_one_after_another(
+        side_by_side: dict[int, tuple[dict[str, Any], Occupancy, Tree]]) -> None:
+    (alone, _, _), (together, _, tree) = side_by_side[1], side_by_side[3]
+    assert list(together["contenders"]) == list(alone["contenders"]) == ["2", "1"], (alone, together)
+    assert together["nodes"] == alone["nodes"] == [2, 1]
+    assert together["node"] == together["winner"] == alone["node"] == 1, (alone, together)
+    assert set(together) == set(alone) and together["best"] == together["contenders"]["1"]
+    for key, entry in together["contenders"].items():
+        assert "error" not in entry, (key, entry)
+        assert set(entry) == set(alone["contenders"][key]), (key, entry, alone["contenders"][key])
+        assert tree[int(key)].result["retime"]["state"] == "done"  # stored on the node, as one after another
+
+
+@pytest.mark.slow  # harness children on the CPU (the runs of the test above)
+def test_entries_at_once_really_overlap(side_by_side: dict[int, tuple[dict[str, Any], Occupancy, Tree]]) -> None:
+    (_, alone, _), (_, together, _) = side_by_side[1], side_by_side[3]
+    assert alone.entered >= 2 and together.entered >= 2  # a child that was unstable once is timed again, same slot
+    assert alone.peak == 1
+    assert together.peak > 1, together.peak
+
+
+def test_entries_keep_the_order_they_were_chosen_in_not_the_order_they_finished(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2 is the search's best and 1 the step before it (the first wave); side by side 1 is faster, and 3 (out of the
+    # first wave: 1.3 ms against the best's 0.98) is then a further contender, re-timed once the first wave is done
+    figures = {"# node 2": 1.5, "# node 1": 1.6, "# node 3": 1.7}
+    began: list[str] = []
+    finished: list[str] = []
+    lock = threading.Lock()
+    at_once = {"on": False}
+    node_1_done, both_compiles_began = threading.Event(), threading.Event()
+
+    def fake_one(problem: str, source: str, settings: dict[str, Any], rounds: int) -> dict[str, Any]:
+        name = source.splitlines()[0] if source.startswith("# node") else "compile"
+        with lock:
+            began.append(name)
+            if began.count("compile") == 2:
+                both_compiles_began.set()
+        if name == "# node 2" and at_once["on"]:  # at once, 2 ends last: after 1, and after both compiles began
+            assert node_1_done.wait(10) and both_compiles_began.wait(10)
+        with lock:
+            finished.append(name)
+        if name == "# node 1":
+            node_1_done.set()
+        return {"speedup": figures.get(name, 1.0), "spread": {}, "unstable": False, "unstable_why": "",
+                "reference_ms": 1.0, "candidate_ms": 1.0, "tries": 1}
+
+    monkeypatch.setattr(bench_retime, "_one", fake_one)
+    spec: list[tuple[int, int | None, str, float | None]] = [
+        (0, None, "pass", 2.0), (1, 0, "pass", 1.0), (2, 1, "pass", 0.98), (3, 0, "pass", 1.3)]
+    results = {}
+    for parallel in (1, 3):
+        began.clear()
+        finished.clear()
+        node_1_done.clear()
+        both_compiles_began.clear()
+        at_once["on"] = parallel > 1
+        results[parallel] = retime_winner(make_tree(spec), "cpu", rounds=2, parallel=parallel)
+        assert list(results[parallel]["contenders"]) == ["2", "1", "3"], results[parallel]
+        if parallel == 1:  # one after another, as ever: the contenders, then the compile modes
+            assert began == finished == ["# node 2", "# node 1", "# node 3", "compile", "compile"], began
+        else:  # the compile modes begin with the first wave; the further contender once that wave is done
+            assert sorted(began[:-1]) == ["# node 1", "# node 2", "compile", "compile"], began
+            assert began[-1] == "# node 3", began
+            assert finished.index("# node 1") < finished.index("# node 2"), finished
+    alone, together = results[1], results[3]
+    assert {k: v for k, v in together.items() if k != "wall_s"} == {k: v for k, v in alone.items() if k != "wall_s"}
+    assert together["node"] == 3 and together["nodes"] == [2, 1, 3]
+    with pytest.raises(ValueError, match="parallel must be at least 1"):
+        retime_winner(make_tree(spec), "cpu", parallel=0)
+
+
+@pytest.mark.slow  # harness children on the CPU: one contender of each of two trees, both at once
+def test_retime_parallel_re_times_several_trees_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = []
+    for name in ("first", "second"):
+        nodes = [Node(id=0, parent=None, attempt=0, role="root", source=FAST, status="done", verdict="pass",
+                      runtime_ms=1.0),
+                 Node(id=1, parent=0, attempt=1, role="plan+code", source=FAST, status="done", verdict="pass",
+                      runtime_ms=0.99)]
+        files.append(tmp_path / f"{name}.json")
+        Tree(PROBLEM, {"device": "cpu"}, nodes=nodes).save(files[-1])
+    buf = io.StringIO()
+    assert main(["retime", *map(str, files), "--rounds", "2", "--no-compile-baselines", "--parallel", "2"],
+                out=buf) == 0
+    for f in files:
+        retime = Tree.load(f).meta["retime"]
+        assert retime["node"] == 1 and retime["best"]["speedup"] > 0, retime
+    lines = buf.getvalue().splitlines()
+    for k, name in enumerate(("first", "second"), start=1):  # each tree's lines whole, its name in front
+        assert f"[{name}] == [{k}/2] {name}.json: re-timing on cpu, 2 rounds" in lines, lines
+        assert any(line.startswith(f"[{name}] re-timed side by side (2 rounds") for line in lines), lines
+    assert len(lines) == 4, lines
+
+    assert main(["retime", str(files[0]), "--parallel", "0"], out=io.StringIO()) == 2
+    assert "--parallel must be at least 1 (got 0)" in capsys.readouterr().err
