@@ -7,8 +7,8 @@ uses the device meanwhile; other children's host work still runs unless the re-t
 re-times alone:
 
   alone        one at a time, nothing else on the host
-  busy, loud   one at a time beside `--load` busy children (registered processes spinning on a CPU each, as other
-               children's builds and compiles), STARK_QUIET_TIMING=off
+  busy, loud   one at a time beside `--load` busy children (processes spinning on a CPU each, registered as the
+               device's children: other evaluations' builds and compiles), STARK_QUIET_TIMING=off
   busy, quiet  the same, quiet (the default for re-times)
   N at once, loud   `--parallel` re-times at once (threads, one child each), quiet off
   N at once, quiet  the same, quiet
@@ -39,7 +39,7 @@ from typing import Any
 from benchmarks.common import table, write_md_json
 from kernels import cache
 from kernels.isolation import quiet
-from kernels.isolation.quiet import Membership
+from kernels.isolation.quiet import Membership, device_members
 from kernels.retime import RetimeError, retime
 
 # A dispatch-bound chain (many small ops: its time is the host's) against the same arithmetic in fewer ops
@@ -115,7 +115,7 @@ def scenario(name: str, settings: dict[str, Any], args: argparse.Namespace, quie
              at_once: int) -> dict[str, Any]:
     earlier = os.environ.get(quiet.ENV)
     os.environ[quiet.ENV] = "retime" if quiet_on else "off"
-    members = cache.members_dir(cache.cache_root(settings["cache_dir"]))
+    members = device_members(cache.device_lock(cache.cache_root(settings["cache_dir"]), settings["device"]))
     started = time.monotonic()
     try:
         with busy_children(load, members):

@@ -57,8 +57,9 @@ def device_lock(root: Path, device: str) -> Path:
 
 
 def members_dir(root: Path) -> Path:
-    """Where this cache root's harness children register, so that a quiet timer pauses them while it times
-    (kernels.isolation.quiet): the device locks' directory, since every lock of a root is on one host."""
+    """Where this cache root's untimed harness children (isolated calls) register, so that a quiet timer of any
+    device pauses them while it times (kernels.isolation.quiet); beside the device locks, whose own children
+    register beside each lock."""
     return root / "locks" / "members"
 
 

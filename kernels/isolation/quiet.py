@@ -9,9 +9,12 @@ other children with SIGSTOP while its child holds the device lock exclusively in
 with SIGCONT before it lets go of the lock. Their untimed work then overlaps only the timer's untimed work: re-times
 can run several at once and still time alone.
 
-Who is paused: every child a harness parent of this host has registered (`Membership`, one file per child under the
-cache root's locks/members, named by the pid namespace, the child's pid and its start time, so a recycled pid or
-another namespace is never signalled), its process group and its descendants. A process that left both (a
+Who is paused: the children that harness parents of this host registered (`Membership`, one file per child, named
+by the pid namespace, the child's pid and its start time, so a recycled pid or another namespace is never
+signalled), each with its process group and its descendants: those of the timer's own device (registered beside its
+device lock, `device_members`: none of them can be timing while the timer holds that lock) and the untimed ones of
+its cache root (`kernels.cache.members_dir`: isolated calls, such as the rules team's tracing, which never time).
+Children of another device (another GPU of the host) go on: they may be timing themselves. A process that left both (a
 double-forked daemon reparented away from its worker: the worker is a subreaper, so this takes a deliberate escape)
 is not paused.
 
@@ -65,6 +68,11 @@ def quiet_wanted(task: dict[str, Any]) -> bool:
     if mode == "off" or not isinstance(task.get("timing"), dict):
         return False
     return mode == "all" or task.get("kind") == "retime"
+
+
+def device_members(device_lock: Path) -> Path:
+    """Where the children of the device behind `device_lock` register."""
+    return device_lock.with_name(device_lock.name + ".members")
 
 
 def _namespace() -> str:
@@ -148,8 +156,8 @@ class Membership:
 class Quieter:
     """The parent side of a quiet timer: pauses the other registered children while its child times."""
 
-    def __init__(self, members_dir: Path, own_pid: int) -> None:
-        self.members_dir, self.own_pid = members_dir, own_pid
+    def __init__(self, members_dirs: list[Path], own_pid: int) -> None:
+        self.members_dirs, self.own_pid = members_dirs, own_pid
         self.namespace = _namespace()
         self.paused: list[tuple[Path, int, list[int]]] = []  # member file, its child, the processes stopped
         self.since: float | None = None
@@ -195,21 +203,22 @@ class Quieter:
 
     def _members(self) -> list[tuple[Path, int]]:
         out: list[tuple[Path, int]] = []
-        try:
-            names = os.listdir(self.members_dir)
-        except OSError:
-            return out
-        for name in names:
-            namespace, _, rest = name.partition("-")
-            pid_text, _, started = rest.partition("-")
-            if namespace != self.namespace or not pid_text.isdigit() or int(pid_text) == self.own_pid:
+        for folder in self.members_dirs:
+            try:
+                names = os.listdir(folder)
+            except OSError:
                 continue
-            pid = int(pid_text)
-            if start_time(pid) != started:  # gone, or its pid reused: a file its parent left behind
-                with contextlib.suppress(OSError):
-                    (self.members_dir / name).unlink()
-                continue
-            out.append((self.members_dir / name, pid))
+            for name in names:
+                namespace, _, rest = name.partition("-")
+                pid_text, _, started = rest.partition("-")
+                if namespace != self.namespace or not pid_text.isdigit() or int(pid_text) == self.own_pid:
+                    continue
+                pid = int(pid_text)
+                if start_time(pid) != started:  # gone, or its pid reused: a file its parent left behind
+                    with contextlib.suppress(OSError):
+                        (folder / name).unlink()
+                    continue
+                out.append((folder / name, pid))
         return out
 
 

@@ -45,7 +45,7 @@ from kernels.isolation.process_tree import (
     tree_members,
     tree_memory_mb,
 )
-from kernels.isolation.quiet import Membership, Quieter, quiet_wanted
+from kernels.isolation.quiet import Membership, Quieter, device_members, quiet_wanted
 from kernels.isolation.watch import (
     MAX_FORGED,
     MAX_LINE,
@@ -131,9 +131,10 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     `packages`: top-level packages of the checkout, besides `kernels`, that bubblewrap shows the child (an isolated
     call's registered packages, kernels.isolation.isolated_call); a candidate's or a problem's child gets none.
 
-    `members`: the directory where the host's children register so that a quiet timer pauses them while it times
-    (kernels.isolation.quiet; by default the device lock's directory's "members"): this child is registered there,
-    its deadlines leave out the time it was paused, and, where `quiet_wanted(task)`, it pauses the others while it
+    `members`: where this child registers so that quiet timers pause it while they time (kernels.isolation.quiet;
+    by default beside `device_lock`, `device_members`; an untimed child such as an isolated call passes
+    kernels.cache.members_dir, which the device locks' directory holds): its deadlines leave out the time it was
+    paused. Where `quiet_wanted(task)`, the child pauses its device's other children and the untimed ones while it
     holds the device lock in a timing phase (`WorkerRun.quiet`)."""
     chosen = layers.plan(sandbox, cuda)
     work_dirs.prepare_work_dir(work_dir, chosen)
@@ -190,10 +191,10 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             broker.close_child_end()
     clock = Deadlines({"queue": QUEUE_WAIT_S, **timeouts}, visits, start)
     tracked: dict[int, str] = {}
-    members = members or (device_lock.with_name("members") if device_lock is not None else None)
+    members = members or (device_members(device_lock) if device_lock is not None else None)
     member = Membership(members, proc.pid) if members is not None else None
-    if broker is not None and members is not None and quiet_wanted(task):
-        broker.quieter = Quieter(members, proc.pid)
+    if broker is not None and device_lock is not None and quiet_wanted(task):
+        broker.quieter = Quieter([device_members(device_lock), device_lock.with_name("members")], proc.pid)
     try:
         _watch(proc, run, read_fd, nonce, clock, (broker, member), tracked, on_phase, memory_limit_mb,
                (disk_limit_mb, written_before, [work_dir, *writable]))

@@ -15,7 +15,7 @@ import pytest
 from kernels import cache, evaluate
 from kernels.isolation import quiet
 from kernels.isolation.process_tree import start_time
-from kernels.isolation.quiet import Membership, Quieter, quiet_mode
+from kernels.isolation.quiet import Membership, Quieter, device_members, quiet_mode
 from kernels.isolation.watch import Deadlines
 from kernels.retime import retime
 from tests.kernels.conftest import fixture_source
@@ -70,7 +70,8 @@ def test_a_quieter_pauses_registered_children_only_and_a_stale_pause_ends(tmp_pa
         # a file left for a stranger's pid with another start time (its pid reused) and one from another namespace
         (members / f"{member.path.name.split('-')[0]}-{stranger.pid}-1").touch()  # type: ignore[union-attr]
         (members / f"999-{stranger.pid}-{start_time(stranger.pid)}").touch()
-        quieter = Quieter(members, own_pid=-1)
+        elsewhere = Membership(tmp_path / "other-device.members", stranger.pid)  # another GPU's child: it may time
+        quieter = Quieter([members], own_pid=-1)
         quieter.pause()
         assert wait_for_state(child.pid, "T")
         assert state(stranger.pid) != "T"
@@ -87,7 +88,8 @@ def test_a_quieter_pauses_registered_children_only_and_a_stale_pause_ends(tmp_pa
         # a quieter that dies between its two signals: the member's own parent continues its child
         monkeypatch.setattr(quiet, "QUIET_MAX_S", 0.1)
         monkeypatch.setattr(quiet, "STALE_SLACK_S", 0.1)
-        dead = Quieter(members, own_pid=-1)
+        elsewhere.leave()
+        dead = Quieter([members], own_pid=-1)
         dead.pause()
         assert wait_for_state(child.pid, "T")
         member.check(time.monotonic())
@@ -133,7 +135,8 @@ def test_a_child_paused_past_its_build_deadline_is_not_stopped_for_it(kernel_cac
                                                                                                 "SPIN_S = 1.0"))
     wait_for_phase(phases, "build", thread)
     time.sleep(0.3)
-    quieter = Quieter(cache.members_dir(cache.cache_root(kernel_cache)), own_pid=-1)
+    device_lock = cache.device_lock(cache.cache_root(kernel_cache), "cpu")
+    quieter = Quieter([device_members(device_lock)], own_pid=-1)
     quieter.pause()
     try:
         assert quieter.paused, "the evaluation's child was not registered"
@@ -166,4 +169,5 @@ def test_a_retime_pauses_the_other_children_while_it_times(kernel_cache: str, mo
     assert loud_figures is None or loud_figures["quiet"] == {}
     result = box["result"]
     assert result.verdict == "pass", result.reasons
-    assert not list(cache.members_dir(cache.cache_root(kernel_cache)).iterdir())  # every child left the register
+    device_lock = cache.device_lock(cache.cache_root(kernel_cache), "cpu")
+    assert not list(device_members(device_lock).iterdir())  # every child left the register
