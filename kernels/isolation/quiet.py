@@ -23,7 +23,9 @@ file when it pauses it and "R <seconds>" when it continues it; the member's pare
 reads them, adds the paused seconds to its child's deadlines and never stops a child for a deadline that passed
 while it was paused. A pause lasts at most QUIET_MAX_S (the quieter continues everyone then, whatever its child
 does), a quiet child pauses others for at most QUIET_TOTAL_S in all, and a member paused longer than QUIET_MAX_S +
-STALE_SLACK_S (its quieter's process died between the two signals) is continued by its own parent.
+STALE_SLACK_S (its quieter's process died between the two signals) is continued by its own parent. Two quiet timers of
+two devices may pause the same untimed child; the first to finish continues it (the other's figures then have that
+child beside them again: a host of several GPUs with one cache root and isolated calls running).
 
 Which timers are quiet: $STARK_QUIET_TIMING, read by the parent: "retime" (the default, "auto" too: side-by-side
 re-times, the figures a verdict rests on), "all" (every timed loop: a candidate's timing, the reference's
@@ -91,7 +93,8 @@ class Membership:
         self.path: Path | None = None
         self.fd = -1
         self.read = 0  # bytes of the file already read
-        self.paused_since: float | None = None  # when the current pause began (the quieter's clock: monotonic)
+        self.open: list[float] = []  # when each pause not yet ended began (the quieters' clock: monotonic); two
+        # quieters of two devices may pause the same untimed child at once
         self.paused_s = 0.0  # paused in all, finished pauses
         self.pauses = 0
         started = start_time(pid)
@@ -116,10 +119,11 @@ class Membership:
                     self.read += cut
                     for line in data[:cut].decode(errors="replace").splitlines():
                         ended += self._line(line)
-        if self.paused_since is not None and now - self.paused_since > QUIET_MAX_S + STALE_SLACK_S:
-            ended += now - self.paused_since
-            self.paused_since = None
-            self.paused_s += ended
+        if self.open and now - self.open[0] > QUIET_MAX_S + STALE_SLACK_S:
+            stale = now - self.open[0]
+            self.open = []
+            self.paused_s += stale
+            ended += stale
             signal_tree(self.pid, signal.SIGCONT)
         return ended
 
@@ -130,16 +134,17 @@ class Membership:
         except ValueError:
             return 0.0
         if kind == "P":
-            self.paused_since, self.pauses = number, self.pauses + 1
-        elif kind == "R" and self.paused_since is not None:
-            self.paused_since = None
+            self.open.append(number)
+            self.pauses += 1
+        elif kind == "R" and self.open:
+            self.open.pop(0)
             self.paused_s += number
             return number
         return 0.0
 
     @property
     def paused(self) -> bool:
-        return self.paused_since is not None
+        return bool(self.open)
 
     def leave(self) -> None:
         """The child is gone: its file goes (a quieter that listed it finds nothing to pause)."""
@@ -170,10 +175,12 @@ class Quieter:
             return
         now = time.monotonic()
         for path, pid in self._members():
+            _append(path, f"P {now:.6f}\n")  # first: its parent never judges a deadline on a child paused unsaid
             stopped = signal_tree(pid, signal.SIGSTOP)
             if stopped:
-                _append(path, f"P {now:.6f}\n")
                 self.paused.append((path, pid, stopped))
+            else:
+                _append(path, "R 0\n")
         self.since = now
         self.most = max(self.most, len(self.paused))
 

@@ -18,7 +18,7 @@ from search import bench_retime
 from search.bench import problem_record
 from search.bench_retime import needs_retime, retime_text, retime_winner
 from search.cli import main
-from search.engine.contenders import MAX_CONTENDERS, chosen_node, retime_contenders
+from search.engine.contenders import MAX_CONTENDERS, chosen_node, retime_contenders, usable
 from search.engine.node import Node
 from search.engine.tree import Tree
 from tests.engine.fixtures.contenders import FAST, PROBLEM, SLOW
@@ -163,8 +163,8 @@ class Occupancy:
 
 def two_contenders() -> Tree:
     """The search's best is the program that sleeps 50 ms a call (2), the step before it (1) the reference's own
-    forward: two contenders in the first wave, and the winner side by side is 1 however busy the machine (as in
-    the test above)."""
+    forward: two contenders in the first wave; side by side 1 wins unless a loaded machine leaves an entry
+    unstable (then the rule falls back to the search's best)."""
     nodes = [Node(id=0, parent=None, attempt=0, role="root", source=FAST, status="done", verdict="pass",
                   runtime_ms=1.0),
              Node(id=1, parent=0, attempt=1, role="plan+code", source=FAST, status="done", verdict="pass",
@@ -192,8 +192,12 @@ def test_entries_at_once_give_the_same_result_as_one_after_another(
     (alone, _, _), (together, _, tree) = side_by_side[1], side_by_side[3]
     assert list(together["contenders"]) == list(alone["contenders"]) == ["2", "1"], (alone, together)
     assert together["nodes"] == alone["nodes"] == [2, 1]
-    assert together["node"] == together["winner"] == alone["node"] == 1, (alone, together)
-    assert set(together) == set(alone) and together["best"] == together["contenders"]["1"]
+    if all(usable(run["contenders"][k]) for run in (alone, together) for k in ("1", "2")):
+        assert together["node"] == together["winner"] == alone["node"] == 1, (alone, together)
+    else:  # the loaded machine made an entry unstable: the same rule still decides (the search's best, 2, then)
+        for run in (alone, together):
+            assert run["node"] == run["winner"] == chosen_node(run["contenders"], 2), run
+    assert set(together) == set(alone) and together["best"] == together["contenders"][str(together["node"])]
     for key, entry in together["contenders"].items():
         assert "error" not in entry, (key, entry)
         assert set(entry) == set(alone["contenders"][key]), (key, entry, alone["contenders"][key])

@@ -3,6 +3,7 @@ their deadlines leave the pauses out, and nothing but registered children of thi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -57,6 +58,26 @@ def test_the_setting_names_its_values(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(quiet.ENV, "sometimes")
     with pytest.raises(ValueError, match="must be retime .* all .* or off"):
         quiet_mode()
+
+
+def test_pauses_that_overlap_end_one_by_one_and_half_lines_wait(tmp_path: Path):
+    """Two quieters (two devices) pausing one untimed child: it stays paused until both ended; a line still being
+    written is read once whole. (The member is this process: nothing is signalled here.)"""
+    member = Membership(tmp_path, os.getpid())
+    assert member.path is not None
+
+    def write(text: str) -> None:
+        with open(member.path, "a") as handle:  # type: ignore[arg-type]
+            handle.write(text)
+
+    write("P 10.0\nP 11.0\n")
+    assert member.check(12.0) == 0.0 and member.paused
+    write("R 2.5\nR 1")
+    assert member.check(12.0) == 2.5 and member.paused
+    write(".5\n")
+    assert member.check(12.0) == 1.5 and not member.paused and member.paused_s == 4.0 and member.pauses == 2
+    member.leave()
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.slow  # starts processes
