@@ -89,6 +89,9 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     env = run.last("environment")
     out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
     out["quiet"] = run.quiet  # how long the other children of the host were paused while this timed (kernels.isolation.quiet)
+    if run.quiet.get("most_paused"):
+        out["protocol"] += (f"; the host's other harness children ({run.quiet['most_paused']} at most) paused while "
+                            "it timed")
     out["wall_s"] = round(time.monotonic() - start, 3)
     return out
 

@@ -187,6 +187,7 @@ def test_a_retime_pauses_the_other_children_while_it_times(kernel_cache: str, mo
     finally:
         thread.join(120)
     assert quiet_figures["quiet"]["most_paused"] >= 1 and quiet_figures["quiet"]["paused_s"] > 0
+    assert "other harness children (1 at most) paused while it timed" in quiet_figures["protocol"]
     assert loud_figures is None or loud_figures["quiet"] == {}
     result = box["result"]
     assert result.verdict == "pass", result.reasons
