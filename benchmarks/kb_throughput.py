@@ -27,6 +27,8 @@ from typing import Any
 from benchmarks import lock_waits
 from benchmarks.common import report
 from search.bench_record import problem_record
+from search.bench_retime import COMPILE_MODES
+from search.engine.contenders import usable
 from search.engine.tree import Tree
 
 NOT_JUDGED = ("interrupted", "declined", None)
@@ -156,6 +158,28 @@ def long_holds(shared: list[float], over_s: float = 1.0) -> dict[str, Any]:
             "shared_hold_longest_s": round(max(shared), 1) if shared else None}
 
 
+def retime_facts(trees: list[Tree]) -> dict[str, Any]:
+    """The trees' re-times (search.bench_retime): entries timed (contenders and compile modes), how many usable, an
+    entry's wall time (median, longest: its child's, slot waits left out), each tree's re-time wall, and how long
+    quiet entries paused the host's other children in all (kernels.isolation.quiet)."""
+    entries: list[dict[str, Any]] = []
+    walls: list[float] = []
+    for tree in trees:
+        retime = tree.meta.get("retime") or {}
+        if not retime:
+            continue
+        walls.append(float(retime.get("wall_s") or 0.0))
+        entries += list((retime.get("contenders") or {}).values())
+        entries += [retime[k] for k in COMPILE_MODES if isinstance(retime.get(k), dict)]
+    timed = [float(e["wall_s"]) for e in entries if e.get("wall_s") is not None]
+    return {"trees": len(walls), "entries": len(entries), "usable": sum(usable(e) for e in entries),
+            "failed": sum("error" in e for e in entries),
+            "entry_wall_median_s": round(statistics.median(timed), 1) if timed else None,
+            "entry_wall_longest_s": round(max(timed), 1) if timed else None,
+            "tree_wall_s": [round(w, 1) for w in walls],
+            "paused_others_s": round(sum(float((e.get("quiet") or {}).get("paused_s") or 0.0) for e in entries), 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trees", nargs="+", help="tree JSON files (bench --trees)")
@@ -166,12 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = [Tree.load(name) for name in args.trees]
     row = throughput(trees, args.gpus)
-    notes = ({"lock": lock_shares(args.lock_trace), "lock_waits": lock_waits.analyse(args.lock_trace)}
-             if args.lock_trace else {})
+    notes: dict[str, Any] = ({"lock": lock_shares(args.lock_trace), "lock_waits": lock_waits.analyse(args.lock_trace)}
+                             if args.lock_trace else {})
+    notes["retime"] = retime_facts(trees)
     report("kb_throughput", [row], args.out, args.device, notes,
            columns=[c for c in row if c != "minutes"])
     print("judged attempts per minute:", row.get("minutes"))
-    if notes:
+    print("re-times:", notes["retime"])
+    if args.lock_trace:
         print("device lock:", notes["lock"])
         lock_waits.print_tables(notes["lock_waits"])
     return 0
