@@ -160,8 +160,9 @@ def long_holds(shared: list[float], over_s: float = 1.0) -> dict[str, Any]:
 
 def retime_facts(trees: list[Tree]) -> dict[str, Any]:
     """The trees' re-times (search.bench_retime): entries timed (contenders and compile modes), how many usable, an
-    entry's wall time (median, longest: its child's, slot waits left out), each tree's re-time wall, and how long
-    quiet entries paused the host's other children in all (kernels.isolation.quiet)."""
+    entry's wall time (median, longest: its child's, slot waits left out) and its phases summed over the entries
+    (start, build, waiting for the device, timing: what several at once can overlap), each tree's re-time wall,
+    and how long quiet entries paused the host's other children in all (kernels.isolation.quiet)."""
     entries: list[dict[str, Any]] = []
     walls: list[float] = []
     for tree in trees:
@@ -172,12 +173,17 @@ def retime_facts(trees: list[Tree]) -> dict[str, Any]:
         entries += list((retime.get("contenders") or {}).values())
         entries += [retime[k] for k in COMPILE_MODES if isinstance(retime.get(k), dict)]
     timed = [float(e["wall_s"]) for e in entries if e.get("wall_s") is not None]
+    phases: dict[str, float] = defaultdict(float)
+    for e in entries:
+        for p in e.get("phases") or []:
+            phases[str(p.get("phase"))] += float(p.get("seconds") or 0.0)
     return {"trees": len(walls), "entries": len(entries), "usable": sum(usable(e) for e in entries),
             "failed": sum("error" in e for e in entries),
             "entry_wall_median_s": round(statistics.median(timed), 1) if timed else None,
             "entry_wall_longest_s": round(max(timed), 1) if timed else None,
             "tree_wall_s": [round(w, 1) for w in walls],
-            "paused_others_s": round(sum(float((e.get("quiet") or {}).get("paused_s") or 0.0) for e in entries), 1)}
+            "paused_others_s": round(sum(float((e.get("quiet") or {}).get("paused_s") or 0.0) for e in entries), 1),
+            "entry_phases_s": {k: round(v, 1) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}}
 
 
 def main(argv: list[str] | None = None) -> int:

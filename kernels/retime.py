@@ -14,7 +14,8 @@ Answer: {"reference": summary, "candidate": summary, "reference_before": summary
          "spread": {"low", "high"} the lowest and highest per-round ratio, "rounds", "runs_per_round",
          "unstable": bool, "unstable_why": str, "protocol": str, "wall_s", "environment": {...},
          "quiet": {"paused_s", "most_paused"} how long, and how many at most, the host's other harness children were
-         paused while this timed (kernels.isolation.quiet; {} when quiet timing is off)}
+         paused while this timed (kernels.isolation.quiet; {} when quiet timing is off),
+         "phases": [{"phase", "seconds"}] where its wall time went (kernels.phases)}
 The reference and the candidate share one process, so a candidate could still reach the reference's code at
 run time; the before/after reference comparison flags a reference that got slower once the candidate was loaded,
 and a candidate that replaced the timer, torch's functions or the harness's own (kernels.child.probes.HarnessSnapshot,
@@ -84,8 +85,9 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
                                               else f"its process {run.exit_description()}")
         tail = run.stderr_tail(12, 1500)
         raise RetimeError(f"re-timing failed: {why}" + (f"; its output ends with:\n{tail}" if tail else ""))
-    clock.done()
+    phases = clock.done()
     out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
+    out["phases"] = phases  # where its wall time went: start, build, waiting for the device, timing, ...
     env = run.last("environment")
     out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
     out["quiet"] = run.quiet  # how long the other children of the host were paused while this timed (kernels.isolation.quiet)

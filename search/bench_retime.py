@@ -66,7 +66,8 @@ def _one(problem: str, source: str, settings: dict[str, Any], rounds: int) -> di
         entry = {"speedup": r["speedup"], "spread": r["spread"], "unstable": r["unstable"],
                  "unstable_why": r.get("unstable_why") or "", "reference_ms": r["reference"]["median_ms"],
                  "candidate_ms": r["candidate"]["median_ms"], "tries": attempt + 1,
-                 "wall_s": r.get("wall_s"), "quiet": r.get("quiet") or {}}  # the host's children it paused, how long
+                 "wall_s": r.get("wall_s"), "quiet": r.get("quiet") or {},  # the host's children it paused, how long
+                 "phases": r.get("phases") or []}
         if not r["unstable"]:
             break
     return entry

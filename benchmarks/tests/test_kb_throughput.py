@@ -82,11 +82,13 @@ def test_a_release_and_the_next_grant_at_the_same_time_stay_in_their_order(tmp_p
 
 
 def test_re_times_are_summed_from_the_trees_entries() -> None:
-    quiet = {"speedup": 2.0, "unstable": False, "wall_s": 12.0, "quiet": {"paused_s": 1.5, "most_paused": 3}}
+    quiet = {"speedup": 2.0, "unstable": False, "wall_s": 12.0, "quiet": {"paused_s": 1.5, "most_paused": 3},
+             "phases": [{"phase": "build", "seconds": 9.0}, {"phase": "timing", "seconds": 1.5}]}
     tree = Tree("import torch\n", {}, nodes=[node(0, None, 0.0, 1.0, "pass")])
     tree.meta["retime"] = {"wall_s": 40.0, "contenders": {"1": quiet, "2": {**quiet, "unstable": True, "wall_s": 20.0}},
                            "compile": {"error": "re-timing failed: ..."}, "compile_max_autotune": {**quiet, "wall_s": 8}}
     untimed = Tree("import torch\n", {}, nodes=[node(0, None, 0.0, 1.0, "pass")])
     facts = kb_throughput.retime_facts([tree, untimed])
     assert facts == {"trees": 1, "entries": 4, "usable": 2, "failed": 1, "entry_wall_median_s": 12.0,
-                     "entry_wall_longest_s": 20.0, "tree_wall_s": [40.0], "paused_others_s": 4.5}
+                     "entry_wall_longest_s": 20.0, "tree_wall_s": [40.0], "paused_others_s": 4.5,
+                     "entry_phases_s": {"build": 27.0, "timing": 4.5}}

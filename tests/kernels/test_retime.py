@@ -24,6 +24,8 @@ def test_it_times_the_reference_and_the_candidate_alternately_in_one_child():
     assert figures["spread"]["low"] <= figures["spread"]["high"]
     assert "alternately in one process" in figures["protocol"]
     assert figures["environment"]["torch"]
+    spent = {p["phase"]: p["seconds"] for p in figures["phases"]}
+    assert {"start", "build", "timing"} <= set(spent) and sum(spent.values()) <= figures["wall_s"] + 0.01, spent
 
 
 def test_a_candidate_with_different_output_is_refused_with_words():
