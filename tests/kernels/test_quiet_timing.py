@@ -76,6 +76,8 @@ def test_pauses_that_overlap_end_one_by_one_and_half_lines_wait(tmp_path: Path):
     assert member.check(12.0) == 2.5 and member.paused
     write(".5\n")
     assert member.check(12.0) == 1.5 and not member.paused and member.paused_s == 4.0 and member.pauses == 2
+    write("P 12.0\nR 1e9\n")  # a pause longer than a quieter ever makes is credited as the longest one can be
+    assert member.check(13.0) == quiet.QUIET_MAX_S + quiet.STALE_SLACK_S
     member.leave()
     assert not list(tmp_path.iterdir())
 
