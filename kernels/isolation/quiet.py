@@ -23,7 +23,9 @@ file when it pauses it and "R <seconds>" when it continues it; the member's pare
 reads them, adds the paused seconds to its child's deadlines and never stops a child for a deadline that passed
 while it was paused. A pause lasts at most QUIET_MAX_S (the quieter continues everyone then, whatever its child
 does), a quiet child pauses others for at most QUIET_TOTAL_S in all, and a member paused longer than QUIET_MAX_S +
-STALE_SLACK_S (its quieter's process died between the two signals) is continued by its own parent. Two quiet timers of
+STALE_SLACK_S (its quieter's process died between the two signals) is continued by its own parent. A member's
+deadlines grow by at most CREDIT_MAX_S in all, each pause credited at most QUIET_MAX_S + STALE_SLACK_S: the files
+sit under the cache root, which a child never sees, and even one that could write its own gains little by it. Two quiet timers of
 two devices may pause the same untimed child; the first to finish continues it (the other's figures then have that
 child beside them again: a host of several GPUs with one cache root and isolated calls running).
 
