@@ -302,6 +302,8 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
             run.messages.append(message)
             if kind == "phase":
                 phase = phase_name(message)
+                if member is not None:  # a pause that just ended is the phase's it interrupted, not the next one's
+                    clock.pause(member.check(time.monotonic()))
                 clock.enter(phase, time.monotonic())  # known phases only; extends nothing
                 run.phase = clock.phase
                 if broker is not None:
