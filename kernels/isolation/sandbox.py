@@ -211,8 +211,6 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
         kill_group(proc)
         kill_tracked(tracked)
         if member is not None:
-            member.check(time.monotonic())
-            run.paused_s = member.paused_s
             member.leave()
         if broker is not None:
             broker.close()  # after the kill: the lock is free once the child is gone

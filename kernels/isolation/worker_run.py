@@ -35,7 +35,6 @@ class WorkerRun:
     warm: bool = False
     isolation: dict[str, list[str]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
-    paused_s: float = 0.0  # how long quiet timers of other children paused this one (kernels.isolation.quiet)
     quiet: dict[str, Any] = field(default_factory=dict)  # a quiet timer's own pauses of the others: paused_s, most_paused
 
     forged_count: int = 0
