@@ -60,7 +60,12 @@ def members_dir(root: Path) -> Path:
     """Where this cache root's untimed harness children (isolated calls) register, so that a quiet timer of any
     device pauses them while it times (kernels.isolation.quiet); beside the device locks, whose own children
     register beside each lock."""
-    return root / "locks" / "members"
+    return members_beside(device_lock(root, "cpu"))
+
+
+def members_beside(lock: Path) -> Path:
+    """members_dir of the cache root that holds the device lock `lock` (its directory holds every lock of the root)."""
+    return lock.with_name("members")
 
 
 def read_json(path: Path) -> Any | None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernels import cache
 from kernels.isolation import CHECKOUT, layers, work_dirs, zygote
 from kernels.isolation.bubblewrap import bwrap_prefix
 from kernels.isolation.lock_broker import (
@@ -194,7 +195,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     members = members or (device_members(device_lock) if device_lock is not None else None)
     member = Membership(members, proc.pid) if members is not None else None
     if broker is not None and device_lock is not None and quiet_wanted(task):
-        broker.quieter = Quieter([device_members(device_lock), device_lock.with_name("members")], proc.pid)
+        broker.quieter = Quieter([device_members(device_lock), cache.members_beside(device_lock)], proc.pid)
     try:
         _watch(proc, run, read_fd, nonce, clock, (broker, member), tracked, on_phase, memory_limit_mb,
                (disk_limit_mb, written_before, [work_dir, *writable]))
