@@ -19,6 +19,11 @@ and the wall time per re-time (its own, and the scenario's wall divided by its r
 
     python -m benchmarks.quiet_timing --device cpu --out docs/benchmarks/quiet_timing/cpu-DATE
     python -m benchmarks.quiet_timing --device cuda --load 16 --parallel 4 --out OUT   # on a GPU host
+    python -m benchmarks.quiet_timing --device cuda --problem benchmarks/problems/kb_l2/gemm_relu_divide.py ...
+
+The built-in problem is launch-bound (its time is the host's: a check of the host's noise); `--problem FILE` times a
+KernelBench file instead (a device-bound one tells whether the device's figure moves), against `--candidate FILE`
+or, without one, the reference itself as the candidate (`ModelNew = Model`: the speed-up should stay near 1).
 
 Prints a table and writes OUT.md / OUT.json.
 """
@@ -85,10 +90,19 @@ class ModelNew(nn.Module):
 SPIN = "while True: pass"
 
 
-def one(settings: dict[str, Any], rounds: int) -> dict[str, Any]:
+def pair(problem: str | None, candidate: str | None) -> tuple[str, str]:
+    """The re-time's reference and candidate sources: the built-in chain, or a problem file against a candidate file
+    or against itself."""
+    if problem is None:
+        return PROBLEM, CANDIDATE if candidate is None else Path(candidate).read_text()
+    source = Path(problem).read_text()
+    return source, Path(candidate).read_text() if candidate else source + "\n\nModelNew = Model\n"
+
+
+def one(settings: dict[str, Any], rounds: int, sources: tuple[str, str] = (PROBLEM, CANDIDATE)) -> dict[str, Any]:
     started = time.monotonic()
     try:
-        got = retime(PROBLEM, CANDIDATE, settings, rounds=rounds)
+        got = retime(sources[0], sources[1], settings, rounds=rounds)
     except RetimeError as exc:
         return {"error": exc.message[:300], "wall_s": round(time.monotonic() - started, 2)}
     return {"reference_ms": got["reference"]["median_ms"], "candidate_ms": got["candidate"]["median_ms"],
@@ -121,7 +135,7 @@ def scenario(name: str, settings: dict[str, Any], args: argparse.Namespace, quie
         with busy_children(load, members):
             time.sleep(0.5 if load else 0)
             with ThreadPoolExecutor(max(1, at_once)) as pool:
-                runs = list(pool.map(lambda _: one(settings, args.rounds), range(args.repeats)))
+                runs = list(pool.map(lambda _: one(settings, args.rounds, args.sources), range(args.repeats)))
     finally:
         if earlier is None:
             os.environ.pop(quiet.ENV, None)
@@ -160,12 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=3, help="re-times at once in the last two scenarios")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--timing-runs", type=int, default=60)
+    parser.add_argument("--problem", default=None, help="a KernelBench file to re-time (default: the built-in chain)")
+    parser.add_argument("--candidate", default=None, help="its candidate (default: the reference itself)")
     parser.add_argument("--cache-dir", default=None, help="the harness cache (default: a fresh one under /tmp)")
     parser.add_argument("--out", default=None, help="OUT.md and OUT.json")
     args = parser.parse_args(argv)
     cache_dir = args.cache_dir or f"/tmp/quiet-timing-{os.getpid()}"
     settings = {"device": args.device, "timing_runs": args.timing_runs, "warmup_runs": 4, "cache_dir": cache_dir}
-    one(settings, args.rounds)  # the reference's cache and the compile seeds, so no scenario pays for them
+    args.sources = pair(args.problem, args.candidate)
+    one(settings, args.rounds, args.sources)  # the reference's cache and the compile seeds, so no scenario pays for them
     plan = [("alone", False, 0, 1), ("busy, loud", False, args.load, 1), ("busy, quiet", True, args.load, 1),
             (f"{args.parallel} at once, loud", False, 0, args.parallel),
             (f"{args.parallel} at once, quiet", True, 0, args.parallel)]
@@ -176,12 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     first = [r for r in results[0]["runs"] if "error" not in r]
     alone = {k: statistics.median(r[k] for r in first) for k in ("speedup", "reference_ms")} if first else None
     rows = [summarize(r, alone) for r in results]
-    text = (f"Quiet timing on {args.device} ({os.cpu_count()} CPUs): {args.repeats} re-times per scenario, "
+    what = Path(args.problem).name if args.problem else "the built-in launch-bound chain"
+    text = (f"Quiet timing on {args.device} ({os.cpu_count()} CPUs), {what}: {args.repeats} re-times per scenario, "
             f"{args.rounds} rounds of {max(3, args.timing_runs // args.rounds)} runs, {args.load} busy children\n\n"
             + table(rows))
     print(text)
     write_md_json(args.out, "Quiet timing", text, {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "problem": args.problem,
+        "candidate": args.candidate, "cpus": os.cpu_count(),
         "repeats": args.repeats, "load": args.load, "parallel": args.parallel, "rounds": args.rounds,
         "timing_runs": args.timing_runs, "rows": rows, "scenarios": results})
     return 0

@@ -26,3 +26,14 @@ def test_every_scenario_is_timed_and_only_quiet_ones_pause_the_others(tmp_path: 
     assert max(paused["alone"] + paused["busy, loud"] + paused["2 at once, loud"]) == 0, paused
     assert max(paused["2 at once, quiet"]) >= 1, paused
     assert "| alone |" in out.with_suffix(".md").read_text()
+
+
+def test_a_problem_file_is_re_timed_against_itself_unless_a_candidate_is_named(tmp_path: Path) -> None:
+    problem = Path("benchmarks/problems/kb_l2/gemm_relu_divide.py")
+    reference, candidate = quiet_timing.pair(str(problem), None)
+    assert reference == problem.read_text() and candidate.startswith(reference)
+    assert candidate.rstrip().endswith("ModelNew = Model")
+    named = tmp_path / "cand.py"
+    named.write_text("class ModelNew: ...\n")
+    assert quiet_timing.pair(str(problem), str(named)) == (reference, named.read_text())
+    assert quiet_timing.pair(None, None) == (quiet_timing.PROBLEM, quiet_timing.CANDIDATE)
