@@ -12,6 +12,9 @@
 # Usage on the GPU host, from the repository root (writes to $OUT):
 #   bash benchmarks/throughput_h200.sh search [budget=8] [seconds-per-problem=430] [parallel=2] [streams=10] [deadline=540]
 #   bash benchmarks/throughput_h200.sh retime TREES.tar.gz [deadline=560]
+# One call for both halves: RETIME_S=S PARALLEL=K with `search` stops the searches S seconds before the deadline and
+# re-times every tree inside the same call, K re-time children at once (kb_rules.sh, kb_retime.sh).
+# SELECT replaces the problems (default kb_l2; kb_rules.sh's selectors: DEVICE=cpu SELECT=<dir> is a CPU smoke run).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
 out=${OUT:-/tmp/throughput}
@@ -20,14 +23,15 @@ shift
 mkdir -p "$out"
 gpu=$(nvidia-smi -L 2> /dev/null | head -1 | sed 's/ (UUID.*//')
 gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
+[ "$gpus" -gt 0 ] || gpus=1  # a CPU smoke run (DEVICE=cpu): one "device"
 trees=$(mktemp -d)
 if [ "$mode" = search ]; then
   export STARK_LOCK_TRACE=/tmp/lock.trace
   rm -f "$STARK_LOCK_TRACE"
   OUT="$out" BENCH_FLAGS="${BENCH_FLAGS:---max-autotune-baseline}" \
-    bash benchmarks/kb_rules.sh "${1:-8}" "${2:-430}" "${3:-2}" "${4:-10}" "${5:-540}" kb_l2
+    bash benchmarks/kb_rules.sh "${1:-8}" "${2:-430}" "${3:-2}" "${4:-10}" "${5:-540}" ${SELECT:-kb_l2}
   tar -xzf "$out/trees.tar.gz" -C "$trees"
-  python3 -m benchmarks.kb_throughput --gpus "${gpus:-1}" --device "$gpu" --lock-trace "$STARK_LOCK_TRACE" \
+  python3 -m benchmarks.kb_throughput --gpus "$gpus" --device "$gpu" --lock-trace "$STARK_LOCK_TRACE" \
     --out "$out/throughput.json" "$trees"/*.json | tee -a "$out/device.txt"
   gzip -c "$STARK_LOCK_TRACE" > "$out/lock.trace.gz"
 elif [ "$mode" = retime ]; then
@@ -35,7 +39,7 @@ elif [ "$mode" = retime ]; then
   tar -xzf "$archive" -C "$trees"
   OUT="$out" PARALLEL="${RETIME_PARALLEL:-1}" \
     bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-1}" "${2:-560}" "$trees"
-  python3 -m benchmarks.kb_throughput --gpus "${gpus:-1}" --device "$gpu" --out "$out/throughput.json" \
+  python3 -m benchmarks.kb_throughput --gpus "$gpus" --device "$gpu" --out "$out/throughput.json" \
     "$trees"/*.json | tee -a "$out/device.txt"
 else
   echo "usage: bash benchmarks/throughput_h200.sh search|retime ..." >&2
