@@ -8,8 +8,9 @@ test:
 	scripts/test.sh $(ARGS)
 
 # The unit tests: no worker, server, browser, harness child or compiler (those are marked slow/browser/gpu).
+# Sets up the virtualenv without chromium and reuses it while pyproject.toml is unchanged.
 test-fast:
-	scripts/test.sh -m "not slow and not browser and not gpu" $(ARGS)
+	scripts/test.sh --fast $(ARGS)
 
 setup:
 	scripts/setup.sh --with-browser

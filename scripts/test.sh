@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # `make test`: set up, start a private password-protected Redis on a unix socket, run the whole suite, stop what it started.
 # Extra arguments go to pytest (e.g. scripts/test.sh tests/kernels -x).
+# `scripts/test.sh --fast` (make test-fast): the unit tests only, without installing a browser (the virtualenv is
+# reused while pyproject.toml is unchanged: scripts/setup.sh's stamp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-browser
+fast=0
+if [ "${1:-}" = "--fast" ]; then fast=1; shift; set -- -m "not slow and not browser and not gpu" "$@"; fi
+if [ "$fast" = 1 ]; then scripts/setup.sh; else scripts/setup.sh --with-browser; fi
 mkdir -p var test-artifacts
 
 # Like make run's: a unix socket in a 0700 folder, a random password (the suite exercises that URL form).

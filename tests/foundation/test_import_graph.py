@@ -218,9 +218,14 @@ def absolute_imports(path: Path) -> set[str]:
 
 
 def python_files_outside_tests() -> list[Path]:
-    skip = {".venv", "venv", "var", "node_modules", ".git", "tests", "test-artifacts"}
-    return [path for path in ROOT.rglob("*.py")
-            if not skip & set(path.relative_to(ROOT).parts[:1]) and "site-packages" not in path.parts]
+    """The project's own Python files: the top-level folders are filtered before walking (a virtualenv or var/ holds
+    tens of thousands of files)."""
+    skip = {".venv", "venv", "var", "node_modules", ".git", "tests"}
+    tops = [top for top in ROOT.iterdir()
+            if top.name not in skip and not top.name.startswith(("test-artifacts", ".")) and not top.is_symlink()]
+    files = [top for top in tops if top.is_file() and top.suffix == ".py"]
+    files += [path for top in tops if top.is_dir() for path in top.rglob("*.py") if "site-packages" not in path.parts]
+    return sorted(files)
 
 
 def test_only_the_child_imports_the_childs_code() -> None:
