@@ -21,7 +21,7 @@ from search.engine.win_class import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-TREES = ROOT / "docs/benchmarks/kb_rules/h200-2026-12-03/trees.tar.gz"
+TREES = ROOT / "benchmarks/results/kb-rules/trees.tar.gz"
 FIXTURES = ROOT / "tests/kernels/fixtures"
 MOVE = re.compile(r"^plan: move (\S+):", re.MULTILINE)
 
