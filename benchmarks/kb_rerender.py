@@ -1,9 +1,9 @@
-"""Re-render the kb_rules tables from their saved trees (no GPU): every `trees*.tar.gz` under docs/benchmarks/kb_rules/
-gives the table beside it (trees.tar.gz -> kb_rules.md/.json, trees-streams.tar.gz -> kb_rules-streams.md/.json), and
-h200-2026-12-03-alone's trees give the headline h200.md/.json, each through benchmarks/kb_table.py with the metrics of
-the day (search.bench_metrics, search.engine.verdict). The title's device note is kept from the table it replaces.
+"""Re-render the kb-rules tables from their saved trees (no GPU): every `trees*.tar.gz` under the root (default
+benchmarks/results/kb-rules) gives the table beside it (trees.tar.gz -> kb_rules.md/.json, trees-streams.tar.gz ->
+kb_rules-streams.md/.json), through benchmarks/kb_table.py with the current metrics (search.bench_metrics,
+search.engine.verdict). The title's device note is kept from the table it replaces.
 
-    python -m benchmarks.kb_rerender [--root docs/benchmarks/kb_rules]
+    python -m benchmarks kb-rerender [--root benchmarks/results/kb-rules]
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import kb_table
-
-HEADLINE = ("h200-2026-12-03-alone/trees.tar.gz", "h200")
 
 
 def device_note(md: Path) -> str | None:
@@ -41,12 +39,14 @@ def render(archive: Path, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", default="docs/benchmarks/kb_rules")
+    ap.add_argument("--root", default="benchmarks/results/kb-rules")
     root = Path(ap.parse_args(argv).root)
-    for archive in sorted(root.glob("*/trees*.tar.gz")):
+    archives = sorted(root.rglob("trees*.tar.gz"))
+    if not archives:
+        ap.error(f"no trees*.tar.gz under {root}: pass --root, a folder holding a bench's saved trees")
+    for archive in archives:
         suffix = archive.name.removeprefix("trees").removesuffix(".tar.gz")
         render(archive, archive.parent / f"kb_rules{suffix}")
-    render(root / HEADLINE[0], root / HEADLINE[1])
     return 0
 
 
