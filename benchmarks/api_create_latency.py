@@ -5,7 +5,7 @@ Starts a private Redis (unix socket) and daphne on a fresh SQLite database under
 and an API token, then posts runs: each with a NEW problem (a comment makes its hash new, so nothing is cached), and
 with a problem already stored. No worker runs, so the runs stay queued. Prints a table and writes JSON.
 
-    .venv/bin/python benchmarks/api_create_latency.py [--runs 20] [--out var/bench/api_create_latency.json]
+    .venv/bin/python -m benchmarks api-create-latency [--runs 20] [--out var/bench/api_create_latency.json]
 """
 
 from __future__ import annotations

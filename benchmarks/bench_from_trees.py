@@ -2,7 +2,7 @@
 
 For a bench cut short (e.g. a device lease that ran out): every problem whose tree was written
 counts, with the same metrics code as the bench itself. Usage:
-    python -m benchmarks.bench_from_trees OUT.json TREE.json [TREE.json ...]
+    python -m benchmarks bench-from-trees OUT.json TREE.json [TREE.json ...]
 """
 
 from __future__ import annotations

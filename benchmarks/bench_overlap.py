@@ -4,10 +4,10 @@ configuration a fresh cache, alternating over the rounds.
 
 A bench that runs its problems one after another leaves evaluation slots idle while a problem's reference is
 evaluated (one child; the other slots wait), while an attempt is planned, and at its end, when its last attempts
-finish; on the H200 (2026-12-04, call 11) its 8 slots held 5.9 evaluations on average. Side by side, another
+finish; on an H200 its 8 slots held 5.9 evaluations on average. Side by side, another
 problem's planned attempt takes a free slot.
 
-    python -m benchmarks.bench_overlap --device cpu --budget 4 --parallel 2 --at-once 3 --slots 2 \\
+    python -m benchmarks bench-overlap --device cpu --budget 4 --parallel 2 --at-once 3 --slots 2 \\
         --rounds 1 --out var/bench/bench_overlap PROBLEM.py...
 
 Prints a table (judged attempts a minute, evaluations running on average, wall) and writes .md/.json.

@@ -1,7 +1,7 @@
 """Why a torch.compile candidate can time slower than the torch.compile baseline on convolution models: time one
 GPU-sized problem eager, as torch.compile(model) (the bench's baseline), as torch.compile(model.forward) (a bound
 method, as the rules team's candidates did), and as compile(module) under the other forms, side by side with
-triton's do_bench. Usage on a GPU host: PYTHONPATH=. python3 docs/notes/compile_forms.py PROBLEM.py [PROBLEM.py ...]"""
+triton's do_bench. Usage on a GPU host: python3 -m benchmarks compile-forms PROBLEM.py [PROBLEM.py ...]"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ team's first two attempts on a GPU, and the re-time's compile baselines) in a ha
 reference worker's compiled code ("seeded") and in one that starts with empty caches ("cold"), alternately, the
 same settings otherwise. Prints a table and writes OUT.json / OUT.md. Usage:
 
-    python -m benchmarks.compile_seed --device cpu --rounds 3 --out docs/benchmarks/compile_seed/cpu PROBLEM.py ...
+    python -m benchmarks compile-seed --device cpu --rounds 3 --out benchmarks/results/compile-seed/cpu PROBLEM.py ...
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ timed sections of the worker processes take turns through an exclusive file lock
 shared, as the harness does), so the figures of one table are measured the same way, in one run.
 
 Usage (GPU host, repository root):
-  PYTHONPATH=. python3 docs/notes/conv_knobs.py benchmarks/problems/kb_l2/*.py --workers 3 --out $OUT/conv_knobs.json
+  python3 -m benchmarks conv-knobs benchmarks/problems/kb_l2/*.py --workers 3 --out $OUT/conv_knobs.json
 Prints a table (ms, and ratios vs eager and vs compile(default)) and writes JSON.
 """
 

@@ -7,8 +7,8 @@ cached, result reuse off). Every harness child (`kernels.isolation.sandbox.run_w
 table shows the harness overhead per candidate: wall time minus the candidate's own build (import + first call)
 minus its timed work (warm-up + timed runs x its median).
 
-    python -m benchmarks.eval_scale benchmarks/problems/kb_scale/*.py --device cuda --rounds 2 --out OUT.json
-    python -m benchmarks.eval_scale ... --mixed 12      # evaluations/minute over a mixed sequence (steady state)
+    python -m benchmarks eval-scale benchmarks/problems/kb_scale/*.py --device cuda --rounds 2 --out OUT.json
+    python -m benchmarks eval-scale ... --mixed 12      # evaluations/minute over a mixed sequence (steady state)
 
 Prints a Markdown table and writes JSON (every evaluation with its children and phases).
 """

@@ -1,7 +1,7 @@
 """A harness child's first hold of the device lock, with and without bringing up CUDA and torch.compile's back end
 before it (kernels.child.bring_up, $STARK_BRING_UP), measured side by side from the lock trace.
 
-On the H200 run of 2026-12-04 (docs/benchmarks/throughput, call 11) nearly every child's first shared hold lasted
+On an H200 suite run (docs/benchmarks.md, throughput) nearly every child's first shared hold lasted
 6-9 s whatever the problem: while it lasts, a timer that wants the device waits, and so does every other child
 behind that timer. This script evaluates torch.compile candidates (the references under torch.compile, as the rules
 team's first attempts) in batches of `--parallel`, the same batch with bring-up on and off in alternating order,
@@ -13,8 +13,8 @@ batch's evaluations a minute. The references (and compile seeds) are made first,
 run unmeasured (a fresh cache's first compiles are slower: unwarmed, the first batch was 15% slower than the rest).
 Prints a table and writes OUT.json / OUT.md:
 
-    python -m benchmarks.first_hold --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
-    python -m benchmarks.first_hold --device cpu --parallel 2 --rounds 2 tests/kernels/fixtures/problem_scale_add.py
+    python -m benchmarks first-hold --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
+    python -m benchmarks first-hold --device cpu --parallel 2 --rounds 2 tests/kernels/fixtures/problem_scale_add.py
 """
 
 from __future__ import annotations

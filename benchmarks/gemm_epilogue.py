@@ -1,6 +1,6 @@
 """GPU benchmark (not a test) of the rules team's GEMM + epilogue candidates at KernelBench level-2 sizes.
 
-    python -m benchmarks.gemm_epilogue [--out DIR] [--deadline SECONDS] [--quick]
+    python -m benchmarks gemm-epilogue [--out DIR] [--deadline SECONDS] [--quick]
 
 For each problem (Linear -> elementwise epilogue, M = 1024..2048, K = N = 8192 fp32, KernelBench's current level-2
 sizes; a conv -> epilogue; a launch-bound chain of small ops) it renders the team's own candidates with the real
@@ -10,7 +10,7 @@ the 20-80% spread, ms): eager, torch.compile default and max-autotune-no-cudagra
 epilogue in registers), channels_last + fuse for the conv, cuda-graph (+ compile) for the launch-bound chain.
 Every variant's output is checked against eager (fp32, TF32 off) at atol = rtol = 1e-2 and its max error reported.
 Also measures how far cuBLASLt's GELU epilogue is from F.gelu(approximate="none") and ("tanh").
-Prints a table and writes gemm_epilogue.json and gemm_epilogue.md to --out (default $OUT or docs/benchmarks).
+Prints a table and writes cuda.json and cuda.md (cpu.* with --device cpu) to --out (default $OUT or benchmarks/results/gemm-epilogue).
 Needs torch + triton + CUDA; no Django, no Redis.
 """
 
@@ -261,7 +261,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "docs" / "benchmarks"))
+    parser.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "results" / "gemm-epilogue"))
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds; later problems are skipped")
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke test)")
     parser.add_argument("--only", nargs="*", default=None)
@@ -300,13 +300,13 @@ def main() -> None:
             print(f"  {name}: {exc!r}", flush=True)
         if DEVICE == "cuda":
             torch.cuda.empty_cache()
-        (out / "gemm_epilogue.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped},
+        (out / f"{DEVICE}.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped},
                                                            indent=1))
     md = (f"# GEMM + epilogue candidates ({info['device']}, torch {info['torch']}, {info['date']})\n\n"
           f"cuBLASLt GELU epilogue error: {info.get('gelu_epilogue')}\n\n" + table(rows)
           + (f"\nSkipped (deadline): {', '.join(skipped)}\n" if skipped else ""))
-    (out / "gemm_epilogue.md").write_text(md)
-    (out / "gemm_epilogue.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped}, indent=1))
+    (out / f"{DEVICE}.md").write_text(md)
+    (out / f"{DEVICE}.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped}, indent=1))
     print(md)
 
 

@@ -3,7 +3,7 @@
 #   search: a short rules search on a GPU-sized problem, re-timed with its contenders and printed by `search show`,
 #           beside the harness-bound tests (parent-owned deadlines, the lock broker, caps) on a host without bwrap;
 #   tests:  the GPU tests of tests/kernels.
-# Usage on the GPU host, from the repository root: bash benchmarks/h200_smoke.sh search|tests   (writes to $OUT)
+# Usage on the GPU host, from the repository root: bash benchmarks/gpu_smoke.sh search|tests   (writes to $OUT)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
 out=${OUT:-/tmp/smoke}
@@ -16,7 +16,7 @@ if [ "${1:-search}" = tests ]; then
   exit 0
 fi
 problems=$(mktemp -d)
-python3 -m benchmarks.problems_gpu "$problems" > /dev/null || exit 1
+python3 -m benchmarks problems-gpu "$problems" > /dev/null || exit 1
 problem="$problems/level2/linear_gelu_scale.py"
 timeout 400 python3 -m pytest tests/kernels/test_bounds.py -q -p no:cacheprovider > "$out/bounds_tests.log" 2>&1 &
 { timeout 330 python3 -m search run "$problem" --team rules --budget 6 --parallel 2 --device cuda --out "$out/tree.json"

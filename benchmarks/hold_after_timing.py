@@ -6,7 +6,7 @@ and hashed with the device given back): compare the commit before it with the on
 OUT.json:
 
     git worktree add /tmp/before a2ee500
-    python -m benchmarks.hold_after_timing --rounds 3 --out var/bench/hold_after_timing.json /tmp/before .
+    python -m benchmarks hold-after-timing --rounds 3 --out var/bench/hold_after_timing.json /tmp/before .
 """
 
 from __future__ import annotations

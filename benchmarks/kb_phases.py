@@ -1,9 +1,9 @@
 """Where a benchmark's evaluation time went, from its tree files: per phase of the harness (start, build, waiting
 for the device, correctness, timing, re-check, ...), the median and total seconds over every judged node, split
-into references and attempts, plus each attempt's wall time. The 2026-12-02 H200 runs showed attempts finishing
+into references and attempts, plus each attempt's wall time. H200 runs showed attempts finishing
 in waves (16 children, one device lock): this is the table that shows it. Prints Markdown and writes OUT.json:
 
-    python -m benchmarks.kb_phases --out docs/benchmarks/kb_rules/h200-2026-12-02/phases TREE.json [...]
+    python -m benchmarks kb-phases --out var/bench/phases TREE.json [...]
 """
 
 from __future__ import annotations

@@ -2,15 +2,15 @@
 # re-time finished searches side by side (`python -m search retime`: each winner and both torch.compile
 # modes against the reference, alternating in one harness child each), then rebuild the table
 # (benchmarks/kb_table.py). The second phase of benchmarks/kb_rules.sh, and on its own for trees a search wrote
-# earlier (a bench cut short before its re-times, the trees.tar.gz committed under docs/benchmarks/kb_rules/).
+# earlier (a bench cut short before its re-times, a trees.tar.gz such as benchmarks/results/kb-rules/trees.tar.gz).
 # The trees are dealt round-robin into STREAMS re-time processes that run side by side (each re-time child holds the
 # harness's device lock while it times, so their compiles overlap and their timings take turns); a tree already
 # re-timed usably is skipped and one re-timed in part gets only its missing entries, so a second call finishes what a
 # first one cut short. The last QUIET_S seconds of the deadline (default: a fifth of it) are a quiet pass: one
 # process over every tree, alone on the host, that re-times only what is still unusable (an entry that failed, or
-# stayed unstable beside the other streams' compiles: the 2026-12-02 H200 re-time of a 0.2 ms winner spread 45%).
+# stayed unstable beside the other streams' compiles: an H200 re-time of a 0.2 ms winner spread 45%).
 #
-# Streams: 1 by default. On the 2026-12-03 H200 run, eight streams side by side gave the same program ratios 5-14%
+# Streams: 1 by default. On an H200, eight streams side by side gave the same program ratios 5-14%
 # apart that no instability check flagged (new_gelu's max-autotune attempt 0.86x compile(default) beside the other
 # streams, 1.00x alone; avgpool3d's compile(default) attempt 0.95x its own baseline, 1.02x alone), and one re-time
 # alone took 25-36 s against 37-310 s side by side: alone is both truer and, per tree, faster.
@@ -21,7 +21,7 @@
 # test of this script); ROUNDS sets the alternating rounds (default 4); PARALLEL=K runs K re-time children at once in
 # each stream (`search retime --parallel K`, across its trees too; default 1: one after another): their starts and
 # builds overlap, each child's timed rounds still hold the device lock alone. The quiet pass stays one at a time.
-# Writes to $OUT (or docs/benchmarks/kb_rules/retimed): device.txt, kb_rules.md/.json, trees.tar.gz (the re-timed
+# Writes to $OUT (or var/bench/kb-retime): device.txt, kb_rules.md/.json, trees.tar.gz (the re-timed
 # trees), logs.tar.gz. Tree files and directories are re-timed in place (the figures go into each tree's meta).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
@@ -29,7 +29,7 @@ streams=${1:-1}
 deadline=${2:-540}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || { echo "usage: bash benchmarks/kb_retime.sh [streams] [deadline] TREES..." >&2; exit 2; }
-out=${OUT:-docs/benchmarks/kb_rules/retimed}
+out=${OUT:-var/bench/kb-retime}
 rounds=${ROUNDS:-4}
 parallel=${PARALLEL:-1}
 [[ "$parallel" =~ ^[1-9][0-9]*$ ]] \
@@ -77,7 +77,7 @@ fi
 date -u +%FT%TZ | tee -a "$out/device.txt"
 cat "$logs"/retime-stream*.log "$logs"/retime-quiet.log 2> /dev/null \
   | grep -E "^(\[[^]]*\] )?== |re-timed side by side" | tee -a "$out/device.txt"  # [tree] in front: PARALLEL > 1
-python3 -m benchmarks.kb_table --out "$out/kb_rules" "${files[@]}"
+python3 -m benchmarks kb-table --out "$out/kb_rules" "${files[@]}"
 stage=$(mktemp -d)
 cp "${files[@]}" "$stage"/
 tar -czf "$out/trees.tar.gz" -C "$stage" .

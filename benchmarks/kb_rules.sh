@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # the offline rules team on the KernelBench-shaped set (benchmarks/problems/kb_l1 + kb_l2) with
 # `python -m search bench --team rules --max-autotune-baseline --retime`, in one device call. Modelled on
-# benchmarks/h200.sh: the selected problems are dealt round-robin into STREAMS benches that run side by side (the
+# benchmarks/rules_gpu.sh: the selected problems are dealt round-robin into STREAMS benches that run side by side (the
 # harness's per-device lock makes their timed work take turns), each problem with a wall-time limit for its search,
 # each stream with DEADLINE seconds in all so the call ends inside its lease. Then, in RETIME_S seconds kept for it
 # (default 0: none), the winners and both torch.compile modes are re-timed side by side with the reference
 # (benchmarks/kb_retime.sh, `python -m search retime`, in RETIME_STREAMS streams, default 1: re-times side by side
 # disturb each other, see kb_retime.sh): the searches stop
-# RETIME_S before DEADLINE, so no stream is cut off before its re-times (the 2026-12-01 runs re-timed 1 of 10 when
+# RETIME_S before DEADLINE, so no stream is cut off before its re-times (runs without it re-timed 1 of 10 when
 # each bench re-timed after its own search). Without RETIME_S the bench re-times after each search (--retime in the
 # default bench flags). The table is rebuilt from the tree files (benchmarks/kb_table.py), so a stream cut short
 # still counts what it finished.
@@ -20,8 +20,8 @@
 # BENCH_FLAGS replaces the bench flags "--max-autotune-baseline --retime" (e.g. lighter ones for that smoke test).
 # TREES_IN=trees.tar.gz (or a directory of tree files) continues an earlier call's searches (`bench --resume`): a
 # budget that one 10-minute device call cannot reach is spread over several; the references are not judged again.
-# Writes to $OUT (or docs/benchmarks/kb_rules/latest): device.txt, kb_rules.md/.json (kb_table.py), trees.tar.gz
-# (the tree files: merge shards with `python -m benchmarks.kb_table --out X trees/*.json`) and logs.tar.gz (the
+# Writes to $OUT (or var/bench/kb-rules): device.txt, kb_rules.md/.json (kb_table.py), trees.tar.gz
+# (the tree files: merge shards with `python -m benchmarks kb-table --out X trees/*.json`) and logs.tar.gz (the
 # benches' JSON and logs, the re-times' logs, monitor.log: the device tool brings back at most 8 files).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
@@ -38,7 +38,7 @@ if [ "$retime_s" -gt 0 ]; then default_flags="--max-autotune-baseline"; else def
 read -r -a flags <<< "${BENCH_FLAGS:-$default_flags}"
 search_deadline=$((deadline - retime_s))
 [ "$search_deadline" -gt 0 ] || { echo "RETIME_S ($retime_s) must be less than the deadline ($deadline)" >&2; exit 2; }
-out=${OUT:-docs/benchmarks/kb_rules/latest}
+out=${OUT:-var/bench/kb-rules}
 root=benchmarks/problems
 trees=$(mktemp -d)
 logs=$(mktemp -d)
@@ -76,7 +76,7 @@ if [ -n "$shard" ]; then
 fi
 echo "problems (${#files[@]}): ${files[*]}" | tee -a "$out/device.txt"
 # every 30 s: the GPU's memory and load, the host's memory and load, and the busiest processes (why a search made no
-# progress; a machine that stopped answering with 12 slots on 2026-12-05 left no trace of why)
+# progress; a machine that stopped answering with 12 slots once left no trace of why)
 (while sleep 30; do date -u +%T; nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2> /dev/null
    free -m | sed -n 2p; cut -d' ' -f1-4 /proc/loadavg
    ps -eo etimes,pcpu,rss,args --sort=-pcpu | head -14 | cut -c1-220; done) > "$logs/monitor.log" 2>&1 &
@@ -99,7 +99,7 @@ if [ "$retime_s" -gt 0 ] && compgen -G "$trees/*.json" > /dev/null; then
   grep -E "^== |re-timed side by side" "$logs/retime/device.txt" >> "$out/device.txt"
 fi
 if compgen -G "$trees/*.json" > /dev/null; then
-  python3 -m benchmarks.kb_table --out "$out/kb_rules" "$trees"/*.json
+  python3 -m benchmarks kb-table --out "$out/kb_rules" "$trees"/*.json
 else
   echo "no problem finished inside ${deadline} s: no table" | tee -a "$out/device.txt"
 fi

@@ -5,7 +5,7 @@ Per problem: input, weight and output shapes and bytes (inputs + weights + outpu
 least), printed as a Markdown table; `--json PATH` writes the same rows. The selection rule is in
 benchmarks/problems/README.md.
 
-    python -m benchmarks.kb_set [--json out.json] [--time cuda] [DIR_OR_FILE ...]   (default: kb_l1 and kb_l2)
+    python -m benchmarks kb-set [--json out.json] [--time cuda] [DIR_OR_FILE ...]   (default: kb_l1 and kb_l2)
 
 --time DEVICE also builds each problem for real on DEVICE and times eager forward() (1 warm-up, then the median of
 3 runs) with the peak device memory: the check that eager runs well under 2 s on the H200 and fits it.

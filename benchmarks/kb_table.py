@@ -9,7 +9,7 @@ speed-up vs eager, vs torch.compile(default) and vs max-autotune (also below 1.0
 figures were re-timed side by side, and the best custom kernel's figures. Uses the bench's own record
 (search.bench_record.problem_record). Prints Markdown and writes OUT.md and OUT.json:
 
-    python -m benchmarks.kb_table --out docs/benchmarks/kb_rules/h200 [--device-note "..."] TREE.json [...]
+    python -m benchmarks kb-table --out benchmarks/results/kb-rules/kb_rules [--device-note "..."] TREE.json [...]
 """
 
 from __future__ import annotations

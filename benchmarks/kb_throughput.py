@@ -13,7 +13,7 @@ With `--lock-trace FILE` ($STARK_LOCK_TRACE of the run, kernels/isolation/lock_b
 trace's span, the share of time the lock was held exclusively (timing), draining (held shared while a timer waits:
 new shared takers wait too), held shared with no timer waiting, or free; the holds and the waits.
 
-    python -m benchmarks.kb_throughput --gpus 1 --out OUT.json TREE.json [...] [--lock-trace lock.trace]
+    python -m benchmarks kb-throughput --gpus 1 --out OUT.json TREE.json [...] [--lock-trace lock.trace]
 """
 
 from __future__ import annotations

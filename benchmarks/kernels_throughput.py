@@ -1,13 +1,13 @@
 """Benchmark of the evaluation harness (not a test): evaluations per minute, harness overhead, timing quality.
 
-    python -m benchmarks.kernels_throughput --device cpu  [--quick]
-    python -m benchmarks.kernels_throughput --device cuda [--quick]
+    python -m benchmarks harness-throughput --device cpu  [--quick]
+    python -m benchmarks harness-throughput --device cuda [--quick]
 
 Sections: (1) throughput over the sample problems, cold (empty cache) and warm (reference cached), with harness
 overhead = harness wall time / the candidate's own timed work (median x timed runs); (2) on CUDA, repeatability
 (two warm runs, median to median) and agreement with triton.testing.do_bench; (3) the integrity corpus and the
 hand-written CUDA/Triton candidates with their verdicts and the check each must trip. Prints a table and writes
-docs/benchmarks/kernels_throughput_<device>.json and .md.
+benchmarks/results/harness-throughput/<device>.json and .md.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="level 1 only, fewer timed runs on CPU")
     parser.add_argument("--levels", default="level1,level2,level3")
     parser.add_argument("--quality", default=None, help="comma list of problem paths for the timing-quality table")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "harness-throughput"))
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary directory (cold start)")
     parser.add_argument("--skip-corpus", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
@@ -210,7 +210,7 @@ def main() -> int:
               "benchmark_wall_s": round(time.monotonic() - started, 1)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = "kernels_throughput_" + ("cuda" if cuda else "cpu")
+    name = "cuda" if cuda else "cpu"
     (out / f"{name}.json").write_text(json.dumps(report, indent=1))
     (out / f"{name}.md").write_text(markdown(report))
     print(markdown(report))

@@ -6,9 +6,9 @@ then: another timer, or the shared hold that let go last among those held at tha
 waited for in the end). Holds are named by why the child took and let go of the lock (kernels.child.device_lock
 TAKES / RELEASES, e.g. "after-compile>yield"), "(first)" for a child's first shared hold, and by the phases they saw;
 a long hold's release also says where the child was meanwhile (kernels.child.hold_sampler), and those sites are
-ranked by the waits they caused. Holds in traces written before the reasons came in (2026-12-05) read "unnamed".
+ranked by the waits they caused. Holds in traces written without reasons read "unnamed".
 
-    python -m benchmarks.lock_waits [--out waits.json] [--top 12] lock.trace[.gz]
+    python -m benchmarks lock-waits [--out waits.json] [--top 12] lock.trace[.gz]
 
 Prints tables; writes JSON with --out. kb_throughput.py includes the same figures in its "lock_waits" note.
 """
@@ -38,7 +38,7 @@ class Hold:
     took: str = "-"
     released: str = "-"
     phases: str = "-"  # the phases its release names
-    granted_in: str = "-"  # the phase at its grant (traces before 2026-12-04's evening named a phase only there)
+    granted_in: str = "-"  # the phase at its grant (older traces name a phase only there)
     where: str = ""
     first: bool = False  # the holder's first shared hold
     stage: str = ""  # where in its child's life: first hold, before or after its timing, or a child that never times

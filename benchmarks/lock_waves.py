@@ -7,7 +7,7 @@ for every problem, torch.compile(default), torch.compile(max-autotune-no-cudagra
 The references (and the compile seeds) are made first, outside the measured batches. Prints a table and writes
 OUT.json / OUT.md:
 
-    python -m benchmarks.lock_waves --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
+    python -m benchmarks lock-waves --device cuda --parallel 8 --rounds 2 --out OUT PROBLEM.py ...
     STARK_COMPILE_ASIDE is set by the script for each batch (on / off); on the CPU "on" is forced (its default is off)
 """
 

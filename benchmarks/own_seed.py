@@ -4,7 +4,7 @@ For each (problem, candidate): one evaluation first (it keeps the seed), then, a
 evaluation and a side-by-side re-time with the candidate's own seed planted ("own seed") and with it moved aside
 ("cold"; the problem's seed stays in both). Prints a table and writes OUT.json. Usage:
 
-    python -m benchmarks.own_seed --device cuda --rounds 1 --out OUT.json PROBLEM.py:CANDIDATE.py ...
+    python -m benchmarks own-seed --device cuda --rounds 1 --out OUT.json PROBLEM.py:CANDIDATE.py ...
     (CANDIDATE may be compile:MODE, a torch.compile wrapper of the reference in that mode)
 """
 

@@ -6,7 +6,7 @@ folders) with their size constants raised so that eager PyTorch takes roughly 0.
 KernelBench's own sizes give. Nothing else in a problem changes, so a GPU result and a CPU result are about the
 same model.
 
-    python -m benchmarks.problems_gpu OUT_DIR        # writes OUT_DIR/level1/*.py, level2, level3
+    python -m benchmarks problems-gpu OUT_DIR        # writes OUT_DIR/level1/*.py, level2, level3
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What profiling feedback costs an evaluation: the example problems' references evaluated as candidates with the
 torch.profiler profile (kernels/profile.py) and without it, on one device.
 
-    .venv/bin/python -m benchmarks.profiling_cost [--device cpu] [--repeats 2] [--runs 20]
+    .venv/bin/python -m benchmarks profiling-cost [--device cpu] [--repeats 2] [--runs 20]
         [--out var/bench/profiling_cost.json]
 
 Prints a table and writes JSON. The reference side (outputs, summary, ceilings) is computed once per problem

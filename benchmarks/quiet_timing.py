@@ -17,9 +17,9 @@ For each: the median reference and candidate times, the median speed-up and how 
 reference time strayed from the alone medians (the largest, in %), how many re-times called themselves unstable,
 and the wall time per re-time (its own, and the scenario's wall divided by its re-times).
 
-    python -m benchmarks.quiet_timing --device cpu --out docs/benchmarks/quiet_timing/cpu-DATE
-    python -m benchmarks.quiet_timing --device cuda --load 16 --parallel 4 --out OUT   # on a GPU host
-    python -m benchmarks.quiet_timing --device cuda --problem benchmarks/problems/kb_l2/gemm_relu_divide.py ...
+    python -m benchmarks quiet-timing --device cpu --out benchmarks/results/quiet-timing/cpu
+    python -m benchmarks quiet-timing --device cuda --load 16 --parallel 4 --out OUT   # on a GPU host
+    python -m benchmarks quiet-timing --device cuda --problem benchmarks/problems/kb_l2/gemm_relu_divide.py ...
 
 The built-in problem is launch-bound (its time is the host's: a check of the host's noise); `--problem FILE` times a
 KernelBench file instead (a device-bound one tells whether the device's figure moves), against `--candidate FILE`

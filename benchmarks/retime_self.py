@@ -2,7 +2,7 @@
 user would see for two identical kernels. A protocol without bias gives 1.00 within its spread; the table shows the
 median ratio, the lowest and highest per-round ratio and the wall time of one re-time (kernels.retime).
 
-    python -m benchmarks.retime_self benchmarks/problems/kb_scale/*.py --device cuda --rounds 6 --out OUT.json
+    python -m benchmarks retime-self benchmarks/problems/kb_scale/*.py --device cuda --rounds 6 --out OUT.json
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 torch.compile and the search's best candidate, evaluated one after another by the full harness (stored results
 off), `--rounds` times in alternation, one evaluation at a time. The medians and their ratios are what to quote
 when the search itself ran beside other work (a busy host inflates the times of models with many kernel launches:
-see docs/benchmarks/h200/README.md). Writes OUT.json and OUT.md. Usage (on a quiet host):
-    python -m benchmarks.retime_trees --device cuda --out docs/benchmarks/h200/run3/retimed TREE.json [...]
+see docs/benchmarks.md). Writes OUT.json and OUT.md. Usage (on a quiet host):
+    python -m benchmarks retime-trees --device cuda --out var/bench/retimed TREE.json [...]
 """
 
 from __future__ import annotations

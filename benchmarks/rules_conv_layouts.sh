@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Layout/config moves of the rules team on a GPU (issue 19; bash docs/notes/rules_conv_layouts.sh): for every problem of
+# Layout/config moves of the rules team on a GPU (bash benchmarks/rules_conv_layouts.sh): for every problem of
 # benchmarks/problems/kb_l2 and the convolution problems of kb_l1, time eager, eager under cuDNN benchmark
 # flags, channels_last(_3d) eager, and channels_last + benchmark (CUDA events, median of 20 after 5 warm-ups); then
 # the rules team's rendered candidates of the cudnn-autotune, channels-last and conv-epilogue-nhwc moves (rendered

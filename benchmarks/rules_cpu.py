@@ -1,11 +1,11 @@
 """Benchmark the offline rules team: `python -m search run PROBLEM --team rules --budget 8 --device cpu`
 over the sample problems, then a table of how each run's best candidate compares with eager.
 
-    .venv/bin/python -m benchmarks.rules_cpu                      # level 1 and 2 samples, budget 8
-    .venv/bin/python -m benchmarks.rules_cpu --update examples/problems/level2/linear_gelu_scale.py
-    .venv/bin/python -m benchmarks.rules_cpu --device cuda examples/problems   # on a GPU host
+    .venv/bin/python -m benchmarks rules-cpu                      # level 1 and 2 samples, budget 8
+    .venv/bin/python -m benchmarks rules-cpu --update examples/problems/level2/linear_gelu_scale.py
+    .venv/bin/python -m benchmarks rules-cpu --device cuda examples/problems   # on a GPU host
 
-Writes docs/benchmarks/rules_<device>.json (every run's facts) and .md (the table). With --update, the
+Writes benchmarks/results/rules-cpu/<device>.json (every run's facts) and .md (the table). With --update, the
 named problems are re-run and merged into the existing results.
 """
 
@@ -184,14 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--timing-runs", type=int, default=30)
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    ap.add_argument("--out", default=None, help="path without suffix (default docs/benchmarks/rules_<device>)")
+    ap.add_argument("--out", default=None, help="path without suffix (default benchmarks/results/rules-cpu/<device>)")
     ap.add_argument("--update", action="store_true", help="merge into the existing results instead of replacing")
     ap.add_argument("--trees", default="/tmp/rules_cpu_trees", help="where the runs' tree files go")
     ap.add_argument("--render", action="store_true", help="only rewrite the .md from the existing .json")
     ap.add_argument("--cache-dir", default=None, help="harness cache (default: a fresh temporary directory)")
     ap.add_argument("--extra", default="", help="extra flags for `python -m search run`, space separated")
     args = ap.parse_args(argv)
-    out = Path(args.out or ROOT / "docs" / "benchmarks" / f"rules_{args.device.split(':')[0]}")
+    out = Path(args.out or ROOT / "benchmarks" / "results" / "rules-cpu" / args.device.split(":")[0])
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.render:
         out.with_suffix(".md").write_text(markdown(json.loads(out.with_suffix(".json").read_text())))

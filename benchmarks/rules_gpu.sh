@@ -7,11 +7,11 @@
 # code (benchmarks/bench_from_trees.py), so a stream cut short still counts the problems it finished.
 #
 # Usage on the GPU host, from the repository root:
-#   bash benchmarks/h200.sh [budget=6] [seconds-per-problem=90] [parallel=2] [streams=6] [deadline=520] [SELECTOR...]
+#   bash benchmarks/rules_gpu.sh [budget=6] [seconds-per-problem=90] [parallel=2] [streams=6] [deadline=520] [SELECTOR...]
 # SELECTOR: level1, level2, level3 or level2/linear_gelu_scale (default: every problem). With EXTRA set, that
 # command runs beside the benches (e.g. EXTRA="python3 -m pytest tests/teams -m gpu -q"), its output in the logs.
 # DEVICE=cpu runs the same on the CPU (a smoke test of this script).
-# Writes to $OUT (or docs/benchmarks/h200/latest): device.txt, rules_h200.json/.md, trees.tar.gz, logs.tar.gz.
+# Writes to $OUT (or var/bench/rules-gpu): device.txt, rules_h200.json/.md, trees.tar.gz, logs.tar.gz.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
 budget=${1:-6}
@@ -21,7 +21,7 @@ streams=${4:-6}
 deadline=${5:-520}
 shift $(($# < 5 ? $# : 5))
 selectors=("${@:-level1 level2 level3}")
-out=${OUT:-docs/benchmarks/h200/latest}
+out=${OUT:-var/bench/rules-gpu}
 problems=$(mktemp -d)
 trees=$(mktemp -d)
 logs=$(mktemp -d)
@@ -30,7 +30,7 @@ mkdir -p "$out"
   date -u +%FT%TZ
   echo "budget $budget, ${per_problem} s per problem, $parallel attempts in flight, $streams streams, ${deadline} s each"
   echo "selected: ${selectors[*]}"; } | tee "$out/device.txt"
-python3 -m benchmarks.problems_gpu "$problems" > /dev/null || exit 1
+python3 -m benchmarks problems-gpu "$problems" > /dev/null || exit 1
 files=()
 for sel in ${selectors[*]}; do
   if [ -d "$problems/$sel" ]; then files+=("$problems/$sel"/*.py); else files+=("$problems/$sel.py"); fi
@@ -47,7 +47,7 @@ done
 wait
 date -u +%FT%TZ | tee -a "$out/device.txt"
 if compgen -G "$trees/level*.json" > /dev/null; then
-  python3 -m benchmarks.bench_from_trees "$out/rules_h200.json" "$trees"/level*.json
+  python3 -m benchmarks bench-from-trees "$out/rules_h200.json" "$trees"/level*.json
 else
   echo "no problem finished inside ${deadline} s: no table" | tee -a "$out/device.txt"
 fi

@@ -3,9 +3,9 @@ conv-to-window-sums):
 the reference against the candidate the team writes with every rewrite that applies (no kernels of its own, no
 compile), side by side on one device, with the reference under torch.compile(mode="default") beside them on a GPU.
 
-    .venv/bin/python -m benchmarks.rules_rewrites render OUT_DIR --cpu-sizes   # write the candidates (traces them)
-    .venv/bin/python -m benchmarks.rules_rewrites time OUT_DIR --device cpu   # time them (CPU: reduced sizes)
-    python -m benchmarks.rules_rewrites time OUT_DIR --device cuda --json out.json   # on a GPU host (torch only)
+    .venv/bin/python -m benchmarks rules-rewrites render OUT_DIR --cpu-sizes   # write the candidates (traces them)
+    .venv/bin/python -m benchmarks rules-rewrites time OUT_DIR --device cpu   # time them (CPU: reduced sizes)
+    python -m benchmarks rules-rewrites time OUT_DIR --device cuda --json out.json   # on a GPU host (torch only)
 
 `render` writes, per problem, `<name>.src` (the candidate as Python source: the problem with ModelNew below it) and `<name>.json`
 (which rewrites applied, in words). `time` needs only torch: it imports each candidate file, builds Model and ModelNew

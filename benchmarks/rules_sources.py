@@ -1,8 +1,8 @@
 """Render the rules team's candidates for the test and sample problems and record their hashes, so a change to
 how (or where) the team traces and renders can be checked to leave every generated source byte-identical.
 
-    python -m benchmarks.rules_sources --out before.json            # on the old code
-    python -m benchmarks.rules_sources --out after.json --compare before.json
+    python -m benchmarks rules-sources --out before.json            # on the old code
+    python -m benchmarks rules-sources --out after.json --compare before.json
 
 Goes through RulesContext.render (the team's own entry point), for CPU and CUDA, over a fixed set of recipes per
 problem: the reference restructured, each compile mode, every region fused (each backend), each region alone, and

@@ -3,7 +3,7 @@ builds the team afresh in every expand job (a new RQ work-horse), so without a s
 again; with the run's trace store (search.app.service.trace_store) a job asks a child only for renders no earlier
 job made. The CLI keeps one team for the whole run (the floor).
 
-    python -m benchmarks.rules_trace_store [--budget 8] [--out docs/benchmarks/rules_trace_store.json]
+    python -m benchmarks rules-trace-store [--budget 8] [--out benchmarks/results/rules-trace-store/cpu.json]
 
 Expand only: each candidate is recorded as correct at 0.9x its parent's time instead of being evaluated, so the
 numbers are the agents' tracing work alone (children are real kernels.isolation.isolated_call children). Modes:
@@ -67,7 +67,7 @@ def search(problem: str, name: str, budget: int, mode: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=8)
-    parser.add_argument("--out", default=str(ROOT / "docs/benchmarks/rules_trace_store.json"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/rules-trace-store/cpu.json"))
     args = parser.parse_args()
     rows = []
     for rel in PROBLEMS:

@@ -1,6 +1,6 @@
 """What the isolation layers cost: the one-time trial runs that choose them, and one evaluation's wall time per mode.
 
-    .venv/bin/python -m benchmarks.sandbox_overhead [--repeats 3] [--out var/bench/sandbox.json]
+    .venv/bin/python -m benchmarks sandbox-overhead [--repeats 3] [--out var/bench/sandbox.json]
 
 Prints a table and writes JSON. Each evaluation uses a fresh cache (so a reference worker runs too) and the small
 scale-add problem on CPU, so the figures are mostly process start-up, imports and the layers themselves.

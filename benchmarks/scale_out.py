@@ -5,7 +5,7 @@ harness caches with one evaluation per problem (first evaluations are not what i
 same mixed sequence of steady-state evaluations (candidate = the reference renamed ModelNew, result reuse off) for
 1 worker and for N workers (CUDA_VISIBLE_DEVICES pinned per worker) and reports evaluations per minute.
 
-    python -m benchmarks.scale_out benchmarks/problems/kb_scale/*.py --gpus 2 --evaluations 24 --out OUT.json
+    python -m benchmarks scale-out benchmarks/problems/kb_scale/*.py --gpus 2 --evaluations 24 --out OUT.json
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@ evaluations would have been judged at with other problems-at-once / slots settin
 evaluation keeps the wall it had (more evaluations at once would make each slower on the host's CPUs), and an
 attempt is planned in a fixed PLAN_S before it waits for a slot.
 
-    python -m benchmarks.schedule_model TREES.tar.gz|DIR --parallel 3 --at-once 4 10 --slots 8 12 [--out OUT]
+    python -m benchmarks schedule-model TREES.tar.gz|DIR --parallel 3 --at-once 4 10 --slots 8 12 [--out OUT]
 
-Prints a table and writes OUT.md / OUT.json. Checked against the calls it replays: call 15 (4 problems at a time, 3
+Prints a table and writes OUT.md / OUT.json. Checked against the runs it replays: one (4 problems at a time, 3
 attempts in flight each, 8 slots) measured 10.08 judged attempts a minute over the whole run and 5.43 evaluations
-running, the model gives 10.89 and 5.94; call 14 (4 benches x 2, no gate) 6.18 against 6.86: about a tenth high.
+running, the model gives 10.89 and 5.94; another (4 benches x 2, no gate) 6.18 against 6.86: about a tenth high.
 """
 
 from __future__ import annotations

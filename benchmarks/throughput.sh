@@ -10,8 +10,8 @@
 #           unstable re-timed alone in the quiet pass; RETIME_PARALLEL=K re-time children at once in each stream,
 #           kb_retime.sh's PARALLEL, default 1), then kb_throughput.py again (it counts the winners re-timed).
 # Usage on the GPU host, from the repository root (writes to $OUT):
-#   bash benchmarks/throughput_h200.sh search [budget=8] [seconds-per-problem=430] [parallel=2] [streams=10] [deadline=540]
-#   bash benchmarks/throughput_h200.sh retime TREES.tar.gz [deadline=560]
+#   bash benchmarks/throughput.sh search [budget=8] [seconds-per-problem=430] [parallel=2] [streams=10] [deadline=540]
+#   bash benchmarks/throughput.sh retime TREES.tar.gz [deadline=560]
 # One call for both halves: RETIME_S=S PARALLEL=K with `search` stops the searches S seconds before the deadline and
 # re-times every tree inside the same call, K re-time children at once (kb_rules.sh, kb_retime.sh).
 # SELECT replaces the problems (default kb_l2; kb_rules.sh's selectors: DEVICE=cpu SELECT=<dir> is a CPU smoke run).
@@ -31,17 +31,17 @@ if [ "$mode" = search ]; then
   OUT="$out" BENCH_FLAGS="${BENCH_FLAGS:---max-autotune-baseline}" \
     bash benchmarks/kb_rules.sh "${1:-8}" "${2:-430}" "${3:-2}" "${4:-10}" "${5:-540}" ${SELECT:-kb_l2}
   tar -xzf "$out/trees.tar.gz" -C "$trees"
-  python3 -m benchmarks.kb_throughput --gpus "$gpus" --device "$gpu" --lock-trace "$STARK_LOCK_TRACE" \
+  python3 -m benchmarks kb-throughput --gpus "$gpus" --device "$gpu" --lock-trace "$STARK_LOCK_TRACE" \
     --out "$out/throughput.json" "$trees"/*.json | tee -a "$out/device.txt"
   gzip -c "$STARK_LOCK_TRACE" > "$out/lock.trace.gz"
 elif [ "$mode" = retime ]; then
-  archive=${1:?usage: throughput_h200.sh retime TREES.tar.gz [deadline]}
+  archive=${1:?usage: throughput.sh retime TREES.tar.gz [deadline]}
   tar -xzf "$archive" -C "$trees"
   OUT="$out" PARALLEL="${RETIME_PARALLEL:-1}" \
     bash benchmarks/kb_retime.sh "${RETIME_STREAMS:-1}" "${2:-560}" "$trees"
-  python3 -m benchmarks.kb_throughput --gpus "$gpus" --device "$gpu" --out "$out/throughput.json" \
+  python3 -m benchmarks kb-throughput --gpus "$gpus" --device "$gpu" --out "$out/throughput.json" \
     "$trees"/*.json | tee -a "$out/device.txt"
 else
-  echo "usage: bash benchmarks/throughput_h200.sh search|retime ..." >&2
+  echo "usage: bash benchmarks/throughput.sh search|retime ..." >&2
   exit 2
 fi

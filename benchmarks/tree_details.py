@@ -2,7 +2,7 @@
 timed as the root of the same tree, the best candidate (its recipe, from the rules team's file header) and its
 ratios, the spread of the timed runs (interquartile range / median, of the root and the best: a wide spread means
 the runs were disturbed), correct/total attempts, failure verdicts and the integrity flags of the best. Usage:
-    python -m benchmarks.tree_details TREE.json [TREE.json ...] > details.md
+    python -m benchmarks tree-details TREE.json [TREE.json ...] > details.md
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Browser benchmark of the live tree: feed 1,000 node events into the run page's tree module in
 Debian's chromium and report the time to apply them and the frame times (not a timed test).
 
-    .venv/bin/python -m benchmarks.ui_tree [--nodes 1000] [--out docs/benchmarks]
+    .venv/bin/python -m benchmarks ui-tree [--nodes 1000] [--out benchmarks/results/ui-tree]
 
 It serves `static/` from a local HTTP server, loads the same ES modules the run page uses
 (static/js/run_state.js + tree.js on the vendored D3) and measures, with requestAnimationFrame:
@@ -248,16 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--per-frame", type=int, default=10, help="events applied per animation frame in the stream phase")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ui-tree")
     args = parser.parse_args(argv)
     result = run(args.nodes, args.per_frame)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ui_tree.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "cpu.json").write_text(json.dumps(result, indent=2) + "\n")
     env = result["environment"]
-    md = (f"# Live tree benchmark\n\n`python -m benchmarks.ui_tree` on {env['cpus']} CPUs, headless chromium "
+    md = (f"# Live tree benchmark\n\n`python -m benchmarks ui-tree` on {env['cpus']} CPUs, headless chromium "
           f"{env['chromium']} with the GPU disabled, {result['measured_at']}, 1-minute load average {env['load_average_1m']} "
           f"(a shared machine: frame times include time the browser waited for a core).\n\n{table(result)}\n")
-    (args.out / "ui_tree.md").write_text(md)
+    (args.out / "cpu.md").write_text(md)
     print(table(result))
     return 0
 

@@ -1,11 +1,11 @@
-"""What the harness parent spends on watching a child's memory, before and after 2026-12-05, side by side.
+"""What the harness parent spends on watching a child's memory, the old check and the current one, side by side.
 
 The parent (kernels.isolation.sandbox._watch) checks each child's process tree four times a second: the number of
-processes (a fork bomb's cap) and their memory (the memory limit). Until 2026-12-05 the memory check scanned every
+processes (a fork bomb's cap) and their memory (the memory limit). The old memory check scanned every
 process in /proc for the child's group and read the smaps_rollup of each member (a walk of its page tables), plus
 every tracked descendant outside the group; now it sums the resident sizes of the child's own tree (/proc/PID/statm,
 one short read each) and reads smaps_rollup only when that sum passes the limit
-(kernels.isolation.process_tree.tree_memory_mb). On the H200 (2026-12-05, call 15) the one bench process that watched
+(kernels.isolation.process_tree.tree_memory_mb). On an H200 suite run the one bench process that watched
 eight children used 0.9-1.2 cores all along.
 
 This starts K stand-in children (each its own session, as a harness child: a Python that imports torch and keeps
@@ -13,7 +13,7 @@ MB resident, with one torch-importing helper below it, as torch.compile's compil
 over the same children in alternating rounds (CPU time of this process per check, median), and prints what they
 cost at four checks a second for K children.
 
-    python -m benchmarks.watch_cost --children 4 --rounds 5 --out var/bench/watch_cost
+    python -m benchmarks watch-cost --children 4 --rounds 5 --out var/bench/watch_cost
 
 Prints a table and writes OUT.md / OUT.json.
 """
@@ -39,7 +39,7 @@ CHILD = ("import subprocess,sys,time,torch\nhog=bytearray(int(sys.argv[1])<<20)\
 
 
 def group_scan_mb(group: int, tracked: dict[int, str]) -> float:
-    """The check until 2026-12-05 (kernels.isolation.process_tree.group_rss_mb plus the tracked processes outside the
+    """The old check (kernels.isolation.process_tree.group_rss_mb plus the tracked processes outside the
     group), kept here only to be timed beside its replacement."""
     total_kb = 0
     for entry in os.listdir("/proc"):
@@ -68,7 +68,7 @@ def group_scan_mb(group: int, tracked: dict[int, str]) -> float:
 
 
 def tree_check_mb(root: int, tracked: dict[int, str], live: dict[int, str], limit_mb: float) -> float:
-    """The check since 2026-12-05 (kernels.isolation.sandbox._watch)."""
+    """The current check (kernels.isolation.sandbox._watch)."""
     return tree_memory_mb(tree_members(root, tracked, live), limit_mb)
 
 

@@ -34,7 +34,7 @@ TRACE = [
 
 def test_each_moment_of_a_timers_wait_is_put_down_to_the_hold_it_waited_for(tmp_path: Path) -> None:
     trace = tmp_path / "lock.trace.gz"
-    with gzip.open(trace, "wt") as handle:  # the folders under docs/benchmarks keep them gzipped
+    with gzip.open(trace, "wt") as handle:  # benchmarks/results keeps them gzipped
         handle.write("\n".join(TRACE) + "\n")
     result = lock_waits.analyse(trace)
     assert result["timer_waits"] == 2 and result["timer_wait_s"] == 4.0
