@@ -1,4 +1,4 @@
-"""Issue 29: the paper's metrics as defined, from real trees built in memory (search.engine.tree), no GPU: a slower best
+"""The paper's metrics as defined, from real trees built in memory (search.engine.tree), no GPU: a slower best
 stays below 1.0x, Fast_1 excludes ties and kept references, and wrappers and reference copies count apart from
 custom kernels."""
 
@@ -68,7 +68,7 @@ def record(name: str, t: Tree) -> dict:
 
 
 def test_the_three_problem_example() -> None:
-    """Best attempts 0.5x and 2x, one unsolved: Success 0.67, Fast_1 0.33, mean (solved) 1.25 (issue 29)."""
+    """Best attempts 0.5x and 2x, one unsolved: Success 0.67, Fast_1 0.33, mean (solved) 1.25."""
     records = [record("slow", tree(2.0, (TRITON, 4.0))), record("fast", tree(2.0, (TRITON, 1.0))),
                record("unsolved", tree(2.0, (TRITON, None)))]
     assert [r["speedup_vs_eager"] for r in records] == [pytest.approx(0.5), pytest.approx(2.0), None]

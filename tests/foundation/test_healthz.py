@@ -36,7 +36,7 @@ def test_it_is_healthy_with_a_worker_per_queue(client, redis_client, start_worke
     assert response.status_code == 200, body
     assert body["status"] == "ok"
     assert body["queues"]["search"]["workers"] == 1 and body["queues"]["gpu"]["workers"] == 1
-    # the devices the gpu worker registered (issue 36: what run creation offers and accepts)
+    # the devices the gpu worker registered
     assert "cpu" in body["queues"]["gpu"]["devices"]
     from search.app.service.devices import served
 

@@ -1,4 +1,4 @@
-"""Production mode (issue 13 R5): `check --deploy` is clean, DEBUG is refused, and a real daphne redirects plain
+"""Production mode: `check --deploy` is clean, DEBUG is refused, and a real daphne redirects plain
 HTTP to HTTPS (but /healthz), sends HSTS and the CSP, and trusts the proxy's header only when told to."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every setting is parsed when a process starts (stark_web/settings.py through stark_web/env.py): a bad value of
 any of them stops `manage.py check` with exit 2 and a message that names the variable and the fix, before
-anything runs; none is left to fail at first use (issue 15)."""
+anything runs; none is left to fail at first use."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def test_killing_the_supervisor_takes_its_children_along(tmp_path):
 
 
 def test_a_killed_workers_job_process_in_its_own_group_is_killed_before_the_restart(tmp_path):
-    """Issue 35, item 8: rq's work-horse calls os.setpgrp(), so killing the worker's group missed it and it
+    """rq's work-horse calls os.setpgrp(), so killing the worker's group missed it and it
     finished its job beside the new worker. Here the worker forks the same way; the horse must die at once."""
     worker = ("import os, sys, time\n"
               "horse = os.fork()\n"

@@ -1,4 +1,4 @@
-"""The paper's baselines are what they claim (issue 16.3): best-of-K draws independent samples from the
+"""The paper's baselines are what they claim: best-of-K draws independent samples from the
 root's window alone, and the single-agent baselines use one agent at one temperature for writing and
 fixing. Through the real engine loop, the real SDKs of both providers, the stub vendor and real evaluations."""
 
@@ -56,7 +56,7 @@ def test_the_single_agent_baselines_write_and_fix_as_one_role_at_one_temperature
     written = engine.expand(0)
     assert fixed.role == "debug" and fixed.status == "building" and "rewritten (stub single agent)" in fixed.source
     assert written.role == "plan+code" and written.status == "building"
-    # Reflexion reflects on the failed node first (issue 31): one more call, same agent, same temperature.
+    # Reflexion reflects on the failed node first: one more call, same agent, same temperature.
     assert [r.temperature for r in stub.requests] == [0.6] * (3 if team == "reflexion" else 2)
     assert {role_of(r) for r in stub.requests} == {"single"}  # no DEBUG agent prompt
     fix = stub.requests[1 if team == "reflexion" else 0].text
@@ -71,7 +71,7 @@ def test_the_single_agent_baselines_write_and_fix_as_one_role_at_one_temperature
 @pytest.mark.slow
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_parallel_attempts_see_each_others_instructions(stub: StubLLMServer, results: dict, provider: str) -> None:
-    """Issue 16.5: an attempt planned while another from the same node is in flight (being evaluated) is told
+    """An attempt planned while another from the same node is in flight (being evaluated) is told
     what that one was asked to do, so parallel attempts diverge; once it finished it is an ordinary child."""
     engine = engine_for("stark", options(stub, provider), results, [])
     first = engine.expand(0)

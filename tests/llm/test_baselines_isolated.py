@@ -1,4 +1,4 @@
-"""Issue 31 (6): each baseline isolates one factor of the paper's ablations, seen on the wire (stand-in server, real
+"""Each baseline isolates one factor of the paper's ablations, seen on the wire (stand-in server, real
 SDKs, stand-in evaluations): `ma-only` keeps the debug agent's repair and removes only the search; `reflexion` writes
 a reflection after each evaluated attempt and its k-th prompt holds reflections 1..k-1; `search-single`'s one agent
 writes with W_plan (leaderboard, profiles), so the ablation removes the team, not the planner's context."""

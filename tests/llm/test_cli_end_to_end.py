@@ -1,4 +1,4 @@
-"""Done-when of issue 6: `python -m search run PROBLEM --team stark --provider ... --base-url URL --model M
+"""`python -m search run PROBLEM --team stark --provider ... --base-url URL --model M
 --budget 3` completes against the stub vendor server, for both APIs, through the real SDKs, engine and
 evaluator; the server sees plan calls at 0.8, code calls at 0.1 and the key on every call; the tree
 file records tokens and cost per node."""
@@ -89,7 +89,7 @@ def test_a_rejected_key_stops_the_run_with_the_fix_and_keeps_the_tree(stub: Stub
 
 @pytest.mark.slow
 def test_an_account_without_quota_stops_the_run_non_zero_after_one_request(stub: StubLLMServer, tmp_path: Path) -> None:
-    """Issue 17.2: OpenAI's insufficient_quota 429 used to be retried 10 times per agent call, and the run
+    """OpenAI's insufficient_quota 429 used to be retried 10 times per agent call, and the run
     exited 0 "run finished"; now the first request stops it, exit code 1, with the fix named."""
     stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
                                            error_message="You exceeded your current quota")
@@ -109,7 +109,7 @@ def test_an_account_without_quota_stops_the_run_non_zero_after_one_request(stub:
 
 @pytest.mark.slow
 def test_the_cost_limit_of_the_command_line_reaches_every_call(stub: StubLLMServer, tmp_path: Path) -> None:
-    """Issue 17.5: `--cost-limit` never reached the per-call meter (`--parallel 3` with $0.001 spent $0.051).
+    """`--cost-limit` once never reached the per-call meter (`--parallel 3` with $0.001 spent $0.051).
     Now no call starts whose worst case (here 8,192 answer tokens at $15/M) would pass the limit."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
     env.update({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.url})

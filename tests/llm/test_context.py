@@ -1,4 +1,4 @@
-"""Issue 17.7 and 17.8: connect timeout 10 s, read as configured; token counts by the provider's counter (the
+"""Connect timeout 10 s, read as configured; token counts by the provider's counter (the
 stub's count_tokens, tiktoken when installed) or a code-aware estimate; a context-length error shrinks the
 window once, then stops with a message naming --context-tokens and --max-tokens."""
 

@@ -1,4 +1,4 @@
-"""Issue 17.1: failures classified by the provider's error type (the body), not only the HTTP status, through
+"""Failures classified by the provider's error type (the body), not only the HTTP status, through
 the real SDKs against the stub server replaying the vendors' error shapes: a mid-stream overload is retried,
 quota and `x-should-retry: false` stop at once, the servers' waits are honoured, SDK misuse is a crash."""
 

@@ -1,4 +1,4 @@
-"""Issue 17.4: the lowest SDK versions pyproject.toml allows must work. This installs exactly those floors (and
+"""The lowest SDK versions pyproject.toml allows must work. This installs exactly those floors (and
 what they pull in) into a temporary target directory with pip and runs the provider tests against them in a
 subprocess, the floor directory first on the path. Skipped, saying why, when the package registry is out of
 reach. `openai==1.50` (the old floor) cannot construct a client with httpx 0.28, and anthropic before 0.41

@@ -1,4 +1,4 @@
-"""Which key goes where (issue 13 V3, issue 17 point 3): the stub server records the credential it received.
+"""Which key goes where: the stub server records the credential it received.
 
 A vendor key goes only to its vendor's endpoint or the URL the operator paired with it; a custom base URL
 gets only a key named for it; nothing is inferred from the keys that happen to be set."""

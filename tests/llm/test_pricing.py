@@ -32,7 +32,7 @@ def test_it_matches_the_longest_prefix() -> None:
 
 
 @pytest.mark.parametrize("model,price", [
-    # Issue 17.5: a family key used to price other tiers of the family.
+    # A family key used to price other tiers of the family.
     ("gpt-5-pro", (15.0, 120.0)), ("gpt-5-pro-2025-10-06", (15.0, 120.0)),
     ("gpt-5-nano", (0.05, 0.4)), ("gpt-5-nano-2025-08-07", (0.05, 0.4)),
     ("o3-mini", (1.1, 4.4)), ("o3-mini-2025-01-31", (1.1, 4.4)), ("o3-pro", (20.0, 80.0)),

@@ -1,4 +1,4 @@
-"""Issue 31 (7), in part: the prompts' device facts come from what the harness's result really holds (the measured
+"""The prompts' device facts come from what the harness's result really holds (the measured
 copy and matmul ceilings read back from the roofline and profile figures), and every node's speed in a window is the
 one figure the verdict uses (node.speed: its runtime against the reference's), not three different reference times."""
 

@@ -1,4 +1,4 @@
-"""Issue 31 (2): an attempt whose provider failed after the client's retries is an infrastructure outcome that does not
+"""An attempt whose provider failed after the client's retries is an infrastructure outcome that does not
 spend the budget (up to a fifth of it, at least 3), so a flaky provider leaves a team the same number of real
 attempts; a dead provider still ends the run, "failed", with a reason starting "provider:"."""
 

@@ -80,7 +80,7 @@ def test_it_estimates_usage_when_a_server_reports_none(stub: StubLLMServer) -> N
     code = "    y = torch.relu(x[:, :n]) * 2\n" * 20
     text, record = client(stub, "openai-compatible", False).complete(code, "q")
     assert text == "abcdefgh"
-    # Code-aware (issue 17.8): symbols and short identifiers are tokens, so code is more than 4 chars a token.
+    # Code-aware: symbols and short identifiers are tokens, so code is more than 4 chars a token.
     assert record.input_tokens == estimate_tokens(code + "q") > len(code) / 3.5
     assert record.output_tokens == 2
     assert any("estimated" in note for note in record.notes)

@@ -1,4 +1,4 @@
-"""Issue 17 (reasoning models): `--reasoning-effort` per role reaches OpenAI as reasoning_effort and Anthropic as an
+"""Reasoning models: `--reasoning-effort` per role reaches OpenAI as reasoning_effort and Anthropic as an
 extended-thinking budget on top of max_tokens; the temperature is then not sent, and the call record says so."""
 
 from __future__ import annotations

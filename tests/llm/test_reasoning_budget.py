@@ -1,4 +1,4 @@
-"""Issue 31 (3, 4): default models from one dated table with the SDKs' deprecation marks; reasoning models get headroom
+"""Default models from one dated table with the SDKs' deprecation marks; reasoning models get headroom
 on top of the answer's tokens, their reasoning tokens are recorded, a cut-off or empty answer is asked once more with a
 larger limit, then fails naming --max-tokens; Anthropic thinking goes through the SDK's typed parameters (adaptive
 where the model takes it); thinking forbids a role's temperature, which --strict-temperatures turns into an error."""

@@ -1,4 +1,4 @@
-"""Issue 31 (8): every request body we send is checked against the installed SDKs' own request types
+"""Every request body we send is checked against the installed SDKs' own request types
 (anthropic MessageCreateParams, openai chat CompletionCreateParams): each field is one of theirs, except those
 docs/llm.md lists and justifies (OUTSIDE)."""
 

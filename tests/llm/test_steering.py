@@ -1,4 +1,4 @@
-"""Human steering (issue 33) through the real SDKs against the stand-in server, on both providers: an edited
+"""Human steering through the real SDKs against the stand-in server, on both providers: an edited
 instruction reaches the code agent verbatim, a rejected plan spends no budget, hints reach only the subtree they
 were given for (or every plan, run-wide), a pruned branch is never selected, a pinned node goes next, and "try
 this" becomes an attempt whose anchored source is the user's skeleton."""

@@ -1,4 +1,4 @@
-"""Issue 31 (1) in the service: the new-run form's "Don't stream" and call timeout become the run's team options
+"""In the service: the new-run form's "Don't stream" and call timeout become the run's team options
 `stream` and `timeout_s` (the CLI's --no-stream and --timeout), which the settings keep as team options."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 31 (1): a server that refuses to stream a model (OpenAI's 400 "Your organization must be verified to stream
+"""A server that refuses to stream a model (OpenAI's 400 "Your organization must be verified to stream
 this model", a gateway without streaming) gets the same call again without streaming; the run's later calls to that
 model are not streamed, the records say so, and the run says it once. `--no-stream` and `--timeout` reach the SDKs."""
 

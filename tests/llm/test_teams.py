@@ -57,7 +57,7 @@ def test_a_malformed_plan_is_reasked_with_the_reason_and_its_tokens_counted(stub
 
 @pytest.mark.slow
 def test_the_context_window_is_a_cached_block_that_re_asks_reuse(stub: StubLLMServer, results: dict) -> None:
-    """Issue 17.6: only the small system block was marked; now the window is too, so a re-ask (and the
+    """Only the small system block was marked; now the window is too, so a re-ask (and the
     stub's Anthropic-like cache) reads it instead of paying for it again; the run's usage shows the rate."""
     engine = engine_for("stark", options(stub), results, [])
     stub.push(Reply("I would fuse relu and the scale.", output_tokens=50))
@@ -155,7 +155,7 @@ def test_the_cost_limit_refuses_a_call_whose_worst_case_does_not_fit(stub: StubL
 @pytest.mark.slow  # its problem is inspected in a harness child
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible"])
 def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer, results: dict, provider: str) -> None:
-    """Issue 17.5: `--parallel 3` with a $0.001 limit spent $0.051. One meter per run holds each call's worst
+    """`--parallel 3` with a $0.001 limit once spent $0.051. One meter per run holds each call's worst
     case while it is in flight, so the run spends at most the limit (the issue asks limit + one worst case)."""
     def slow(request: Any) -> Reply:
         reply = kernel_responder(request)
@@ -216,7 +216,7 @@ def test_every_team_builds_with_its_policy(name: str) -> None:
 
 @pytest.mark.slow  # its problem is inspected in a harness child
 def test_quota_stops_the_run_at_the_first_request(stub: StubLLMServer, results: dict) -> None:
-    """Issue 17.2: a budget-4 run against an account without quota made 40 requests and exited "finished"."""
+    """A budget-4 run against an account without quota made 40 requests and exited "finished"."""
     stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
                                            error_message="You exceeded your current quota")
     engine = engine_for("stark", options(stub, "openai", model="gpt-5"), results, [])
@@ -230,7 +230,7 @@ def test_a_run_whose_every_attempt_failed_for_provider_reasons_fails(stub: StubL
     stub.responder = lambda request: Reply(status=529, error_message="Overloaded")
     engine = engine_for("stark", options(stub, max_retries=1), results, [])
     summary = run_loop(engine, budget=2)
-    # Issue 31: provider failures do not spend the budget, up to 3 of them at B=2; then the provider is down.
+    # Provider failures do not spend the budget, up to 3 of them at B=2; then the provider is down.
     assert summary.status == "failed" and summary.stop_reason.startswith("provider: the last 3 attempts failed")
     assert "Overloaded" in summary.stop_reason
     assert len(stub.requests) == 6  # 3 attempts x (1 request + 1 retry): the engine does not try again

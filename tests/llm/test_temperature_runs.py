@@ -1,4 +1,4 @@
-"""Issue 16.4 through `python -m search run` (real SDKs, engine and evaluator) against a stub model that takes
+"""Refused temperatures through `python -m search run` (real SDKs, engine and evaluator) against a stub model that takes
 code's 0.1 but refuses plan's 0.8: the summary says which role ran without its temperature, a resumed run does not
 ask again, and --strict-temperatures stops the run with the model, the role and the fix, re-sending nothing."""
 

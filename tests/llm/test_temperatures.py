@@ -1,4 +1,4 @@
-"""Issue 16.4: a refused temperature is decided per run and per (provider, base_url, model, role), recorded on the
+"""A refused temperature is decided per run and per (provider, base_url, model, role), recorded on the
 calls, and with strict temperatures stops the run. Every test drives the real SDKs against the stub vendor server,
 on both APIs, through the clients of a real team (they share the run's TemperatureMemory)."""
 

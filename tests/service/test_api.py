@@ -123,7 +123,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     run = Run.objects.get(pk=body["id"])
     assert body["url"] == f"/runs/{run.pk}/"
     assert (run.owner, run.status, run.budget, run.parallel, run.team) == (owner, "queued", 2, 2, "scripted")
-    # Created at once: only the static check ran; the full check is the start job's first step (issue 36).
+    # Created at once: only the static check ran; the full check is the start job's first step.
     assert run.problem.name == PROBLEM_PATH.stem and run.problem.summary == {"pending_check": True}
     assert run.to_dict()["reason"].startswith("checking the problem")
     assert run.settings["eval"]["timing_runs"] == CHEAP_EVAL["timing_runs"] and run.settings["seed"] == 3

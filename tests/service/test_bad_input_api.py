@@ -1,4 +1,4 @@
-"""Bad input through the JSON API (issue 35, item 7): lone surrogates in any text field, true/false where a number
+"""Bad input through the JSON API: lone surrogates in any text field, true/false where a number
 is expected, and invalid UTF-8 in a JSON body are 400s naming the field; none is a 500 or silently accepted."""
 
 from __future__ import annotations

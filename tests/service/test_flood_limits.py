@@ -1,4 +1,4 @@
-"""Issue 35, item 6, the request side: one user cannot queue gpu or search work without a run. Re-times beyond
+"""Floods, the request side: one user cannot queue gpu or search work without a run. Re-times beyond
 STARK_MAX_QUEUED_RETIMES and diagnostics pings beyond STARK_MAX_QUEUED_PINGS are 429s naming the limit and when to
 retry (real Redis, real RQ jobs); the active-runs 429 comes before the (slow) problem check."""
 

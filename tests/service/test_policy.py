@@ -1,4 +1,4 @@
-"""Issue 13 V3, V4, R5 through the real API as a plain (non-staff) user: the evaluator's security settings are
+"""Through the real API as a plain (non-staff) user: the evaluator's security settings are
 the operator's, numbers stay within the operator's ceilings, LLM base URLs only from the operator's list, and
 every malformed input is a 4xx naming the field, never a 500. Nothing is stored or queued for a bad request."""
 

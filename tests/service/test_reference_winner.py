@@ -1,7 +1,7 @@
-"""Issue 19, never a slower winner, in the service: a finished run whose best attempt is slower than the reference
+"""In the service: a finished run whose best attempt is slower than the reference
 records the reference as its winner (run object "winner"), the run page says "The reference is fastest: no attempt
 beat it", and the bundle gives the reference itself (ModelNew = Model) with a note, the slower attempt only on
-request (?node=ID) with its own SLOWER note; issue 29: a best attempt beyond its roofline, not cleared by a re-time,
+request (?node=ID) with its own SLOWER note; a best attempt beyond its roofline, not cleared by a re-time,
 is no trustworthy winner, and the header and the bundle say why. Real SQLite rows, the real views through Django's
 client."""
 

@@ -46,7 +46,7 @@ def test_it_completes_a_scripted_run(workers, owner, tmp_path):
         assert {"kernel.py", "problem.py", "check_and_time.py", "report.json", "report.md",
                 "environment.json", "README.txt"} <= set(z.namelist())
         z.extractall(tmp_path)
-    # the winner: the best attempt, or the reference itself when no attempt beat it (issue 19)
+    # the winner: the best attempt, or the reference itself when no attempt beat it
     assert f"node {0 if run.winner == 'reference' else run.best_node}" in (tmp_path / "report.md").read_text()
     check = subprocess.run([sys.executable, "check_and_time.py", "--runs", "3", "--warmup", "1", "--trials", "2"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""Issue 29: `GET /api/runs?limit=500` answers in a constant number of queries (Run.to_dict reads the stored
+"""`GET /api/runs?limit=500` answers in a constant number of queries (Run.to_dict reads the stored
 verdict; it used to make 3 queries a run, ~1,500 for 500 runs)."""
 
 from __future__ import annotations

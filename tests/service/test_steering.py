@@ -1,4 +1,4 @@
-"""Human steering in the service (issue 33): plan review through the queues (a waiting plan holds no job, an edit
+"""Human steering in the service: plan review through the queues (a waiting plan holds no job, an edit
 queues its code step, the reaper approves it after the timeout), the API's access and validation, the events a
 reload replays, and a fork that keeps the human actions. Jobs run in-process (rq's SimpleWorker); the reference's
 evaluation is recorded directly, so no harness process starts."""

@@ -1,4 +1,4 @@
-"""Issue 35, item 5: the operator's allow-list holds at use time, whoever wrote a run's options. A staff user (or
+"""The operator's allow-list holds at use time, whoever wrote a run's options. A staff user (or
 anyone with the database) who points a stored run's `base_url` at a listener off STARK_LLM_BASE_URLS, or names a key
 variable, gets a run that fails saying which option, and the listener never hears from the server: not when the
 run is resumed (a 400 naming the option, the run unchanged) and not when a worker's expand job builds the team

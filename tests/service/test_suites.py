@@ -1,4 +1,4 @@
-"""Suites (issue 32) without workers: POST /api/suites from a zip checks every field before storing anything, fans
+"""Suites without workers: POST /api/suites from a zip checks every field before storing anything, fans
 out one run per (problem, team) only as the owner's active-run limit allows (the advance step), the API's cells and
 per-team metrics are bench_record/bench_metrics over the runs' trees, exports agree with them, and a
 `python -m search bench` output imports as a suite with the same figures."""

@@ -1,4 +1,4 @@
-"""Issue 16.4 in the service: real workers call a stub model (OpenAI-compatible, through the real SDK) that takes
+"""Refused temperatures in the service: real workers call a stub model (OpenAI-compatible, through the real SDK) that takes
 code's 0.1 but refuses plan's 0.8. Each expand job builds the team again and takes the run's recorded refusals
 (the plan role does not ask again, code keeps 0.1), and `manage.py stark_run` says so at the end; with strict_temperatures the run fails with the model, the
 role and the fix, and nothing is re-sent."""

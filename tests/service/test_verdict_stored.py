@@ -1,4 +1,4 @@
-"""Issue 29 in the service: when a re-time lands, every figure is recomputed by search.engine.verdict and stored
+"""In the service: when a re-time lands, every figure is recomputed by search.engine.verdict and stored
 (node.speed with node.speed events, run.verdict); no other attempt is rescaled through it, and attempts whose search
 figure still beats the re-timed one become contenders before a winner is named. Real SQLite rows, real Redis."""
 

@@ -1,4 +1,4 @@
-"""Issue 16.7: an offline team with nothing left to try ends the run with "search space exhausted" instead of
+"""An offline team with nothing left to try ends the run with "search space exhausted" instead of
 spending the budget on attempts that say "nothing left to try from node N". Through the engine loop, the rules
 team (tracing in a harness child) and the real evaluator on a small CPU problem whose space is two moves."""
 

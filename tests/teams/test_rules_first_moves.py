@@ -1,4 +1,4 @@
-"""Issue 19: on a GPU the rules team's first attempts from the reference are torch.compile(default) then
+"""On a GPU the rules team's first attempts from the reference are torch.compile(default) then
 torch.compile(max-autotune-no-cudagraphs), before any move of its own (so a finished run is never slower than
 torch.compile(default) unless compile fails); and a reference that is one elementwise pass already at >= 90% of the
 copy bandwidth ends the run "at the roofline" before any attempt is evaluated. The GPU is faked (a reference result
