@@ -45,7 +45,7 @@ def test_unsynchronized_side_stream_work_is_rejected(cuda_settings: EvalSettings
 
 
 # Kernels of 0.05 ms and more: below ~20 us (the sample problems' sizes) launch effects make the harness and
-# do_bench differ by up to ~9% (H200 run, docs/benchmarks/kernels_throughput_cuda.md), so they are reported, not asserted.
+# do_bench differ by up to ~9% (H200, benchmarks/results/harness-throughput/cuda.md), so they are reported, not asserted.
 TIMING_PROBLEMS = [GPU / "problem_gpu_scale_add.py", GPU / "problem_gpu_softmax.py", GPU / "problem_gpu_matmul.py"]
 
 
