@@ -13,7 +13,7 @@ from search.engine.agents import AT_ROOFLINE
 from search.engine.busy import DEVICE_BUSY
 from search.engine.contenders import usable
 from search.engine.tree import Tree
-from search.engine.verdict import run_verdict, speeds
+from search.engine.verdict import ATTEMPT, ordered, run_verdict, speeds
 from search.engine.win_class import CUSTOM_KERNEL
 
 # Attempts the harness judged (its verdicts) or whose code never built (malformed): the per-attempt rates' denominator.
@@ -58,19 +58,22 @@ def attempt_counts(tree: Tree) -> dict[str, int]:
 def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s: float) -> dict[str, Any]:
     """One problem's outcome. Per KernelBench and the paper the problem's figure is its best correct attempt's, also
     when slower than the reference; `winner` says what the run ships (the attempt, the reference kept, or nothing
-    trustworthy) and `practical_speedup_vs_eager` is max(1, s): the reference kept where nothing beat it."""
+    trustworthy) and `practical_speedup_vs_eager` what it ships (the winner's figure, 1.0 for the reference kept). The
+    best custom kernel is the first custom_kernel attempt in the verdict's order (search.engine.verdict.ordered); one
+    ordered after the best counts at most the best's figure, so "custom kernels only" never exceeds "any correct
+    program"."""
     verdict = run_verdict(tree)
     every = speeds(tree)
     root = tree.root
     best_id = verdict.get("best")
+    order = ordered(tree, every, best_id)
     speed = every.get(best_id) if best_id is not None else None
     ratios = compile_ratios(tree)
     value = None if speed is None else float(speed["value"])
-    custom_id, custom = None, None
-    for node_id, s in every.items():
-        if s is not None and not s.get("reference") and s.get("class") == CUSTOM_KERNEL and (
-                custom is None or s["value"] > custom["value"]):
-            custom_id, custom = node_id, s
+    custom_id, custom = custom_kernel(order, every)
+    custom_value = None if custom is None else float(custom["value"])
+    if custom_value is not None and value is not None and custom_id != best_id:
+        custom_value = min(custom_value, value)  # ordered after the best: the verdict found it no faster
     baselines = (root.result or {}).get("baselines") or {}
     at_roofline = stop_reason.startswith(AT_ROOFLINE) or str(tree.meta.get("stop_reason") or "").startswith(AT_ROOFLINE)
     success = best_id is not None
@@ -91,10 +94,13 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
         "provenance": None if speed is None else speed.get("provenance"),
         "outcome": None if speed is None else speed.get("outcome"),
         "unstable": bool(speed and speed.get("unstable")),
-        "practical_speedup_vs_eager": None if not root.correct else max(1.0, value) if value is not None else 1.0,
-        "custom": None if custom is None else {"node": custom_id, "runtime_ms": custom.get("runtime_ms"),
-                                               "provenance": custom.get("provenance"),
-                                               **figures(float(custom["value"]), ratios)},
+        "low": None if speed is None else speed.get("low"), "high": None if speed is None else speed.get("high"),
+        "tied_with": [e["id"] for e in order if e["tie_with"] == best_id and best_id is not None],
+        "order": order,
+        "practical_speedup_vs_eager": practical(verdict, root.correct),
+        "custom": None if custom is None or custom_value is None else {
+            "node": custom_id, "runtime_ms": custom.get("runtime_ms"), "provenance": custom.get("provenance"),
+            "value": float(custom["value"]), **figures(custom_value, ratios)},
         "compile_vs_reference": ratios,
         "best_attempt": best_id, "search_best_attempt": None if search_best is None else search_best.id,
         "retimed": bool(speed and speed.get("retimed")),
@@ -108,6 +114,25 @@ def problem_record(path: Path, tree: Tree, status: str, stop_reason: str, wall_s
     }
 
 
+def custom_kernel(order: list[dict[str, Any]],
+                  every: dict[int, dict[str, Any] | None]) -> tuple[int | None, dict[str, Any] | None]:
+    """The problem's best custom_kernel attempt: the first of that class in the verdict's order."""
+    for entry in order:
+        s = every.get(entry["id"])
+        if s is not None and not s.get("reference") and s.get("class") == CUSTOM_KERNEL:
+            return entry["id"], s
+    return None, None
+
+
+def practical(verdict: dict[str, Any], reference_passed: bool) -> float | None:
+    """What the run ships, as a speed-up vs the reference: the winner's figure when an attempt won, else 1.0 (the
+    reference kept; nothing trustworthy ships the reference too); None when the reference did not pass."""
+    if not reference_passed:
+        return None
+    speed = verdict.get("speed") or {}
+    return float(speed["value"]) if verdict.get("kind") == ATTEMPT and speed.get("value") is not None else 1.0
+
+
 def failed_record(path: Path, reason: str, wall_s: float, device_busy: bool = False) -> dict[str, Any]:
     """A problem that could not be searched at all (invalid file, broken reference, a GPU other processes kept
     full): counted as unsolved."""
@@ -118,7 +143,8 @@ def failed_record(path: Path, reason: str, wall_s: float, device_busy: bool = Fa
         "status": "failed", "stop_reason": reason, "runtime_ms": None, "reference_ms": None,
         "eager_ms": None, "compile_ms": None, "compile_max_autotune_ms": None, "speedup_vs_eager": None,
         "speedup_vs_compile": None, "speedup_vs_compile_max_autotune": None, "provenance": None, "outcome": None,
-        "unstable": False, "practical_speedup_vs_eager": None, "custom": None, "retimed": False,
+        "unstable": False, "practical_speedup_vs_eager": None, "custom": None, "retimed": False, "low": None,
+        "high": None, "tied_with": [], "order": [],
         "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "wall_s": round(wall_s, 2),
         "flags": [], "device_busy": int(device_busy),
     }

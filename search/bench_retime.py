@@ -93,7 +93,7 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
                   slot: Callable[[], AbstractContextManager[Any]] | None = None) -> dict[str, Any]:
     """Re-time the search's contenders (search.engine.contenders: its best attempt, the steps that led to it, the
     first attempts and the runners-up close to it) and both compile modes against the reference; the winner is
-    the contender fastest side by side ("node", its entry "best"; the search's best when its own re-time is not
+    the contender fastest side by side ("winner", its entry "best"; the search's best when its own re-time is not
     usable, so an unusable figure never promotes a slower attempt). The result is stored in tree.meta["retime"]
     and returned. Nothing to re-time (no correct attempt) leaves the attempt entries out.
     keep_usable: entries of an earlier re-time that are usable (same search best, device and rounds) are kept, and
@@ -115,7 +115,7 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     out: dict[str, Any] = {"rounds": rounds, "device": device, "search_best": search_best}
     earlier = tree.meta.get("retime") or {}
     same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get("search_best", earlier.get(
-        "node"))) == (rounds, device, search_best)
+        "winner", earlier.get("node")))) == (rounds, device, search_best)
     kept = timed_contenders(earlier)
 
     def entry(kept_entry: dict[str, Any] | None, source: str) -> dict[str, Any]:
@@ -145,11 +145,11 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
                 store_on_node(tree, node_id, contenders[str(node_id)])
             wave = further_contenders(tree, [int(k) for k in contenders], MAX_RETIMES - len(contenders))
             pending = [(n.id, start(kept.get(str(n.id)), n.source)) for n in wave]
-        out["node"] = chosen_node(contenders, search_best)
-        out["nodes"], out["winner"] = [int(k) for k in contenders], out["node"]
-        if out["node"] is not None:
+        out["winner"] = chosen_node(contenders, search_best)  # the one key of the settled winner (as the service's)
+        out["nodes"] = [int(k) for k in contenders]
+        if out["winner"] is not None:
             out["contenders"] = contenders
-            out["best"] = contenders[str(out["node"])]
+            out["best"] = contenders[str(out["winner"])]
         for key, kept_entry, source in modes:
             out[key] = (compiles.get(key) or start(kept_entry, source))()
     finally:
@@ -178,7 +178,8 @@ def retime_text(tree: Tree) -> str:
             return f"error ({entry['error'][:120]})"
         return f"{entry['speedup']:.3g}x the reference" + (" (UNSTABLE)" if entry.get("unstable") else "")
 
-    node, search_best = retime.get("node"), retime.get("search_best", retime.get("node"))
+    node = retime.get("winner", retime.get("node"))  # "node": trees re-timed before "winner" was the one key
+    search_best = retime.get("search_best", node)
     parts = [f"best attempt #{node}: {figure(retime['best'])}"] if retime.get("best") is not None else []
     parts += [f"attempt #{k}: {figure(e)}" for k, e in (retime.get("contenders") or {}).items() if k != str(node)]
     parts += [f"{label}: {figure(retime[key])}" for key, label in (
@@ -209,8 +210,9 @@ def timed_contenders(retime: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A re-time's entries per contender id; one from before contenders timed only the search's best ("node",
     "best")."""
     timed = dict(retime.get("contenders") or {})
-    if retime.get("node") is not None and "best" in retime:
-        timed.setdefault(str(retime["node"]), retime["best"])
+    node = retime.get("winner", retime.get("node"))
+    if node is not None and "best" in retime:
+        timed.setdefault(str(node), retime["best"])
     return timed
 
 

@@ -21,7 +21,7 @@ from django.db.models import F
 from search.app.models import NODE_FIELDS, Event, Node, Run
 from search.engine.events import Event as EngineEvent
 from search.engine.tree import Tree
-from search.engine.verdict import run_verdict
+from search.engine.verdict import ordered, run_verdict, speeds
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,10 @@ class Recorder:
                 data["changes"] = self.sync_node(event.node)
             if event.type in ("run.progress", "leaderboard"):
                 sync_run_totals(self.run, self.tree)
+            if event.type == "run.progress":  # the verdict's figures, not the engine's search ones
+                data.update(attempts=self.run.attempts, best=self.run.best_node,
+                            best_runtime_ms=self.run.best_runtime_ms,
+                            best_speedup_vs_eager=self.run.best_speedup_vs_eager)
             store_event(self.run.pk, event.type, event.node, data, seq=seq)
 
     def _create(self, node_id: int) -> None:
@@ -122,16 +126,20 @@ class Recorder:
 
 
 def sync_run_totals(run: Run, tree: Tree) -> None:
-    """Copy the tree's attempts, verdict (search.engine.verdict: the best attempt by its figures, the winner) and
-    usage onto the run row (what lists and pages show)."""
+    """Copy the tree's attempts, verdict (search.engine.verdict: the best attempt by its figures, the winner, and
+    `order`: the correct attempts in the verdict's order with its ties, what every view lists) and usage onto the
+    run row (what lists and pages show). best_runtime_ms and best_speedup_vs_eager are the verdict's best figure's
+    (its runtime in the protocol that gave it, its speed-up against the reference), never another protocol's."""
+    figures = speeds(tree)
     verdict = run_verdict(tree)
+    verdict["order"] = ordered(tree, figures, verdict["best"])
     best = tree.nodes.get(verdict["best"]) if verdict["best"] is not None else None
     figure = verdict["best_speed"] or {}
     usage = tree.usage_total()
-    run.attempts = verdict["attempts"]  # the budget used: declined nodes and forgiven provider failures left out
+    run.attempts = verdict["attempts"]  # the budget used: free attempts and forgiven provider failures left out
     run.best_node = None if best is None else best.id
-    run.best_runtime_ms = None if best is None else (figure.get("runtime_ms") or best.runtime_ms)
-    run.best_speedup_vs_eager = None if best is None else best.speedup_vs_eager
+    run.best_runtime_ms = None if best is None else figure.get("runtime_ms")
+    run.best_speedup_vs_eager = None if best is None else figure.get("value")
     run.verdict = verdict
     run.cost_usd = float(usage["cost_usd"])
     run.input_tokens = int(usage["input_tokens"])

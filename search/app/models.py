@@ -44,12 +44,14 @@ class Run(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         PAUSED = "paused"
+        SETTLING = "settling"  # the search ended; its contenders are re-timed side by side before the verdict is final
         FINISHED = "finished"
         FAILED = "failed"
         CANCELLED = "cancelled"
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
     ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
+    SEARCH_OVER = (Status.SETTLING, *ENDED)  # no attempt starts any more (steering and extending are refused)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     shared_with = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="shared_runs", blank=True)
@@ -67,8 +69,10 @@ class Run(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED, db_index=True)
     attempts = models.PositiveIntegerField(default=0, help_text="Budget used: attempts started (the root excluded).")
     best_node = models.IntegerField(null=True, blank=True, help_text="Node.node_id of the fastest correct attempt.")
-    best_runtime_ms = models.FloatField(null=True, blank=True)
-    best_speedup_vs_eager = models.FloatField(null=True, blank=True)
+    best_runtime_ms = models.FloatField(null=True, blank=True,
+                                        help_text="The verdict's best figure's runtime (its protocol's).")
+    best_speedup_vs_eager = models.FloatField(null=True, blank=True,
+                                              help_text="The verdict's best figure: its speed-up vs the reference.")
     verdict = models.JSONField(default=dict, blank=True,
                                help_text="search.engine.verdict.run_verdict: the winner, its figure, why.")
     reference_runtime_ms = models.FloatField(null=True, blank=True)
@@ -100,10 +104,12 @@ class Run(models.Model):
 
     @property
     def winner(self) -> str | None:
-        """"attempt" when the run's winner is an attempt faster than the reference, "reference" when the run
-        finished and none was (the answer is the reference itself), "untrusted" when the fastest attempt is beyond
+        """"attempt" when the run's winner is an attempt faster than the reference (not while it is settling),
+        "reference" when the run finished and none was (the answer is the reference itself), "untrusted" when the fastest attempt is beyond
         its roofline and no re-time cleared it, else None: the stored verdict (search.engine.verdict), no query."""
         kind = (self.verdict or {}).get("kind")
+        if self.status == self.Status.SETTLING:
+            return None  # nothing is final while the contenders are re-timed
         if kind == "attempt":
             return "attempt"
         return kind if kind in ("reference", "untrusted") and self.status == self.Status.FINISHED else None
@@ -130,6 +136,7 @@ class Run(models.Model):
             "reference_runtime_ms": self.reference_runtime_ms,
             "winner": self.winner,
             "verdict": self.verdict or {},
+            "contenders": list(((self.meta or {}).get("retime") or {}).get("nodes") or []),
             "cost_usd": self.cost_usd,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,

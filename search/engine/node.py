@@ -19,7 +19,9 @@ FINISHED = ("done", "failed")
 ENGINE_VERDICTS = ("malformed", "agent_error", "interrupted", "eval_error", "declined", "device_busy", "plan_rejected")
 DECLINED = "declined"  # a free attempt: its team had nothing left to try from its node (agents.BranchDeclined)
 PLAN_REJECTED = "plan_rejected"  # a free attempt: the user rejected its plan in review (search.engine.steering)
-FREE_VERDICTS = (DECLINED, PLAN_REJECTED)  # attempts that do not spend the budget (Tree.attempts)
+EXHAUSTED = "exhausted"  # a free attempt: its team found nothing left to try anywhere; the run finishes
+FREE_VERDICTS = (DECLINED, PLAN_REJECTED, EXHAUSTED)  # attempts that do not spend the budget (Tree.attempts): nothing
+# was evaluated (docs/metrics.md "Attempt")
 
 
 def empty_usage() -> dict[str, Any]:

@@ -246,3 +246,40 @@ def run_verdict(tree: Tree) -> dict[str, Any]:
                 "why": why}
     why = f"#{best} is {best_speed['text']}" + (" (within the noise)" if best_speed["outcome"] == TIE else "")
     return {**out, "winner": best, "kind": ATTEMPT, "speed": best_speed, "class": best_speed["class"], "why": why}
+
+
+def _beats(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Figure `a` is faster than `b` beyond the noise of both: a's range (its value without one) lies above b's."""
+    low = a.get("low") if a.get("low") is not None else a.get("value")
+    high = b.get("high") if b.get("high") is not None else b.get("value")
+    return low is not None and high is not None and float(low) > float(high)
+
+
+def ordered(tree: Tree, figures: dict[int, dict[str, Any] | None] | None = None,
+            best: int | None = None) -> list[dict[str, Any]]:
+    """The run's correct attempts in the verdict's order, what every view lists (leaderboard, bundle, suite tables,
+    `search show`): the verdict's best attempt first (best_attempt), then the others by their figure, highest first
+    (the search's runtime, then the id, break equal figures); attempts without a figure last. Each entry is {id,
+    rank, tie_with}: an attempt the first of its rank group does not beat beyond the noise of both figures
+    (`_beats`: its range above the other's), nor beats it, shares that rank and names it in `tie_with` (None when it leads its
+    group), so two attempts that cannot be told apart read as a tie in every view."""
+    figures = speeds(tree) if figures is None else figures
+    best = best_attempt(tree, figures) if best is None else best
+    nodes = [n for n in tree if n.parent is not None and n.correct]
+
+    def key(n: Node) -> tuple[int, float, float, int]:
+        figure = figures.get(n.id)
+        value = float(figure["value"]) if figure is not None else float("-inf")
+        return (0 if n.id == best else 1, -value, n.runtime_ms if n.runtime_ms is not None else float("inf"), n.id)
+
+    out: list[dict[str, Any]] = []
+    leader: dict[str, Any] | None = None
+    for position, node in enumerate(sorted(nodes, key=key), 1):
+        figure = figures.get(node.id)
+        if leader is not None and figure is not None and leader["figure"] is not None \
+                and not _beats(leader["figure"], figure) and not _beats(figure, leader["figure"]):
+            out.append({"id": node.id, "rank": leader["rank"], "tie_with": leader["id"]})
+            continue
+        leader = {"id": node.id, "rank": position, "figure": figure}
+        out.append({"id": node.id, "rank": position, "tie_with": None})
+    return out

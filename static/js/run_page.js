@@ -6,7 +6,7 @@ import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
-import { badges, moveLabel } from "./speed.js";
+import { FREE_VERDICTS, FREE_WORDS, SETTLING_WHY, badges, moveLabel, settlingText, tieNote, tieTitle } from "./speed.js";
 import { rooflineView } from "./roofline.js";
 import { drawTemperatureNotice } from "./temperature.js";
 import { enableSteering } from "./steer.js";
@@ -102,7 +102,7 @@ function drawSummary() {
   // first progress event.
   const attempts = typeof run.attempts === "number" ? run.attempts : t.attempts;
   fig("attempts").textContent = `${attempts} / ${run.budget ?? "—"}`;
-  fig("attempts_note").textContent = attemptsNote(run, attempts, t.declined);
+  fig("attempts_note").textContent = attemptsNote(run, attempts, t.free);
   fig("in_flight").textContent = String(t.inFlight);
   fig("phase").textContent = phaseText();
   drawBest(t.best);
@@ -131,7 +131,7 @@ function drawSummary() {
     const on = a === "pause" ? ["queued", "running"].includes(run.status)
       : a === "resume" ? run.status === "paused"
       : a === "cancel" ? !ended
-      : !["cancelled", "failed"].includes(run.status);
+      : !["cancelled", "failed", "settling"].includes(run.status);
     for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on || !isLive;
   }
   document.getElementById("controls").dataset.live = isLive ? "yes" : "no";
@@ -141,10 +141,12 @@ function drawSummary() {
   download.toggleAttribute("hidden", !t.best && !reference);
   const bestSpeed = t.best ? state.speedOf(t.best) : null;
   const slower = bestSpeed && bestSpeed.value <= 1;
-  download.textContent = reference ? "Download the reference — no attempt beat it (.zip)"
+  const settling = run.status === "settling";
+  download.textContent = settling ? "Download best attempt — settling, not final (.zip)"
+    : reference ? "Download the reference — no attempt beat it (.zip)"
     : winner === "untrusted" ? "Download best attempt — no trustworthy winner (.zip)"
     : slower ? "Download best attempt — slower than the reference (.zip)" : "Download winner bundle (.zip)";
-  download.classList.toggle("warn", !!slower || reference || winner === "untrusted");
+  download.classList.toggle("warn", !!slower || reference || winner === "untrusted" || settling);
   download.classList.toggle("disabled", !isLive);
   download.setAttribute("aria-disabled", isLive ? "false" : "true");
   download.title = isLive ? "" : "waiting for the live connection";
@@ -162,10 +164,9 @@ function drawSummary() {
 
 // "Declined nodes are free" and, once a run ended short of its budget, why (search/app/pages/views_runs.py
 // attempts_note says the same on the server).
-function attemptsNote(run, attempts, declined) {
-  const parts = [];
-  if (declined) parts.push(`${declined} declined, not counted`);
-  if (["finished", "cancelled", "failed"].includes(run.status) && run.budget != null && attempts < run.budget) {
+function attemptsNote(run, attempts, free) {
+  const parts = FREE_VERDICTS.filter((v) => free[v]).map((v) => `${free[v]} ${FREE_WORDS[v]}, not counted`);
+  if (["settling", "finished", "cancelled", "failed"].includes(run.status) && run.budget != null && attempts < run.budget) {
     parts.push(`stopped at ${attempts} of ${run.budget}${run.stop_reason ? `: ${run.stop_reason}` : ""}`);
   }
   return parts.join(" · ");
@@ -183,7 +184,12 @@ function drawBest(best) {
   badge.title = s && s.unstable ? `${s.why}; re-time it before trusting this number` : "";
   marks.replaceChildren(...badges(s, { skip: ["unstable"] }));
   box.className = "warn";
-  if (winner.kind === "untrusted") {
+  if (state.run.status === "settling") {
+    box.textContent = settlingText(state.pending());
+    spread.textContent = SETTLING_WHY;
+    badge.hidden = true;
+    marks.replaceChildren();
+  } else if (winner.kind === "untrusted") {
     box.textContent = "No trustworthy winner";
     spread.textContent = winner.why;
   } else if (winner.kind === "reference") {
@@ -197,7 +203,7 @@ function drawBest(best) {
   } else if (!s.reference && s.value > 1) {
     box.textContent = `${s.short} (#${best.id})`;
     box.className = "";
-    spread.textContent = `${s.text} · ${s.how}`;
+    spread.textContent = [`${s.text} · ${s.how}`, tieNote(state.verdict().order, best.id)].filter(Boolean).join(" · ");
   } else {
     box.textContent = "No faster kernel found yet";
     spread.textContent = `best correct attempt #${best.id}: ${s.short} the reference's speed · ${s.how}`;
@@ -259,7 +265,9 @@ function drawLeaderboard() {
     tr.dataset.node = n.id;
     tr.tabIndex = 0;
     const s = state.speedOf(n);
-    const cells = [i + 1, `#${n.id}`, s ? s.short : "—", ms(s ? s.runtime_ms : n.runtime_ms), moveLabel(n) || n.role];
+    const entry = state.rankOf(n.id);
+    const rank = entry ? (entry.tie_with != null ? `${entry.rank}=` : String(entry.rank)) : String(i + 1);
+    const cells = [rank, `#${n.id}`, s ? s.short : "—", ms(s ? s.runtime_ms : n.runtime_ms), moveLabel(n) || n.role];
     cells.forEach((c, k) => {
       const td = document.createElement("td");
       td.textContent = c;
@@ -269,6 +277,14 @@ function drawLeaderboard() {
         mark.className = "badge best";
         mark.textContent = "best";
         mark.title = state.verdict().why || "the run's best attempt";
+        td.append(" ", mark);
+      }
+      if (k === 0 && entry && entry.tie_with != null) {
+        td.title = tieTitle(entry);
+        const mark = document.createElement("span");
+        mark.className = "badge flag tie";
+        mark.textContent = "tie";
+        mark.title = tieTitle(entry);
         td.append(" ", mark);
       }
       if (k === 2 && s) {

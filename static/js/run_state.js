@@ -1,7 +1,7 @@
 // The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
 // Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
 
-import { DECLINED, phaseWords, rootOf, speedOf } from "./speed.js";
+import { FREE_VERDICTS, phaseWords, rootOf, speedOf } from "./speed.js";
 
 const FINISHED = new Set(["done", "failed"]);
 
@@ -125,11 +125,31 @@ export class RunState {
 
   // Correct nodes other than the root with a stored figure, fastest by that figure first (the search's runtime
   // breaks ties, then the id); correct nodes without a figure after them.
+  // The run's verdict orders them (run.verdict.order, search.engine.verdict.ordered: its best first, then by
+  // figure, ties marked); attempts it does not list yet (a figure landed since) follow by the same rule.
   ranked() {
     const value = (n) => speedOf(n)?.value ?? -Infinity;
+    const order = new Map((this.verdict().order || []).map((e, i) => [e.id, i]));
+    const pos = (n) => (order.has(n.id) ? order.get(n.id) : Infinity);
     return [...this.nodes.values()]
       .filter((n) => isPass(n) && n.parent != null)
-      .sort((a, b) => value(b) - value(a) || a.runtime_ms - b.runtime_ms || a.id - b.id);
+      .sort((a, b) => pos(a) - pos(b) || value(b) - value(a) || a.runtime_ms - b.runtime_ms || a.id - b.id);
+  }
+
+  // The verdict's entry for a node ({id, rank, tie_with}), or null.
+  rankOf(id) {
+    return (this.verdict().order || []).find((e) => e.id === id) || null;
+  }
+
+  // The contenders of a settling run whose re-time is not in yet: [{node, state}] (header: what is pending).
+  pending() {
+    const out = [];
+    for (const id of this.run?.contenders || []) {
+      const r = this.nodes.get(id)?.result?.retime;
+      const state = r?.state || "queued";
+      if (state !== "done" && state !== "failed") out.push({ node: id, state });
+    }
+    return out;
   }
 
   root() {
@@ -150,6 +170,7 @@ export class RunState {
   // but the root and the declined ones (free: a team with nothing left to try). "In flight" counts the reference
   // while it is evaluated (it is work in progress like any attempt).
   totals() {
+    const free = {};
     let attempts = 0, declined = 0, inFlight = 0, passed = 0, failed = 0, tokensIn = 0, tokensOut = 0, cost = 0;
     for (const n of this.nodes.values()) {
       const u = n.usage || {};
@@ -160,8 +181,9 @@ export class RunState {
         if (!isFinished(n) && n.status !== "pending") inFlight += 1;
         continue;
       }
-      if (n.verdict === DECLINED) {
+      if (FREE_VERDICTS.includes(n.verdict)) {
         declined += 1;
+        free[n.verdict] = (free[n.verdict] || 0) + 1;
         continue;
       }
       attempts += 1;
@@ -169,7 +191,7 @@ export class RunState {
       else if (isPass(n)) passed += 1;
       else failed += 1;
     }
-    return { attempts, declined, inFlight, passed, failed, tokensIn, tokensOut, cost, best: this.best() };
+    return { attempts, declined, free, inFlight, passed, failed, tokensIn, tokensOut, cost, best: this.best() };
   }
 
   // The run's best attempt as its verdict names it (run.verdict.best: the contender fastest side by side once
@@ -186,8 +208,10 @@ export class RunState {
   // beyond its roofline and no re-time cleared it) or null (not decided yet), with the server's why.
   winner() {
     const v = this.verdict();
-    const finished = this.run?.status === "finished";
-    const kind = v.kind === "attempt" ? "attempt" : finished && ["reference", "untrusted"].includes(v.kind) ? v.kind : null;
+    const status = this.run?.status;
+    const finished = status === "finished";
+    const kind = status === "settling" ? null : v.kind === "attempt" ? "attempt"
+      : finished && ["reference", "untrusted"].includes(v.kind) ? v.kind : null;
     return { kind, why: v.why || "" };
   }
 
@@ -198,7 +222,7 @@ export class RunState {
   estimate(now = Date.now() / 1000) {
     const run = this.run;
     if (!["queued", "running"].includes(run.status) || run.budget == null) return null;
-    const attempts = [...this.nodes.values()].filter((n) => n.parent != null && n.verdict !== DECLINED);
+    const attempts = [...this.nodes.values()].filter((n) => n.parent != null && !FREE_VERDICTS.includes(n.verdict));
     const done = attempts.filter((n) => isFinished(n) && n.created_at && n.finished_at)
       .sort((a, b) => a.finished_at - b.finished_at).slice(-5);
     const root = this.root();
@@ -221,7 +245,7 @@ export class RunState {
 
   bestSoFar() {
     const done = [...this.nodes.values()]
-      .filter((n) => n.parent != null && isFinished(n) && n.verdict !== DECLINED)
+      .filter((n) => n.parent != null && isFinished(n) && !FREE_VERDICTS.includes(n.verdict))
       .sort((a, b) => a.attempt - b.attempt || a.id - b.id);
     const points = [];
     let best = null;

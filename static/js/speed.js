@@ -3,6 +3,29 @@
 // words and marks as search/app/pages/speed.py (the inspector, compare and the runs list are server-rendered).
 
 export const DECLINED = "declined"; // a free attempt: its team had nothing left to try (never counted)
+// Attempts that do not spend the budget (search/engine/node.py FREE_VERDICTS; docs/metrics.md "Attempt"): nothing
+// was evaluated, so they are shown and explained, never counted.
+export const FREE_VERDICTS = ["declined", "plan_rejected", "exhausted"];
+export const FREE_WORDS = { declined: "declined", plan_rejected: "plan rejected", exhausted: "nothing left to try" };
+
+// A settling run's headline (search/app/pages/speed.py settling_text and SETTLING_WHY say the same): what is
+// pending, never a figure that may be withdrawn.
+export const SETTLING_WHY = "the search ended; its contenders are re-timed side by side with the reference, and the verdict is final once their figures are in";
+export function settlingText(pending) {
+  if (!pending.length) return "Settling: the verdict is being settled";
+  return `Settling: re-timing ${pending.map((p) => `#${p.node} (${p.state})`).join(", ")}`;
+}
+
+// "a tie with #7 and #9 …" when attempts share the best's rank (search/app/pages/speed.py tie_note), else "".
+export function tieNote(order, best) {
+  const tied = (order || []).filter((e) => e.tie_with === best).map((e) => `#${e.id}`);
+  return tied.length ? `a tie with ${tied.join(" and ")}: cannot be told apart beyond the noise` : "";
+}
+
+// An attempt the verdict cannot tell apart from the one above it (search.engine.verdict.ordered: tie_with).
+export function tieTitle(entry) {
+  return `cannot be told apart from #${entry.tie_with} beyond the noise of both figures: a tie`;
+}
 
 export function rootOf(nodes) {
   for (const n of nodes.values()) if (n.parent == null) return n;

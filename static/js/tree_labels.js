@@ -2,7 +2,7 @@
 // the reference: node.speed, decided by search/engine/verdict.py) and its text label (never colour alone).
 
 import { phaseClock } from "./run_state.js";
-import { DECLINED, moveLabel, speedOf } from "./speed.js";
+import { FREE_VERDICTS, FREE_WORDS, moveLabel, speedOf } from "./speed.js";
 import { dropsTemperature } from "./temperature.js";
 
 const d3 = globalThis.d3; // static/vendor/d3/d3.min.js, loaded as a classic script before the modules
@@ -16,7 +16,7 @@ const speedColour = d3
 export function statusClass(n) {
   if (n.parent == null) return (n.status === "done" || n.status === "failed") && n.verdict !== "pass" ? "st-failed" : "st-root";
   if (RUNNING.has(n.status)) return "st-running";
-  if (n.verdict === DECLINED) return "st-declined";
+  if (FREE_VERDICTS.includes(n.verdict)) return "st-declined";
   if (n.status === "pending") return "st-pending";
   if (n.verdict === "pass") return "st-pass";
   if (n.status === "done" || n.status === "failed") return "st-failed";
@@ -51,13 +51,13 @@ export function nodeLabel(n) {
     const marks = s ? (s.not_retimed ? " (not re-timed)" : "") + (s.reused ? " (reused)" : "") : "";
     return `#${n.id} pass${s ? ` ${s.unstable ? "~" : ""}${s.short}${marks}` : ""}${tail}`;
   }
-  if (n.verdict === DECLINED) return `#${n.id} declined, not counted${tail}`;
+  if (FREE_VERDICTS.includes(n.verdict)) return `#${n.id} ${FREE_WORDS[n.verdict]}, not counted${tail}`;
   return `#${n.id} ${(n.verdict || n.status || "failed").replace(/_/g, " ")}${tail}`;
 }
 
 // The longer words for a node (its aria-label and tooltip): the label, and for a declined node why it was.
 export function nodeDescription(n) {
   const label = nodeLabel(n);
-  const why = n.verdict === DECLINED && n.reasons && n.reasons[0] ? n.reasons[0] : "";
+  const why = FREE_VERDICTS.includes(n.verdict) && n.reasons && n.reasons[0] ? n.reasons[0] : "";
   return why ? `${label}: ${why}` : label;
 }

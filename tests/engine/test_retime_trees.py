@@ -49,7 +49,7 @@ def test_retime_writes_side_by_side_figures_into_the_tree(tmp_path: Path) -> Non
     assert "re-timing on cpu, 2 rounds" in text and "re-timed side by side (2 rounds" in text, text
     assert "best attempt #1:" in text and "torch.compile(default):" in text, text
     retime = Tree.load(tree_file).meta["retime"]
-    assert retime["node"] == 1 and retime["rounds"] == 2 and retime["device"] == "cpu"
+    assert retime["winner"] == 1 and retime["rounds"] == 2 and retime["device"] == "cpu"
     for key in ("best", "compile", "compile_max_autotune"):
         entry = retime[key]
         assert "error" not in entry, (key, entry)
@@ -73,7 +73,7 @@ def test_retime_writes_side_by_side_figures_into_the_tree(tmp_path: Path) -> Non
     tree = Tree.load(tree_file)
     kept = {k: tree.meta["retime"][k] for k in ("compile", "compile_max_autotune")}
     failed = {"error": "re-timing failed: timed out"}
-    tree.meta["retime"]["best"] = tree.meta["retime"]["contenders"][str(tree.meta["retime"]["node"])] = failed
+    tree.meta["retime"]["best"] = tree.meta["retime"]["contenders"][str(tree.meta["retime"]["winner"])] = failed
     tree.save(tree_file)
     buf = io.StringIO()
     assert main(["retime", str(tree_file), "--rounds", "2"], out=buf) == 0

@@ -21,10 +21,10 @@ EVAL = {"timing_runs": 60, "warmup_runs": 10, "correctness_trials": 1, "baseline
 
 
 def finished_run(owner) -> Run:
-    """A finished run whose search (figures made up: as if a busy device had ordered them wrongly) timed the slow
+    """A run whose search finished (settling: its contenders are re-timed before the verdict is final) and whose search (figures made up: as if a busy device had ordered them wrongly) timed the slow
     program (node 2, a step on node 1) fastest."""
     problem = Problem.objects.create(owner=owner, hash=source_hash(PROBLEM), name="relu", source=PROBLEM)
-    run = Run.objects.create(owner=owner, problem=problem, name="contenders", team="rules", status="finished",
+    run = Run.objects.create(owner=owner, problem=problem, name="contenders", team="rules", status="settling",
                              budget=2, attempts=2, best_node=2, best_runtime_ms=0.95, reference_runtime_ms=1.0,
                              best_speedup_vs_eager=1.05, settings={"eval": EVAL}, stop_reason="budget used")
     now = time.time()
@@ -58,8 +58,10 @@ def test_the_run_ends_on_the_contender_fastest_side_by_side(owner, redis_client,
     work_one(queues.SEARCH_QUEUE)  # the first re-time recorded: the other is not in yet, nothing changes
     run.refresh_from_db()
     assert run.best_node == 2 and "winner" not in run.meta[retime.CONTENDERS]
+    assert run.status == "settling" and run.winner is None and run.to_dict()["contenders"] == [2, 1]
     work_one(queues.SEARCH_QUEUE)
     run.refresh_from_db()
+    assert run.status == "finished" and run.winner is not None  # final now: the attempt or the reference kept
     states = {n.node_id: n.result["retime"]["state"] for n in Node.objects.filter(run=run, node_id__in=[1, 2])}
     assert states == {1: "done", 2: "done"}
     figures = {k: (a["speedup"], a["spread"], a["unstable"]) for k, a in answers.items()}
@@ -72,6 +74,7 @@ def test_the_run_ends_on_the_contender_fastest_side_by_side(owner, redis_client,
     event = Event.objects.filter(run=run, type="run.status").latest("seq")
     assert event.payload["best"] == 1 and event.payload["run"]["best"] == 1
     assert "attempt #1 is faster than the search's fastest #2" in event.payload["reason"], event.payload
+    assert event.payload["status"] == event.payload["run"]["status"] == "finished" and "settled" in event.payload["reason"]
     retime.settle_winner(Run.objects.get(pk=run.pk))  # settled once: a later call announces nothing more
     assert Event.objects.filter(run=run, type="run.status").latest("seq").seq == event.seq
 
@@ -87,6 +90,7 @@ def test_a_run_with_one_contender_or_one_still_timing_keeps_its_best(owner, redi
     run.refresh_from_db()
     assert run.best_node == 2 and "winner" not in run.meta[retime.CONTENDERS]
     Node.objects.filter(run=run, node_id=1).update(result={"retime": {"state": "failed", "message": "timed out"}})
+    assert run.status == "settling"
     retime.settle_winner(run)  # 1 has no figure: the search's best stays, and that is settled
     run.refresh_from_db()
-    assert run.best_node == 2 and run.meta[retime.CONTENDERS]["winner"] == 2
+    assert run.best_node == 2 and run.meta[retime.CONTENDERS]["winner"] == 2 and run.status == "finished"

@@ -8,6 +8,31 @@ from typing import Any
 
 REFERENCE_FASTEST = "The reference is fastest: no attempt beat it"
 NO_TRUSTWORTHY_WINNER = "No trustworthy winner"
+SETTLING_WHY = ("the search ended; its contenders are re-timed side by side with the reference, and the verdict is "
+                "final once their figures are in")
+
+
+FREE_WORDS = {"declined": "declined", "plan_rejected": "plan rejected", "exhausted": "nothing left to try"}
+
+
+def tie_title(entry: dict[str, Any]) -> str:
+    """The title of a tie mark (static/js/speed.js tieTitle): entry is search.engine.verdict.ordered's."""
+    return f"cannot be told apart from #{entry['tie_with']} beyond the noise of both figures: a tie"
+
+
+def tie_note(order: list[dict[str, Any]] | None, best: int | None) -> str:
+    """'a tie with #7: cannot be told apart beyond the noise' when attempts share the best's rank
+    (search.engine.verdict.ordered; static/js/speed.js tieNote), else ''."""
+    tied = [f"#{e['id']}" for e in order or () if e.get("tie_with") == best and best is not None]
+    return f"a tie with {' and '.join(tied)}: cannot be told apart beyond the noise" if tied else ""
+
+
+def settling_text(pending: list[dict[str, Any]]) -> str:
+    """A settling run's headline: what is pending, never a figure that may be withdrawn (static/js/speed.js
+    settlingText says the same)."""
+    if not pending:
+        return "Settling: the verdict is being settled"
+    return "Settling: re-timing " + ", ".join(f"#{p['node']} ({p['state']})" for p in pending)
 
 
 def speed(node: Any) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -69,7 +70,7 @@ def header_context(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {
         "best": "—", "spread": "", "unstable": False, "why": "", "class": "", "marks": [],
         "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": "",
-        "attempts_note": attempts_note(run, int(verdict.get("declined") or 0)),
+        "attempts_note": attempts_note(run, free_counts(run)),
         "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage"))}
     best, figure = verdict.get("best"), verdict.get("best_speed")
     if figure is not None and best is not None:
@@ -77,11 +78,15 @@ def header_context(run: Run) -> dict[str, Any]:
         out["marks"] = speeds.marks(figure, skip=("unstable",))
         if speeds.faster(figure):
             out["best"] = f"{figure['short']} (#{best})"
-            out["spread"] = f"{figure['text']} · {figure['how']}"
+            out["spread"] = " · ".join(filter(None, (f"{figure['text']} · {figure['how']}",
+                                                      speeds.tie_note(verdict.get("order"), best))))
         else:
             out["best"] = "No faster kernel found yet"
             out["spread"] = f"best correct attempt #{best}: {figure['short']} the reference's speed · {figure['how']}"
-    if run.winner == "reference":
+    if run.status == Run.Status.SETTLING:
+        out.update(best=speeds.settling_text(pending_contenders(run)), spread=speeds.SETTLING_WHY, marks=[],
+                   unstable=False, why="", **{"class": ""})
+    elif run.winner == "reference":
         out["best"] = speeds.REFERENCE_FASTEST
         if best is None or figure is None:
             out["spread"] = "no correct attempt · the reference is kept"
@@ -91,11 +96,27 @@ def header_context(run: Run) -> dict[str, Any]:
     return out
 
 
-def attempts_note(run: Run, declined: int) -> str:
+def pending_contenders(run: Run) -> list[dict[str, Any]]:
+    """The contenders of a settling run whose re-time is not in yet: [{node, state}]."""
+    nodes = list(((run.meta or {}).get("retime") or {}).get("nodes") or [])
+    states = {row.node_id: ((row.result or {}).get("retime") or {}).get("state")
+              for row in Node.objects.filter(run=run, node_id__in=nodes).only("node_id", "result")}
+    return [{"node": n, "state": states.get(n) or "queued"} for n in nodes
+            if states.get(n) not in ("done", "failed")]
+
+
+def free_counts(run: Run) -> dict[str, int]:
+    """The run's free attempts per verdict (declined, plan rejected, nothing left to try): never counted."""
+    rows = Node.objects.filter(run=run, parent__isnull=False, verdict__in=list(speeds.FREE_WORDS))
+    return dict(Counter(rows.values_list("verdict", flat=True)))
+
+
+def attempts_note(run: Run, free: dict[str, int]) -> str:
     """'3 declined, not counted · stopped at 6 of 10: nothing left to select' (static/js/run_page.js attemptsNote
-    says the same live): declined nodes are free, and a run that ended short of its budget says why."""
-    parts = [f"{declined} declined, not counted"] if declined else []
-    if run.status in Run.ENDED and run.attempts < run.budget:
+    says the same live): free attempts are never counted (docs/metrics.md "Attempt"), and a run that ended short
+    of its budget says why."""
+    parts = [f"{free[v]} {words}, not counted" for v, words in speeds.FREE_WORDS.items() if free.get(v)]
+    if run.status in Run.SEARCH_OVER and run.attempts < run.budget:
         parts.append(f"stopped at {run.attempts} of {run.budget}" + (f": {run.stop_reason}" if run.stop_reason else ""))
     return " · ".join(parts)
 

@@ -142,6 +142,9 @@ def extend(run_id: int, more: int) -> Run:
     with locked_run(run_id) as run:
         if run.status in (Run.Status.CANCELLED, Run.Status.FAILED):
             raise RunStateError(f"run {run_id} is {run.status}; fork it from a node to go on")
+        if run.status == Run.Status.SETTLING:
+            raise RunStateError(f"run {run_id} is settling: its contenders are being re-timed side by side; extend "
+                                "it once it is finished")
         if run.budget + more > MAX_BUDGET:
             raise SettingError("budget", f"a run may have at most {MAX_BUDGET} attempts")
         if run.status == Run.Status.FINISHED:

@@ -15,7 +15,7 @@ import logging
 from rq.registry import StartedJobRegistry
 
 from search.app.models import Node, Run
-from search.app.service import devices, queues, steering, steps
+from search.app.service import devices, queues, retime, steering, steps
 from search.app.service.runs import locked_run
 from search.engine.node import FINISHED
 
@@ -48,7 +48,8 @@ def reap(run_ids: list[int] | None = None) -> list[str]:
     """One pass over the active runs; returns what it did (for logs and the command's output)."""
     cleanup_abandoned()
     actions: list[str] = []
-    runs = Run.objects.filter(status__in=(*Run.ACTIVE, Run.Status.PAUSED))  # paused runs finish their attempts
+    # paused runs finish their attempts; settling runs wait for their contenders' re-times
+    runs = Run.objects.filter(status__in=(*Run.ACTIVE, Run.Status.PAUSED, Run.Status.SETTLING))
     if run_ids is not None:
         runs = runs.filter(pk__in=run_ids)
     for run in runs:
@@ -81,6 +82,8 @@ def reap_run(run: Run) -> list[str]:
     actions: list[str] = []
     if run.status == Run.Status.PAUSED and run.started_at is None:
         return actions  # paused before it started: nothing is in flight
+    if run.status == Run.Status.SETTLING:
+        return retime.reap_settling(run)
     if run.status == Run.Status.QUEUED:
         if job_state(queues.start_job_id(run.pk)) not in ALIVE:
             queues.enqueue_start(run.pk)

@@ -37,7 +37,7 @@ def continue_chain(my_job_id: str | None) -> None:
     current = current.decode() if isinstance(current, bytes) else current
     if current not in (None, my_job_id):
         return  # another chain owns the schedule; let this one end
-    if not Run.objects.filter(status__in=(*Run.ACTIVE, Run.Status.PAUSED)).exists():
+    if not Run.objects.filter(status__in=(*Run.ACTIVE, Run.Status.PAUSED, Run.Status.SETTLING)).exists():
         conn.delete(chain_key())
         return
     job_id = queues.make_job_id("reaper", uuid.uuid4().hex[:12])

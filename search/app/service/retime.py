@@ -21,12 +21,14 @@ from search.app.models import Node, Run
 from search.app.service import queues
 from search.app.service.runs import eval_settings, load_tree, locked_run
 from search.engine.contenders import further_contenders, retime_contenders
+from search.engine.tree import Tree
 from search.engine.verdict import best_attempt, refresh, speeds
 
 RETIME_JOB = "kernels.jobs.retime_job"
 BUSY = ("queued", "running")
 ROUNDS = 6
-CONTENDERS = "retime"  # run.meta, as tree.meta in the CLI: {"search_best", "nodes", "winner" once settled}
+CONTENDERS = "retime"  # run.meta, as tree.meta in the CLI: {"search_best", "nodes", "winner" once settled}: the one
+# key of the settled winner (search.engine.verdict.best_attempt reads it)
 MAX_RETIMES = 8  # contenders in all, the further ones included (each is one harness child)
 
 
@@ -71,24 +73,49 @@ def request(run: Run, node_id: int | None) -> Node:
     return row
 
 
+def will_settle(tree: Tree) -> bool:
+    """Whether a search that finished now re-times its contenders before its verdict is final (STARK_RETIME_AT_END,
+    default on, and a correct attempt against a reference that passed)."""
+    return bool(getattr(settings, "STARK_RETIME_AT_END", True)) and tree.root.correct and tree.best() is not None
+
+
 def at_end(run_id: int) -> None:
-    """A finished run's contenders for the win (search.engine.contenders: its best attempt, the steps that led to
-    it, the first attempts, close runners-up) re-timed side by side with the reference (STARK_RETIME_AT_END,
-    default on), so the run ends on one number timed one way, and on the attempt fastest that way (settle_winner,
-    once every contender's re-time is in; it adds attempts whose search figure still beats that)."""
-    if not getattr(settings, "STARK_RETIME_AT_END", True):
-        return
+    """A settling run's contenders for the win (search.engine.contenders: its best attempt, the steps that led to
+    it, the first attempts, close runners-up) re-timed side by side with the reference, so the run ends on one
+    number timed one way, and on the attempt fastest that way (settle_winner, once every contender's re-time is in;
+    it adds attempts whose search figure still beats that, then marks the run finished)."""
     run = Run.objects.filter(pk=run_id).select_related("problem").first()
-    if run is None or run.best_node is None or run.status != Run.Status.FINISHED:
+    if run is None or run.status != Run.Status.SETTLING:
         return
-    contenders = [n.id for n in retime_contenders(load_tree(run))] or [run.best_node]
+    contenders = [n.id for n in retime_contenders(load_tree(run))] or ([run.best_node] if run.best_node else [])
     with locked_run(run.pk) as run:
+        if not contenders:
+            settled(run, "nothing to re-time")
+            return
         run.meta = {**(run.meta or {}), CONTENDERS: {"search_best": run.best_node, "nodes": contenders}}
         run.save(update_fields=["meta"])
     request_all(run, contenders)
     with locked_run(run.pk) as run:
         more = settle_winner(run)  # every contender may already have been re-timed (a "Re-time" before the end)
     request_all(run, more)
+
+
+def pending(run: Run) -> list[dict[str, Any]]:
+    """The contenders of a settling run still being re-timed, [{node, state}] in the plan's order (what its header
+    says instead of a figure that may be withdrawn)."""
+    nodes = list(((run.meta or {}).get(CONTENDERS) or {}).get("nodes") or [])
+    states = {row.node_id: ((row.result or {}).get("retime") or {}).get("state")
+              for row in Node.objects.filter(run=run, node_id__in=nodes)}
+    return [{"node": n, "state": states.get(n) or "queued"} for n in nodes if states.get(n) in (*BUSY, None)]
+
+
+def settled(run: Run, why: str) -> None:
+    """A settling run's verdict is final: it is finished (call under the run lock)."""
+    if run.status != Run.Status.SETTLING:
+        return
+    run.status = Run.Status.FINISHED
+    run.save(update_fields=["status", "updated_at"])
+    apply_verdict(run, settled=why)
 
 
 def request_all(run: Run, node_ids: list[int]) -> None:
@@ -100,10 +127,11 @@ def request_all(run: Run, node_ids: list[int]) -> None:
             request(run, node_id)
 
 
-def apply_verdict(run: Run) -> None:
+def apply_verdict(run: Run, settled: str | None = None) -> None:
     """Recompute every node's figure and the run's verdict from the stored tree (search.engine.verdict) and store
     what changed, with node.speed events and, when the best attempt moved, a run.status event (call under the run
-    lock). Only measured figures change: a re-time never rescales another attempt's figure."""
+    lock). Only measured figures change: a re-time never rescales another attempt's figure. `settled`: the run was
+    just settled (finished) for that reason: a run.status event says so in any case."""
     tree = load_tree(run)
     before, verdict_before = run.best_node, dict(run.verdict or {})
     for node_id in refresh(tree):
@@ -111,10 +139,12 @@ def apply_verdict(run: Run) -> None:
         Node.objects.filter(run=run, node_id=node_id).update(speed=figure)
         store_event(run.pk, "node.speed", node_id, {"changes": {"speed": figure}})
     sync_run_totals(run, tree)
-    if run.best_node != before and run.best_node is not None:
+    if (run.best_node != before and run.best_node is not None) or settled:
         search_best = (run.verdict or {}).get("search_best")
-        reason = (f"{run.stop_reason}; side by side with the reference, attempt #{run.best_node} is faster than "
-                  f"the search's fastest #{search_best}, so it is the run's best")
+        reason = "; ".join(filter(None, (run.stop_reason, settled and f"settled: {settled}")))
+        if run.best_node != before and run.best_node is not None:
+            reason += (f"; side by side with the reference, attempt #{run.best_node} is faster than the search's "
+                       f"fastest #{search_best}, so it is the run's best")
         store_event(run.pk, "run.status", None, {"status": run.status, "reason": reason, "best": run.best_node,
                                                  "run": run.to_dict()})
     elif run.verdict != verdict_before:  # e.g. a re-time cleared a winner beyond its roofline: the pages follow
@@ -129,7 +159,7 @@ def settle_winner(run: Run) -> list[int]:
     Nothing changes while a contender is still queued or running."""
     plan = (run.meta or {}).get(CONTENDERS) or {}
     nodes = list(plan.get("nodes") or [])
-    if run.status != Run.Status.FINISHED or not nodes or "winner" in plan:
+    if run.status not in (Run.Status.SETTLING, Run.Status.FINISHED) or not nodes or "winner" in plan:
         return []
     states = {row.node_id: ((row.result or {}).get("retime") or {}).get("state")
               for row in Node.objects.filter(run=run, node_id__in=nodes)}
@@ -142,10 +172,35 @@ def settle_winner(run: Run) -> list[int]:
         run.save(update_fields=["meta"])
         return more
     figures = speeds(tree)
-    run.meta = {**run.meta, CONTENDERS: {**plan, "winner": best_attempt(tree, figures)}}
+    winner = best_attempt(tree, figures)
+    run.meta = {**run.meta, CONTENDERS: {**plan, "winner": winner}}
     run.save(update_fields=["meta"])
-    apply_verdict(run)
+    if run.status == Run.Status.SETTLING:
+        settled(run, f"{len(nodes)} contender(s) re-timed side by side with the reference")
+    else:
+        apply_verdict(run)
     return []
+
+
+def reap_settling(run: Run) -> list[str]:
+    """A settling run whose end-of-run step or re-time was lost (a killed worker, Redis restarted) goes on: the
+    contenders are planned again when no plan was stored, a re-time whose job and record step are gone is recorded
+    as failed (its attempt keeps the search's figure), and the winner is settled once nothing is in flight."""
+    if not ((run.meta or {}).get(CONTENDERS) or {}).get("nodes"):
+        at_end(run.pk)
+        return [f"run {run.pk}: settling without a re-time plan; contenders planned"]
+    actions = []
+    for entry in pending(run):
+        row = Node.objects.filter(run=run, node_id=entry["node"]).first()
+        job_id = str((((row.result or {}).get("retime") or {}).get("job")) or "") if row is not None else ""
+        if row is None or not job_id or job_alive(job_id) or job_alive(queues.make_job_id("record", job_id)):
+            continue
+        actions.append(f"run {run.pk} node {row.node_id}: " + record(run.pk, row.pk, job_id))
+    if not actions:
+        with locked_run(run.pk) as locked:
+            more = settle_winner(locked)
+        request_all(locked, more)
+    return actions
 
 
 def job_alive(job_id: str) -> bool:

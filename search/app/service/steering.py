@@ -64,7 +64,7 @@ def steer(run_id: int, user: Any, data: Any) -> dict[str, Any]:
     fields = parse(data)
     who = user.get_username()
     with locked_run(run_id) as run:
-        if run.status in Run.ENDED:
+        if run.status in Run.SEARCH_OVER:
             raise RunStateError(f"run {run_id} is {run.status}; fork it from a node to steer a new search")
         engine = steps.engine_of(run)
         try:
@@ -103,7 +103,7 @@ def review_timeouts(run_id: int) -> list[str]:
     if not Node.objects.filter(run_id=run_id, status=REVIEW).exists():
         return done
     with locked_run(run_id) as run:
-        if run.status in Run.ENDED:
+        if run.status in Run.SEARCH_OVER:
             return done
         engine = steps.engine_of(run)
         for node in list(engine.tree):

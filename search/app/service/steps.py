@@ -101,7 +101,11 @@ def schedule(run: Run, engine: Engine) -> None:
 
 
 def finish(run: Run, tree: Tree, status: str, reason: str) -> None:
-    """End the run (finished, failed or cancelled) with the reason the user sees."""
+    """End the run (finished, failed or cancelled) with the reason the user sees. A search that finished with
+    contenders to re-time side by side is `settling` until their figures are in (retime.at_end, settle_winner):
+    nothing it shows is final before."""
+    if status == Run.Status.FINISHED and retime.will_settle(tree):
+        status = Run.Status.SETTLING
     run.status = status
     run.finished_at = timezone.now()
     run.stop_reason = reason
@@ -110,7 +114,7 @@ def finish(run: Run, tree: Tree, status: str, reason: str) -> None:
     run.save(update_fields=["status", "finished_at", "stop_reason", "error", "updated_at"])
     sync_run_totals(run, tree)
     announce(run, reason)
-    if status == Run.Status.FINISHED:
+    if status == Run.Status.SETTLING:
         queues.after_commit(retime.at_end, run.pk)  # the final number: best and reference timed side by side
 
 
