@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, compile_seed, device_busy, fuzz, judge, ncu
+from kernels import cache, compile_seed, device_busy, fuzz, judge, ncu, witness
 from kernels import profile as profiling
 from kernels.isolation.sandbox import run_worker
 from kernels.isolation.work_dirs import new_work_dir
@@ -106,11 +106,13 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
     seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox,
                                     candidate_source) if seed else 0
+    timed = witness.plan(settings.timing_runs, settings.warmup_runs)
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
-            "timing": {"runs": settings.timing_runs, "warmup": settings.warmup_runs, "flush": settings.flush_cache},
+            "timing": {"runs": timed.runs, "warmup": timed.warmup, "flush": settings.flush_cache},
+            "rounds": timed.rounds,  # side by side with the reference (kernels.witness.plan)
             "profile": {"deadline_s": profile_deadline(settings), "flush": settings.flush_cache} if settings.profile
             else None, "fuzz": fuzzing.task_part() if fuzzing else None}
     try:
@@ -224,11 +226,14 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
     if timing is None:
         return
     ms = timing["median_ms"]
-    if result.verdict == "pass" and ms > 0:
-        if base["eager_ms"]:
-            result.speedup_vs_eager = round(base["eager_ms"] / ms, 4)
-        if base["compile_ms"]:
-            result.speedup_vs_compile = round(base["compile_ms"] / ms, 4)
+    side = result.side_by_side or {}
+    if result.verdict == "pass" and side.get("speedup"):
+        # never the reference child's time over this child's: the ratio of the two timed alternately here
+        # (kernels.witness), and against torch.compile that ratio times the reference child's own eager/compile
+        # ratio, both timed in that one process
+        result.speedup_vs_eager = round(float(side["speedup"]), 4)
+        if base["compile_ms"] and base["eager_ms"]:
+            result.speedup_vs_compile = round(float(side["speedup"]) * base["eager_ms"] / base["compile_ms"], 4)
     if not settings.roofline:
         return
     figures, _ = judge.roofline_figures(reference, ms, settings)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kernels import correctness, device_busy, digest, roofline, stats
+from kernels import correctness, device_busy, digest, roofline, stats, witness
 from kernels.isolation.worker_run import WorkerRun
 from kernels.ops import compute_ops
 from kernels.result import Check, Correctness, EvalResult, Timing
@@ -105,13 +105,21 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     checks.append(check("forged_result", "pass", "only authenticated harness messages were received"))
     message = run.last("result") or {}
     facts = message.get("facts", {})
-    times = stats.valid_times(message.get("times_ms"), settings.timing_runs)
+    timed = witness.plan(settings.timing_runs, settings.warmup_runs)
+    times = stats.valid_times(message.get("times_ms"), timed.candidate_runs)
     if times is None:
         result.verdict, result.integrity = "rejected", checks
-        result.reasons = [f"timing_report: the worker's per-run times are not {settings.timing_runs} finite, "
+        result.reasons = [f"timing_report: the worker's per-run times are not {timed.candidate_runs} finite, "
                           "non-negative numbers (tampered with)"]
         return result
-    timing_summary = stats.summarize(times, settings.warmup_runs)
+    try:
+        side = witness.figure(run.messages, run.holds, timed.runs, timed.warmup, settings.unstable_timing_fraction)
+    except witness.WitnessError as exc:
+        result.verdict = "rejected"
+        result.integrity = [*checks, check("timing_witness", "fail", str(exc))]
+        result.reasons = [f"timing_witness: {exc}"]
+        return result
+    timing_summary = stats.summarize(times, timed.warmup)
     saved = load_outputs(outputs_path, message.get("outputs_sha256"))
     if isinstance(saved, str):
         result.verdict = "rejected" if saved.startswith(REWRITTEN) else "runtime_error"
@@ -142,7 +150,8 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     checks += integrity_checks(facts, saved, ref_outputs, ref_dtypes, settings, trials_ok=failing is None,
                                timed_reference=timed_reference)
     flags, flag_checks = flag_checks_for(facts, ref, comparisons, ref_dtypes, settings, timing_summary)
-    checks += flag_checks
+    checks += flag_checks + witness_checks(side, flags)
+    result.side_by_side = side
     result.integrity = checks
     result.flags = flags
     result.timing = cast(Timing, timing_summary)
@@ -319,6 +328,31 @@ def timing_stability(timing: dict[str, Any] | None, settings: EvalSettings, flag
                   f"(median {timing['median_ms']:.4g} ms, min {timing['min_ms']:.4g} ms), more than "
                   f"unstable_timing_fraction={settings.unstable_timing_fraction:g}; the device or host was busy "
                   "while timing, so re-time it alone before trusting this time and its speed-ups")]
+
+
+def witness_checks(side: dict[str, Any], flags: list[str]) -> list[Check]:
+    """`timing_witness` (the reported times against the harness's own clock, kernels.witness: fail when they
+    contradict it) and `reference_slowed` (a flag: the reference ran slower beside the candidate than before it was
+    imported; the figure then decides nothing)."""
+    seen = side["witness"]
+    out: list[Check] = []
+    if seen["state"] == "forged":
+        out.append(check("timing_witness", "fail", f"the reported times contradict the harness's clock: {seen['why']}"))
+    elif seen["state"] == "witnessed":
+        out.append(check("timing_witness", "pass", f"the reported times fit the harness's clock in {len(seen['rounds'])} "
+                         f"rounds (witnessed speed-ups {seen['low']:.3g}–{seen['high']:.3g}×)"))
+    else:
+        out.append(check("timing_witness", "skipped", f"{seen['why']}: the figure decides nothing"))
+    slowed = seen.get("reference_slowed")
+    if slowed is not None and slowed > witness.SLOWED_REFERENCE:
+        flags.append("reference_slowed")
+        out.append(check("reference_slowed", "flag", f"the reference ran {slowed:.2f}× slower beside the candidate "
+                         "than before it was imported (the candidate's code or a busy host): the speed-up decides "
+                         "nothing until it is re-timed"))
+    elif slowed is not None:
+        out.append(check("reference_slowed", "pass", f"the reference ran at {slowed:.2f}× its time from before the "
+                         "candidate's import"))
+    return out
 
 
 def roofline_figures(ref: Reference, ms: float, settings: EvalSettings) -> tuple[dict[str, Any] | None, bool]:

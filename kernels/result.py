@@ -89,6 +89,9 @@ class EvalResult:
     phases: list[dict[str, Any]] = field(default_factory=list)  # [{"phase", "seconds"}] in order (kernels.phases)
     profile: dict[str, Any] | None = None  # where the forward spends its time (kernels.profile, CONTRACTS §1)
     fuzz: dict[str, Any] | None = None  # the fuzzing stage: level, seed, variants run/skipped/failed, cost (kernels.fuzz)
+    # the reference and the candidate timed alternately in the candidate's own child, witnessed on the harness's
+    # clock (kernels.witness.figure): speedup, low, high, measurable, why, witness, ...; speedup_vs_eager comes from it
+    side_by_side: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -29,7 +29,7 @@ import statistics
 import time
 from typing import Any
 
-from kernels import cache, compile_seed
+from kernels import cache, compile_seed, witness
 from kernels.evaluate import run_candidate_child
 from kernels.isolation.work_dirs import new_work_dir
 from kernels.isolation.worker_run import WorkerRun
@@ -87,6 +87,7 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
         raise RetimeError(f"re-timing failed: {why}" + (f"; its output ends with:\n{tail}" if tail else ""))
     phases = clock.done()
     out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
+    witnessed(out, run, runs, task["timing"]["warmup"], settings.unstable_timing_fraction)
     out["phases"] = phases  # where its wall time went: start, build, waiting for the device, timing, ...
     env = run.last("environment")
     out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
@@ -96,6 +97,31 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
                             "it timed")
     out["wall_s"] = round(time.monotonic() - start, 3)
     return out
+
+
+def witnessed(out: dict[str, Any], run: WorkerRun, runs: int, warmup: int, unstable_fraction: float) -> None:
+    """Hold the child's figures against the harness's clock (kernels.witness): a contradiction is a RetimeError
+    (the figures are forged); the range becomes the union of the claimed and the witnessed per-round ratios, and a
+    figure the witness cannot vouch for, or whose range is too wide, is `unstable` (it decides nothing)."""
+    try:
+        side = witness.figure(run.messages, run.holds, runs, warmup, unstable_fraction)
+    except witness.WitnessError as exc:
+        raise RetimeError(f"re-timing failed: timing_witness: {exc}") from exc
+    seen = side["witness"]
+    out["witness"] = seen
+    if seen["state"] == "forged":
+        raise RetimeError(f"re-timing failed: timing_witness: the reported times contradict the harness's clock: "
+                          f"{seen['why']}")
+    if side["low"] is not None and side["high"] is not None:
+        out["spread"] = {"low": round(min(side["low"], out["spread"]["low"]), 4),
+                         "high": round(max(side["high"], out["spread"]["high"]), 4)}
+    out["measurable"], out["measurable_why"] = side["measurable"], side["why"]
+    if not side["measurable"]:
+        out["unstable"] = True
+        out["unstable_why"] = "; ".join(w for w in (out["unstable_why"], f"not measurable on this host now: "
+                                                    f"{side['why']}") if w)
+    if (seen.get("reference_slowed") or 0) > witness.SLOWED_REFERENCE and "reference_slowed" not in out["flags"]:
+        out["flags"].append("reference_slowed")
 
 
 def summarize_rounds(answer: dict[str, Any], runs: int, unstable_fraction: float) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from kernels import digest
 from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing, torch_profiler
 from kernels.child import fuzz as fuzz_task
 from kernels.child.channel import Channel, redirect_output
-from kernels.child.reference import HarnessFailure, load_problem
+from kernels.child.reference import HarnessFailure, load_problem, problem_model
+from kernels.witness import BEFORE, CANDIDATE, REFERENCE
 
 _sleep = time.sleep
 _monotonic = time.monotonic
@@ -162,14 +163,17 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
     hold = device_lock.DeviceHold.for_task(task, channel)
     compile_aside.watch_compiles(hold)
+    # the CUDA context and torch.compile's import, before the first hold: no timer waits for them
+    hold.brought_up = bring_up.before_holding(task, device, sources=(task["candidate_source"],))
+    # the problem's reference, timed once before any candidate code exists: the block the parent's witness trusts
+    # (kernels.witness), and the model the candidate is timed beside
+    reference = reference_before(task, problem, device, hold, channel, send)
     guard = probes.HarnessSnapshot()
     channel.phase("build")
     extensions_dir, build_started = os.environ.get("TORCH_EXTENSIONS_DIR", ""), time.time()
     cls = build(task, work_dir, device)
     extensions = extension_builds(extensions_dir, build_started)
     redirect_output(work_dir / "run.log")
-    # the CUDA context and torch.compile's import, before the first hold: no timer waits for them
-    hold.brought_up = bring_up.before_holding(task, device, sources=(task["candidate_source"],))
     channel.phase("queue")  # waiting for the device is not running: it has its own deadline
     with hold.shared():  # first calls (JIT compiles, autotuning) and trials overlap with other untimed work
         channel.phase("run")
@@ -177,10 +181,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
                                          hold.off_device)
     if extensions:
         facts["extension_builds"] = extensions
-    channel.phase("queue")
-    with hold.exclusive():  # nobody else uses the device while this times
-        channel.phase("timing")
-        inputs, times, last, sampler = timed(task, problem, model, device, guard)
+    inputs, times, last, sampler = timed(task, problem, model, reference, device, hold, channel, send)
+    del reference
     hold.timed = True
     # the re-check, the fuzzing variants (which may recompile a torch.compile'd candidate: that compile steps aside)
     # and the profile are untimed: they share the device, so other children's timers are not held up by them
@@ -253,22 +255,77 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
     return model, facts, trials
 
 
-def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, device: torch.device,
-                   guard: probes.HarnessSnapshot) -> tuple[list[Any], list[float], Any, TimingSampler]:
-    """The timed loop, holding the device alone: (inputs, times, the last run's outputs, the sampler)."""
+def reference_before(task: dict[str, Any], problem: Any, device: torch.device, hold: device_lock.DeviceHold,
+                     channel: Channel, send: Any) -> torch.nn.Module:
+    """Build the problem's Model and time one block of it, the same loop as every later block, before the
+    candidate is imported: its block is honest, so its overhead and its times are what the witness trusts."""
+    channel.phase("queue")
+    with hold.shared():
+        channel.phase("run")
+        model = problem_model(problem, task, device)
+        inputs = loading.make_inputs(problem, task["seeds"][0], device)
+    channel.phase("queue")
+    with hold.exclusive():
+        channel.phase("timing")
+        sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"], Keeper(bool(task.get("digest"))))
+        with torch.no_grad():
+            timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"], task["timing"]["warmup"],
+                                 task["timing"]["flush"], before_run=sampler.before, after_run=sampler.after,
+                                 on_block=block_sender(channel, send, BEFORE, 0), tick=ticker(channel, send))
+    return model
+
+
+def block_sender(channel: Channel, send: Any, model: str, index: int) -> Callable[[list[float], list[float]], None]:
+    """The "block" message of one timing loop, sent right after it (kernels.witness)."""
+    def report(times: list[float], warmup: list[float]) -> None:
+        send(channel, "block", model=model, round=index, times_ms=times, warmup_ms=warmup)
+    return report
+
+
+def ticker(channel: Channel, send: Any) -> Callable[[int], None]:
+    """The "tick" messages around each timed call, stamped by the parent (kernels.witness)."""
+    def tick(edge: int) -> None:
+        send(channel, "tick", edge=edge)
+    return tick
+
+
+def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, reference: torch.nn.Module,
+                   device: torch.device, hold: device_lock.DeviceHold, channel: Channel, send: Any,
+                   ) -> tuple[list[Any], list[float], Any, TimingSampler]:
+    """The timed rounds, each holding the device alone: the reference and the candidate alternately (ABBA...), the
+    same loop on the same input tensors, each block reported as it ends. Returns (the candidate's inputs, its times
+    over all rounds, its last run's outputs, its sampler)."""
+    runs, rounds = task["timing"]["runs"], int(task.get("rounds") or 1)
     inputs = loading.make_inputs(problem, task["seeds"][0], device)
     keeper = Keeper(bool(task.get("digest")))
-    sampler = TimingSampler(problem, inputs, device, task["timing"]["runs"], keeper)
-    try:
-        with torch.no_grad():
-            _, times, last = timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"],
-                                                      task["timing"]["warmup"], task["timing"]["flush"],
-                                                      before_run=sampler.before, after_run=sampler.after)
-    except HarnessFailure:
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        raise HarnessFailure("runtime_error", f"ModelNew.forward raised {type(exc).__name__} while being timed: "
-                             f"{exc}") from exc
+    sampler = TimingSampler(problem, inputs, device, runs * rounds, keeper)
+    other = TimingSampler(problem, inputs, device, runs * rounds, keeper)  # the reference's: the same work around it
+    times: list[float] = []
+    last: Any = None
+    for index in range(rounds):
+        order = (REFERENCE, CANDIDATE) if index % 2 == 0 else (CANDIDATE, REFERENCE)
+        channel.phase("queue")
+        with hold.exclusive(), torch.no_grad():  # nobody else uses the device while this times
+            channel.phase("timing")
+            for name in order:
+                mine = sampler if name == CANDIDATE else other
+                offset = index * runs
+                fn = (lambda: model(*inputs)) if name == CANDIDATE else (lambda: reference(*inputs))
+                try:
+                    _, got, out = timing.time_callable(
+                        fn, device, runs, task["timing"]["warmup"], task["timing"]["flush"],
+                        before_run=lambda i, s=mine, o=offset: s.before(o + i),
+                        after_run=lambda i, x, s=mine, o=offset: s.after(o + i, x),
+                        on_block=block_sender(channel, send, name, index), tick=ticker(channel, send))
+                except HarnessFailure:
+                    raise
+                except BaseException as exc:  # noqa: BLE001
+                    who = "ModelNew.forward" if name == CANDIDATE else "the reference Model.forward (beside it)"
+                    raise HarnessFailure("runtime_error", f"{who} raised {type(exc).__name__} while being timed: "
+                                         f"{exc}") from exc
+                if name == CANDIDATE:
+                    times += got
+                    last = out
     return inputs, times, last, sampler
 
 

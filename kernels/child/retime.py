@@ -9,9 +9,10 @@ from typing import Any
 import torch
 
 from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing
-from kernels.child.candidate import build
+from kernels.child.candidate import block_sender, build, ticker
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference import load_problem, problem_forward, problem_inputs, problem_model
+from kernels.witness import BEFORE
 
 
 def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
@@ -35,7 +36,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("queue")
     with exclusive(), torch.no_grad():
         channel.phase("timing")
-        before = time_callable(lambda: reference(*inputs), device, runs, warmup, flush)[1]
+        before = time_callable(lambda: reference(*inputs), device, runs, warmup, flush,
+                               on_block=block_sender(channel, send, BEFORE, 0), tick=ticker(channel, send))[1]
     channel.phase("build")
     guard = probes.HarnessSnapshot()
     cls = build(task, work_dir, device)
@@ -59,7 +61,9 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.phase("timing")
             for name in order:
                 model = models[name]
-                rounds[name].append(time_callable(partial(model, *inputs), device, runs, warmup, flush)[1])
+                rounds[name].append(time_callable(partial(model, *inputs), device, runs, warmup, flush,
+                                                  on_block=block_sender(channel, send, name, i),
+                                                  tick=ticker(channel, send))[1])
     patched = guard.changes()
     if patched:
         raise RuntimeError("the candidate replaced the timer, torch's functions or the harness's own ("

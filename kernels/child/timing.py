@@ -68,21 +68,37 @@ def shared(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.Abstra
 
 def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup: int,
                   flush: bool = True, before_run: Callable[[int], None] | None = None,
-                  after_run: Callable[[int, Any], None] | None = None) -> tuple[dict[str, Any], list[float], Any]:
+                  after_run: Callable[[int, Any], None] | None = None,
+                  on_block: Callable[[list[float], list[float]], None] | None = None,
+                  tick: Callable[[int], None] | None = None) -> tuple[dict[str, Any], list[float], Any]:
     """Time `fn` with the protocol above; returns (summary, per-run ms, the last run's output).
 
     `before_run(i)` (fresh inputs) and `after_run(i, output)` (sampling outputs for a re-check) run outside the
     timed window. The clocks are read into locals before any timed call, so swapping the module's globals while
     the loop runs changes nothing; the parent recomputes the summary from the raw per-run times anyway.
+    `on_block(times, warmup_times)` is told the raw times right after the loop (the block message the parent's
+    clock witnesses, kernels.witness); the warm-up calls are timed too, without a flush. `tick(0)` and `tick(1)`
+    run right before and right after each timed call (after its flush, before its outputs are sampled), outside the
+    timed window: the parent stamps them, so every run has a window on a clock the child cannot reach.
     """
     perf_counter, cuda_event, cuda_synchronize = _perf_counter, _cuda_event, _cuda_synchronize
     flusher = make_flusher(device, flush)
     cuda = device.type == "cuda"
     out = None
-    for _ in range(warmup):
-        out = fn()
+    warm: list[float] = []
     if cuda:
+        marks = [cuda_event(enable_timing=True) for _ in range(warmup + 1)]
+        marks[0].record()
+        for i in range(warmup):
+            out = fn()
+            marks[i + 1].record()
         cuda_synchronize(device)
+        warm = [a.elapsed_time(b) for a, b in zip(marks, marks[1:])]
+    else:
+        for _ in range(warmup):
+            t0 = perf_counter()
+            out = fn()
+            warm.append((perf_counter() - t0) * 1e3)
     times: list[float] = []
     if cuda:
         starts = [cuda_event(enable_timing=True) for _ in range(runs)]
@@ -91,10 +107,14 @@ def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup
             if before_run:
                 before_run(i)
             flusher()
+            if tick:
+                tick(0)
             starts[i].record()
             out = fn()
             ends[i].record()
             cuda_synchronize(device)
+            if tick:
+                tick(1)
             if after_run:
                 after_run(i, out)
         times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
@@ -103,9 +123,15 @@ def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup
             if before_run:
                 before_run(i)
             flusher()
+            if tick:
+                tick(0)
             t0 = perf_counter()
             out = fn()
             times.append((perf_counter() - t0) * 1e3)
+            if tick:
+                tick(1)
             if after_run:
                 after_run(i, out)
+    if on_block is not None:
+        on_block(times, warm)
     return summarize(times, warmup), times, out
