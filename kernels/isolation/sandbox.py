@@ -30,6 +30,8 @@ from typing import Any
 from kernels import cache
 from kernels.isolation import CHECKOUT, layers, work_dirs, zygote
 from kernels.isolation.bubblewrap import bwrap_prefix
+from kernels.isolation.cgroups import ChildGroup
+from kernels.isolation.hidden_memory import hidden_mb
 from kernels.isolation.lock_broker import (
     POLL_S,
     LockBroker,
@@ -43,8 +45,10 @@ from kernels.isolation.process_tree import (
     kill_group,
     kill_tracked,
     max_processes,
+    max_tasks,
     tree_members,
     tree_memory_mb,
+    walk,
 )
 from kernels.isolation.quiet import Membership, Quieter, device_members, quiet_wanted
 from kernels.isolation.watch import (
@@ -54,10 +58,12 @@ from kernels.isolation.watch import (
     ChannelBudget,
     ChannelLines,
     Deadlines,
+    MessageLimits,
     phase_name,
 )
 from kernels.isolation.worker_run import LOG_LIMIT, WorkerRun, authenticate, read_regular_file
 from kernels.isolation.zygote import ZygoteUnavailable
+from kernels.phases import child_order
 
 __all__ = ["MAX_FORGED", "MAX_LINE", "QUEUE_WAIT_S", "ChannelLines", "WorkerRun", "run_worker"]
 
@@ -158,6 +164,9 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     run = WorkerRun(sandbox="bwrap" if chosen.bwrap else "none", isolation=chosen.describe())
     # what is there before the child starts (its task, a planted compile seed: kernels.compile_seed) is not its writing
     written_before = work_dirs.disk_usage_mb(work_dir) + sum(work_dirs.disk_usage_mb(p) for p in writable)
+    group = ChildGroup.make(max_tasks())
+    run.isolation = _with_group(run.isolation, group)
+    procs = group.procs_files() if group is not None else []
     start = run.started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
@@ -166,7 +175,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             if not chosen.bwrap and zygote_root is not None and not wrap:
                 try:
                     proc = _fork_from_zygote(zygote_root, cmd, work_dir, child_env, log.fileno(),
-                                             child_fds, nonce, [disk_limit_mb, chosen.uid, chosen.gid])
+                                             child_fds, nonce, [disk_limit_mb, chosen.uid, chosen.gid, procs])
                     run.warm = True
                 except ZygoteUnavailable as exc:
                     logger.warning("warm start unavailable, the child is spawned: %s", exc)
@@ -174,8 +183,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                         cwd=work_dir, env=child_env, start_new_session=True, close_fds=True,
                                         pass_fds=child_fds,
-                                        preexec_fn=layers.child_limits(disk_limit_mb, chosen.uid is not None),
-                                        **layers.ids(chosen.uid, chosen.gid))
+                                        preexec_fn=layers.child_limits(disk_limit_mb, chosen.uid, chosen.gid,
+                                                                       procs))
                 try:
                     assert proc.stdin is not None
                     proc.stdin.write(nonce.encode() + b"\n")
@@ -185,19 +194,21 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     except BaseException:
         if broker is not None:
             broker.close()
+        if group is not None:
+            group.remove(0.0)
         raise
     finally:
         os.close(write_fd)
         if broker is not None:
             broker.close_child_end()
-    clock = Deadlines({"queue": QUEUE_WAIT_S, **timeouts}, visits, start)
+    clock = Deadlines({"queue": QUEUE_WAIT_S, **timeouts}, visits, start, order=child_order(task.get("kind")))
     tracked: dict[int, str] = {}
     members = members or (device_members(device_lock) if device_lock is not None else None)
     member = Membership(members, proc.pid) if members is not None else None
     if broker is not None and device_lock is not None and quiet_wanted(task):
         broker.quieter = Quieter([device_members(device_lock), cache.members_beside(device_lock)], proc.pid)
     try:
-        _watch(proc, run, read_fd, nonce, clock, (broker, member), tracked, on_phase, memory_limit_mb,
+        _watch(proc, run, read_fd, nonce, clock, (broker, member), tracked, on_phase, (memory_limit_mb, group),
                (disk_limit_mb, written_before, [work_dir, *writable]))
     finally:
         os.close(read_fd)
@@ -209,8 +220,13 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)  # let a crashed worker's exit status arrive before the group is killed
         tracked.update(descendants(proc.pid))
+        if group is not None and not run.stopped() and group.refused():  # refused at the clone, then it ended
+            run.limit_exceeded = too_many_tasks(max_tasks(), group.refused())
         kill_group(proc)
         kill_tracked(tracked)
+        if group is not None:
+            group.kill()  # what left the tree (and the subreaper) but not its group
+            group.remove()
         if member is not None:
             member.leave()
         if broker is not None:
@@ -226,15 +242,17 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
 
 def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines,
            lock: tuple[LockBroker | None, Membership | None], tracked: dict[int, str],
-           on_phase: Callable[[str], None] | None, memory_limit_mb: float | None,
+           on_phase: Callable[[str], None] | None, memory: tuple[float | None, ChildGroup | None],
            disk: tuple[float | None, float, list[Path]]) -> None:
     """Read the child's messages until it is done, exits, or breaks a bound (it is killed by the caller). A child
     that a quiet timer paused (kernels.isolation.quiet) is never stopped for a deadline that passed meanwhile, and
     the paused seconds extend its deadlines."""
     broker, member = lock
+    memory_limit_mb, group = memory
     disk_limit_mb, written_before, places = disk
-    lines, budget, cap = ChannelLines(), ChannelBudget(), max_processes()
-    next_memory_check = next_disk_check = 0.0
+    lines, budget, limits, cap, task_cap = ChannelLines(), ChannelBudget(), MessageLimits(), max_processes(), max_tasks()
+    next_memory_check = next_disk_check = next_hidden_check = 0.0
+    hidden = 0.0
 
     shown = ["start"]
 
@@ -247,6 +265,7 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
         now = time.monotonic()
         if broker is not None and clock.waiting and broker.poll():
             clock.granted(now)
+            run.holds.append({"granted_s": round(time.monotonic() - run.started, 6), "mode": broker.held})
             tell(clock.phase)
         if broker is not None and broker.quieter is not None:
             broker.quieter.tick(now)
@@ -257,16 +276,25 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
             return
         if now > next_memory_check:
             next_memory_check = now + 0.25
-            live = descendants(proc.pid)
+            live, tasks = walk(proc.pid)
             tracked.update(live)
             if len(live) > cap:
                 run.limit_exceeded = (f"started more than {cap} processes (a fork bomb?); the process group was "
                                       "killed")
                 return
+            refused = group.refused() if group is not None else 0
+            if tasks > task_cap or refused:
+                run.limit_exceeded = too_many_tasks(task_cap, refused)
+                return
             if memory_limit_mb:
-                rss = tree_memory_mb(tree_members(proc.pid, tracked, live), memory_limit_mb)
-                if rss > memory_limit_mb:
-                    run.memory_exceeded_mb = rss
+                members = tree_members(proc.pid, tracked, live)
+                rss = tree_memory_mb(members, memory_limit_mb)
+                charged = group.memory_mb() if group is not None else None
+                if charged is None and now > next_hidden_check:  # no memory group: memfds and tmpfs files held
+                    next_hidden_check, hidden = now + 0.5, hidden_mb(members)
+                used = max(rss + hidden, charged or 0.0)
+                if used > memory_limit_mb:
+                    run.memory_exceeded_mb = used
                     return
         if disk_limit_mb and now > next_disk_check:
             next_disk_check = now + 0.5
@@ -289,18 +317,29 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
         if run.limit_exceeded:
             return
         for line in received:
+            run.limit_exceeded = limits.line_problem(line)
+            if run.limit_exceeded:
+                return
             message = authenticate(line, nonce, run)
             if message is None:
                 continue
+            run.limit_exceeded = limits.message_problem(message)
+            if run.limit_exceeded:
+                return
             kind = message.get("type")
             if kind == "lock":
+                grants = broker.grants if broker is not None else 0
                 if broker is not None and broker.request(message):
                     clock.wait(time.monotonic())
                     tell("queue")
+                elif broker is not None and broker.grants > grants:  # granted at once: the witness's anchor
+                    run.holds.append({"granted_s": round(time.monotonic() - run.started, 6), "mode": broker.held})
                 continue
             run.messages.append(message)
             if kind == "phase":
                 phase = phase_name(message)
+                if clock.behind(phase):  # phases only move forward: a step back is refused (and kept as evidence)
+                    run.refuse_phase(f"{phase} after {clock.phase}")
                 if member is not None:  # a pause that just ended is the phase's it interrupted, not the next one's
                     clock.pause(member.check(time.monotonic()))
                 clock.enter(phase, time.monotonic())  # known phases only; extends nothing
@@ -311,6 +350,22 @@ def _watch(proc: Any, run: WorkerRun, read_fd: int, nonce: str, clock: Deadlines
                     tell(phase)  # the child's own "queue" is shown, never timed: only the parent's wait is
         if run.last("done"):  # the worker is finished; stray threads must not keep it alive
             return
+
+
+def too_many_tasks(cap: int, refused: int) -> str:
+    return (f"started more than {cap} threads and processes (a thread or fork bomb?"
+            f"{f'; the kernel refused {refused} more' if refused else ''}); the process group was killed")
+
+
+def _with_group(isolation: dict[str, list[str]], group: ChildGroup | None) -> dict[str, list[str]]:
+    """The isolation record with the control-group layer (kernels.isolation.cgroups) or what its absence leaves."""
+    layers_on, missing = list(isolation.get("layers", [])), list(isolation.get("missing", []))
+    if group is not None:
+        layers_on.append("cgroup")
+    else:
+        missing.append("cgroup: no pids/memory control group for the child (the host gives the harness none, or "
+                       "STARK_EVAL_CGROUPS=off): threads, processes and hidden memory are counted by the parent's poll")
+    return {**isolation, "layers": layers_on, "missing": missing}
 
 
 def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,

@@ -36,8 +36,16 @@ class WorkerRun:
     isolation: dict[str, list[str]] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     quiet: dict[str, Any] = field(default_factory=dict)  # a quiet timer's own pauses of the others: paused_s, most_paused
+    # every grant of the device lock, {"granted_s" (the parent's clock, since the child started), "mode"}: where a
+    # timing block's window begins (kernels.witness)
+    holds: list[dict[str, Any]] = field(default_factory=list)
 
     forged_count: int = 0
+    phases_refused: list[str] = field(default_factory=list)  # steps back the parent refused ("build after run")
+
+    def refuse_phase(self, step: str) -> None:
+        if len(self.phases_refused) < MAX_FORGED:
+            self.phases_refused.append(step)
 
     def add_forged(self, text: str) -> None:
         self.forged_count += 1
@@ -120,11 +128,11 @@ def authenticate(line: bytes, nonce: str, run: WorkerRun) -> dict[str, Any] | No
         return None
     try:
         message = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder recurses
         run.add_forged(text[:200])
         return None
     if not isinstance(message, dict) or message.pop("nonce", None) != nonce:
         run.add_forged(text[:200])
         return None
-    message["received_s"] = round(time.monotonic() - run.started, 4)
+    message["received_s"] = round(time.monotonic() - run.started, 6)
     return message
