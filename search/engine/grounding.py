@@ -10,10 +10,14 @@ ignored; indentation and everything else count.
    file, in order, unchanged. The file lines between two fixed lines that enclose a span are that span's fill;
    new lines anywhere else are allowed only when they are, as a whole, new module-level definitions inserted
    between two top-level statements of the skeleton: `import`/`from` lines, `def`/`class` blocks, assignments to
-   plain names (a kernel's source string, a `load_inline(...)` handle, a constant), and comments. A definition may
-   not rebind a name the skeleton already binds at module level (an import may repeat one the skeleton imports);
-   search.engine.allowance decides. What was allowed is returned (Alignment.allowed) and recorded on the node's
+   plain names (a kernel's source string, a `load_inline(...)` handle, a constant), and comments, judged by their
+   effect at import: none may rebind, patch or shadow what the skeleton binds or its fixed lines use (builtins
+   included), run code beyond building values and extensions, or decorate beyond kernel decorators (an import may
+   repeat one the skeleton imports); search.engine.allowance and search.engine.effects decide. What was allowed is returned (Alignment.allowed) and recorded on the node's
    agent log.
+   A fill of a span inside a block (its BEGIN marker indented) that leaves the block (from the first line that
+   starts a top-level statement on) is module-level code, judged by its effect as the allowance judges added
+   lines, except that it may redefine what the spans defined.
 3. Every span changed: its fill differs from its body (whitespace-insensitively; an empty insertion span needs at
    least one line). Spans with no fixed line between them are judged together, except that one at either end whose
    body still starts (ends) their joint fill is named unchanged.
@@ -27,8 +31,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from search.engine.allowance import ALLOWANCE, Allowed, allowed, module_facts, show
+from search.engine.allowance import ALLOWANCE, Allowed, Facts, allowed, module_facts, show
 from search.engine.anchors import BEGIN, END, MARKER_RE, Anchor, AnchorError, has_markers, parse_anchors
+from search.engine.source_ast import parse
 
 MAX_CELLS = 600_000  # past this many (fixed x file) cells, difflib's matching blocks stand in for the programme
 MAX_REPORTED = 4
@@ -207,6 +212,7 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
     flags = [bool(gs) for gs in sk.gap_spans]
     match = _match([t for _, t in sk.fixed], flags, lines)
     facts = module_facts(anchored_source)
+    tops = _top_level_starts(filled_source)
     result = Alignment()
     matched = [(j, i) for j, i in enumerate(match) if i is not None]
     bounds = [(-1, -1), *matched, (len(sk.fixed), len(lines))]
@@ -224,6 +230,8 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
                 new = new[len(head):]
                 first = new[0][0] if new else head[-1][0] + 1
                 last = new[-1][0] if new else first - 1
+        if spans and new and not skipped and facts is not None:
+            result.violations += _escaped(new, tops, raw, anchored_source, sk, spans, facts)
         if spans:
             fill_lines = [t for _, t in new]
             result.fills.append(Fill(spans, first, last, True))
@@ -296,22 +304,57 @@ def _attached(new: list[tuple[int, str]], after: int, sk: _Skeleton, anchored_so
     return head
 
 
+def _top_level_starts(source: str) -> set[int]:
+    """The file lines where a top-level statement starts (its first decorator's line); none when it does not
+    parse."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))]) for stmt in tree.body}
+
+
+def _escaped(new: list[tuple[int, str]], tops: set[int], raw: list[str], anchored_source: str, sk: _Skeleton,
+             spans: list[int], facts: Facts) -> list[str]:
+    """When the spans lie inside a block (the first BEGIN marker is indented), the fill's lines from the first one
+    that starts a top-level statement to its end leave that block: module-level code, judged by its effect like
+    the lines added outside the spans (`_p = setattr(...)` after a method's span), except that it may redefine
+    what the spans themselves defined. A violation naming the line, or nothing."""
+    if _indent(anchored_source.splitlines()[sk.anchors[spans[0]].begin_line - 1]) == 0:
+        return []
+    start = next((k for k, (no, _) in enumerate(new) if no in tops), None)
+    if start is None:
+        return []
+    first, last = new[start][0], new[-1][0]
+    bound = {name: what for name, what in facts.bound.items() if name not in facts.span_bound}
+    _, _, why = allowed("\n".join(raw[first - 1:last]), bound, facts.used, first)
+    if why is None:
+        return []
+    named = " + ".join(str(s + 1) for s in spans)
+    return [f"your {_where(new[start:])} {'leaves' if first == last else 'leave'} the block that span {named} lies "
+            f"in, so {'it is' if first == last else 'they are'} module-level code, and {why}; {ALLOWANCE}"]
+
+
+def _where(new: list[tuple[int, str]]) -> str:
+    first, last = new[0][0], new[-1][0]
+    return f"line {first} {show(new[0][1])}" if first == last else f"lines {first}-{last} (from {show(new[0][1])})"
+
+
 def _outside(new: list[tuple[int, str]], raw: list[str], sk: _Skeleton, next_fixed: int,
-             facts: tuple[set[int], dict[str, str]] | None, result: Alignment, after: bool = False) -> list[str]:
+             facts: Facts | None, result: Alignment, after: bool = False) -> list[str]:
     """Check a run of new lines outside the spans against the allowance; record it when allowed. `after`: the lines
     follow fixed line next_fixed (they continue it) instead of preceding it."""
     first, last = new[0][0], new[-1][0]
-    where = f"line {first} {show(new[0][1])}" if first == last else f"lines {first}-{last} (from {show(new[0][1])})"
+    where = _where(new)
     why: str | None
     if facts is None:
         why = "the skeleton does not parse as Python, so nothing may be added outside its spans"
     else:
-        inside, bound = facts
         at = sk.fixed[next_fixed][0] if next_fixed < len(sk.fixed) else None
-        if at is not None and (at in inside or after and at + 1 in inside):
+        if at is not None and (at in facts.inside or after and at + 1 in facts.inside):
             why = f"they are inside the top-level statement that skeleton line {at} belongs to"
         else:
-            kinds, names, why = allowed("\n".join(raw[first - 1:last]), bound)
+            kinds, names, why = allowed("\n".join(raw[first - 1:last]), facts.bound, facts.used, first)
             if why is None:
                 result.allowed.append(Allowed(first, last, kinds, names))
                 return []
