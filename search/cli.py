@@ -4,8 +4,10 @@ the side-by-side re-time of saved searches, and a tree's outline."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 from search.bench import cmd_bench
 from search.bench_retime import ROUNDS, cmd_retime
@@ -14,7 +16,7 @@ from search.engine.limits import DEFAULT_BUDGET
 from search.engine.node import DECLINED
 from search.engine.policies import POLICY_NAMES
 from search.engine.tree import Tree
-from search.engine.verdict import run_verdict, speeds
+from search.engine.verdict import ordered, run_verdict, speeds
 from search.inline import UsageError, search_problem
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
 from search.llm.streaming import notices as stream_notices
@@ -126,9 +128,43 @@ def build_parser() -> argparse.ArgumentParser:
                         help="re-time children at once in all, across the trees too (default 1: one after another); "
                              "each child's timed rounds still hold the device alone")
     show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
-                                       "(and 'no temp' where a call went without its role's temperature)")
-    show.add_argument("tree", help="a tree JSON written by run --out or bench --trees")
+                                       "(and 'no temp' where a call went without its role's temperature), then the "
+                                       "attempts in the verdict's order")
+    show.add_argument("tree", help="a tree JSON written by run --out or bench --trees, a run page's tree file "
+                                   "(/api/runs/ID/tree.json), or the API's run document (GET /api/runs/ID)")
     return parser
+
+
+def load_tree_file(path: str) -> Tree:
+    """A tree file, or the API's run document ({run, nodes, meta, problem_source}: GET /api/runs/ID) as the same
+    tree; anything else is a UsageError naming what was expected."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read tree file {path}: {exc}") from None
+    if isinstance(doc, dict) and "problem" not in doc and isinstance(doc.get("run"), dict) and "nodes" in doc:
+        run = doc["run"]
+        root = next((n for n in doc["nodes"] if n.get("parent") is None), {})
+        meta = {**(doc.get("meta") or {}), "status": run.get("status"), "stop_reason": run.get("stop_reason")}
+        doc = {"problem": doc.get("problem_source") or root.get("source") or "", "settings": run.get("settings") or {},
+               "meta": meta, "nodes": doc["nodes"]}
+    try:
+        if not isinstance(doc, dict):
+            raise ValueError("the file holds no JSON object")
+        return Tree.from_dict(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"cannot read tree file {path}: {exc}; give a tree file (run --out, bench --trees, the "
+                         "run page's tree file) or the API's run document (GET /api/runs/ID)") from None
+
+
+def ranking(tree: Tree, figures: dict[int, Any], best: int | None) -> list[str]:
+    """The correct attempts in the verdict's order (search.engine.verdict.ordered), ties marked '='."""
+    lines = []
+    for entry in ordered(tree, figures, best):
+        figure = figures.get(entry["id"])
+        tie = f"= (tie with #{entry['tie_with']})" if entry["tie_with"] is not None else ""
+        lines.append(f"  {entry['rank']}{tie} #{entry['id']} {figure['text'] if figure else '—'}")
+    return ["order:", *lines] if lines else []
 
 
 def outline(tree: Tree) -> str:
@@ -136,7 +172,10 @@ def outline(tree: Tree) -> str:
     the verdict's (search.engine.verdict), the one the page and the API show."""
     verdict = run_verdict(tree)
     figures = speeds(tree)
-    lines: list[str] = [f"verdict: {verdict['kind'] or 'none yet'} — {verdict['why']}"]
+    settling = tree.meta.get("status") == "settling"
+    head = "settling — its contenders are re-timed side by side; nothing below is final" if settling \
+        else f"{verdict['kind'] or 'none yet'} — {verdict['why']}"
+    lines: list[str] = [f"verdict: {head}"]
     lines += [f"human: {steering.describe(e)}" for e in tree.meta.get("human") or ()]  # run-wide steering
 
     def walk(node_id: int, depth: int) -> None:
@@ -156,7 +195,7 @@ def outline(tree: Tree) -> str:
             facts.append(f"{n.reasks} re-ask(s)")
         if any(dropped(c) for c in n.usage.get("calls", [])):
             facts.append("no temp")  # a call went without its role's temperature (the run summary says why)
-        star = " *" if n.id == verdict["winner"] else ""
+        star = " *" if n.id == verdict["winner"] and not settling else ""
         what = f"  {n.instruction.splitlines()[0][:80]}" if n.instruction else ""
         lines.append("  " * depth + " ".join(facts) + star + what)
         lines.extend("  " * depth + f"  human: {steering.describe(e)}" for e in n.human)
@@ -164,7 +203,7 @@ def outline(tree: Tree) -> str:
             walk(child.id, depth + 1)
 
     walk(tree.root.id, 0)
-    return "\n".join(lines)
+    return "\n".join(lines + ranking(tree, figures, verdict["best"]))
 
 
 def temperature_lines(tree: Tree) -> list[str]:
@@ -191,11 +230,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "show":
-            try:
-                tree = Tree.load(args.tree)
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"cannot read tree file {args.tree}: {exc}") from None
-            print(outline(tree), file=out)
+            print(outline(load_tree_file(args.tree)), file=out)
             return 0
         if args.command == "run":
             return cmd_run(args, out)

@@ -44,8 +44,11 @@ def slower_note(run: Run, node: Node) -> str:
     s = speed_of(run, node)
     verdict = run.verdict or {}
     best = verdict.get("best", run.best_node)
+    if run.status == Run.Status.SETTLING:
+        return (f"NOTE: run {run.pk} is settling: {speeds.SETTLING_WHY}; this file and its figure are not final (the "
+                "winner may change).")
     if node.parent is None and run.status == Run.Status.FINISHED and node.verdict == "pass":
-        pointer = f" (the fastest correct attempt, node {best}, is downloadable with ?node={best})" \
+        pointer = f" (the best correct attempt by the run's verdict, node {best}, is downloadable with ?node={best})" \
             if best is not None else ""
         kept = f"this file is {holds(run, node)}, kept as the run's answer"
         lead = "no attempt beat this fork's root" if fork_origin(run) else speeds.REFERENCE_FASTEST.lower()
@@ -194,20 +197,29 @@ if __name__ == "__main__":
 
 
 def board(run: Run) -> list[Node]:
-    """The run's ten best correct attempts by their stored figures, in the run page's order (static/js/run_state.js
-    ranked: the figure, then the search's runtime, then the id); attempts without a figure after them."""
+    """The run's ten best correct attempts in the verdict's order (run.verdict["order"], search.engine.verdict.ordered:
+    its best first, then by figure, ties marked), what the run page's leaderboard shows; correct attempts it does
+    not list (none once the verdict is stored) after them by figure."""
     rows = list(run.nodes.filter(verdict="pass", parent__isnull=False))
+    position = {e["id"]: i for i, e in enumerate((run.verdict or {}).get("order") or [])}
 
-    def key(n: Node) -> tuple[float, float, int]:
+    def key(n: Node) -> tuple[float, float, float, int]:
         value = (n.speed or {}).get("value")
-        return (-float(value) if value is not None else float("inf"), n.runtime_ms or float("inf"), n.node_id)
+        return (position.get(n.node_id, float("inf")), -float(value) if value is not None else float("inf"),
+                n.runtime_ms or float("inf"), n.node_id)
 
     return sorted(rows, key=key)[:10]
 
 
-def board_entry(n: Node) -> dict[str, Any]:
+def rank_of(run: Run, node_id: int) -> dict[str, Any]:
+    """The node's verdict entry {id, rank, tie_with} (search.engine.verdict.ordered), {} when it has none."""
+    return next((e for e in (run.verdict or {}).get("order") or [] if e.get("id") == node_id), {})
+
+
+def board_entry(run: Run, n: Node) -> dict[str, Any]:
     s = n.speed or {}
-    return {"id": n.node_id, "speed": s.get("text"), "short": s.get("short"), "value": s.get("value"),
+    entry = rank_of(run, n.node_id)
+    return {"id": n.node_id, "rank": entry.get("rank"), "tie_with": entry.get("tie_with"), "speed": s.get("text"), "short": s.get("short"), "value": s.get("value"),
             "low": s.get("low"), "high": s.get("high"), "runtime_ms": s.get("runtime_ms", n.runtime_ms),
             "provenance": s.get("provenance"), "class": s.get("class"), "not_retimed": bool(s.get("not_retimed")),
             "reused": bool(s.get("reused")), "unstable": bool(s.get("unstable")),
@@ -223,7 +235,7 @@ def report(run: Run, node: Node) -> dict[str, Any]:
         "holds": holds(run, node),
         "note": slower_note(run, node),
         "result": node.result,
-        "leaderboard": [board_entry(n) for n in board(run)],
+        "leaderboard": [board_entry(run, n) for n in board(run)],
     }
 
 
@@ -274,10 +286,14 @@ def report_markdown(run: Run, node: Node) -> str:
         lines += [note, ""]
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     lines += ["", "## Leaderboard", "", "Each attempt's one figure (search/engine/verdict.py), with the runtime in the "
-              "protocol that gave it.", "", "| # | Node | vs reference | Runtime | Timed | Class | Marks |",
+              "protocol that gave it, in the verdict's order (its best first); `2=` is a tie: two attempts that "
+              "cannot be told apart beyond the noise of both figures.", "", "| # | Node | vs reference | Runtime | Timed | Class | Marks |",
               "|---|---|---|---|---|---|---|"]
-    for rank, n in enumerate(board(run), 1):
+    for position, n in enumerate(board(run), 1):
         f = n.speed or {}
+        entry = rank_of(run, n.node_id)
+        rank = f"{entry['rank']}= (tie with {entry['tie_with']})" if entry.get("tie_with") is not None \
+            else str(entry.get("rank") or position)
         lines.append(f"| {rank} | {n.node_id}{' (this node)' if n.pk == node.pk else ''} | "
                      f"{str(f.get('short') or '—').replace('×', 'x')} | "
                      f"{fmt_ms(f.get('runtime_ms', n.runtime_ms))} | {PROVENANCE.get(f.get('provenance'), '—')} | "

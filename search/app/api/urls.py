@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:run_id>", views.run_detail, name="api-run"),
     path("runs/<int:run_id>/events", views.run_events, name="api-run-events"),
     path("runs/<int:run_id>/bundle.zip", views.run_bundle, name="api-run-bundle"),
+    path("runs/<int:run_id>/tree.json", views.run_tree, name="api-run-tree"),
     path("runs/<int:run_id>/nodes/<int:node_id>", views.node_detail, name="api-node"),
     path("runs/<int:run_id>/nodes/<int:node_id>/kernel.py", views.node_kernel, name="api-node-kernel"),
     path("runs/<int:run_id>/retime", retime.run_retime, name="api-run-retime"),

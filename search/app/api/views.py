@@ -149,9 +149,23 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run, its nodes (the tree file's node schema) and the seq they reflect."""
     from search.app.events import snapshot
 
-    find_run(request, run_id)
+    run = find_run(request, run_id)
     snap = snapshot(run_id)
-    return JsonResponse({"run": snap["run"], "nodes": snap["nodes"], "seq": snap["seq"]})
+    return JsonResponse({"run": snap["run"], "nodes": snap["nodes"], "seq": snap["seq"], "meta": run.meta,
+                         "problem_source": run.problem.source, "tree_url": f"/api/runs/{run_id}/tree.json"})
+
+
+@api_view("GET")
+@handles_errors
+def run_tree(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's tree file (problem, settings, meta, nodes: what `python -m search run --out` writes), which
+    `python -m search show` opens."""
+    from search.app.service.runs import load_tree
+
+    run = find_run(request, run_id)
+    response = HttpResponse(load_tree(run).to_json(), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="stark_run{run.pk}_tree.json"'
+    return response
 
 
 @api_view("GET")

@@ -132,8 +132,8 @@ async def checked_now(source: str, user_id: int) -> dict[str, Any]:
     """The full check, its verdict remembered (a LimitError is not a verdict)."""
     try:
         summary = await checks.run_check(source, user_id)
-    except LimitError:
-        raise
+    except (LimitError, checks.CheckTimedOut):
+        raise  # no verdict on the file (no slot, or the check overran): checked again next time
     except SettingError as exc:
         await sync_to_async(background_check.remember)(user_id, source, error=exc.message)
         raise

@@ -6,7 +6,9 @@ message ("problem: ...") as a run.status event.
 
 A check's verdict is remembered per user and source for an hour (the new-run page's check panel runs it while the
 user fills the form, so "Start run" does not run it again), and a problem that failed its check is stored with
-`summary = {"error": message}`, so the same file is refused at once the next time.
+`summary = {"error": message}`, so the same file is refused at once the next time. A check that timed out
+(checks.CheckTimedOut: retried once when the host was busy) is no verdict on the file: it is neither remembered nor
+stored, and the same file is checked again next time.
 """
 
 from __future__ import annotations
@@ -75,25 +77,29 @@ def remembered(user_id: int, source: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and ("summary" in value or "error" in value) else None
 
 
-def _full_check(source: str, user_id: int) -> tuple[dict[str, Any] | None, str | None]:
-    """(summary, None) or (None, message); waits for a check slot up to SLOT_WAIT_S."""
+def _full_check(source: str, user_id: int) -> tuple[dict[str, Any] | None, str | None, bool]:
+    """(summary, None, True), or (None, message, final): final when the message is the file's verdict (kept), not
+    when the check could not give one (no slot, or it timed out: checks.CheckTimedOut); waits for a check slot up
+    to SLOT_WAIT_S."""
     known = remembered(user_id, source)
     if known is not None:
-        return known.get("summary"), known.get("error")
+        return known.get("summary"), known.get("error"), True
     deadline = time.monotonic() + SLOT_WAIT_S
     while True:
         try:
             summary = checks.check_problem(source, user_id)
         except LimitError as exc:
             if exc.status != 429 or time.monotonic() > deadline:
-                return None, exc.message
+                return None, exc.message, False
             time.sleep(1.0)
             continue
+        except checks.CheckTimedOut as exc:
+            return None, exc.message, False
         except SettingError as exc:
             remember(user_id, source, error=exc.message)
-            return None, exc.message
+            return None, exc.message, True
         remember(user_id, source, summary=summary)
-        return summary, None
+        return summary, None, True
 
 
 def check_queued_run(run_id: int) -> str | None:
@@ -109,11 +115,12 @@ def check_queued_run(run_id: int) -> str | None:
     if not is_pending(problem.summary):
         failed = refusal(problem.summary)
         return _fail(run_id, failed) if failed else None
-    summary, error = _full_check(problem.source, run.owner_id)
+    summary, error, final = _full_check(problem.source, run.owner_id)
     if error is None and summary is not None:
         Problem.objects.filter(pk=problem.pk).update(summary=summary)
     elif error is not None:
-        Problem.objects.filter(pk=problem.pk).update(summary={"error": error})
+        if final:  # a timeout or no slot is no verdict on the file: it stays pending, checked again next time
+            Problem.objects.filter(pk=problem.pk).update(summary={"error": error})
         return _fail(run_id, error)
     with locked_run(run_id) as run:
         meta = {k: v for k, v in run.meta.items() if k != "status_line" or v != CHECKING_LINE}

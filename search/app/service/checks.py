@@ -63,8 +63,47 @@ class LimitError(SettingError):
         self.status = status
 
 
+class CheckTimedOut(SettingError):
+    """The check overran its deadline. Not the file's verdict (the host may have been slow, not the problem): it is
+    never remembered nor stored on the problem, so the same file is checked again next time."""
+
+
 def timeout_s() -> float:
     return float(settings.STARK_CHECK_TIMEOUT_S)
+
+
+def host_load() -> tuple[float, int]:
+    """(the 1-minute load average, the CPU count) of this host."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return load, os.cpu_count() or 1
+
+
+def host_busy() -> str:
+    """'load 5.2 on 2 cores' when the host's load per core is at or above STARK_CHECK_BUSY_LOAD (the setting, else
+    the environment variable; default 1.0: every core busy), else ''."""
+    load, cores = host_load()
+    limit = float(getattr(settings, "STARK_CHECK_BUSY_LOAD", None) or os.environ.get("STARK_CHECK_BUSY_LOAD") or 1.0)
+    return f"load {load:.1f} on {cores} core{'s' if cores != 1 else ''}" if load / cores >= limit else ""
+
+
+def timed_out(limit: float, busy: str, tries: int, harness: str = "") -> CheckTimedOut:
+    """The timeout's message (`harness`: the harness's own, when one of its phases overran): the host's load when
+    that is what the harness saw, else the problem's usual fixes."""
+    if harness:
+        return CheckTimedOut("problem", harness + (f" (tried {tries} time(s) while this host was busy, {busy}: the "
+                                                   "time says more about the host than the problem; start it again "
+                                                   "in a few minutes, nothing about this file was remembered)"
+                                                   if busy else ""))
+    if busy:
+        return CheckTimedOut("problem", f"checking the problem took longer than {limit:g} s {tries} time(s) while "
+                                        f"this host was busy ({busy}): the time says more about the host than the "
+                                        "problem; start it again in a few minutes (nothing about this file was "
+                                        "remembered), or ask the operator to raise STARK_CHECK_TIMEOUT_S")
+    return CheckTimedOut("problem", f"checking the problem took longer than {limit:g} s (STARK_CHECK_TIMEOUT_S); "
+                                    "remove anything slow at import or in get_inputs()/forward(), or lower the sizes")
 
 
 def _acquire(user_id: int, token: str) -> int:
@@ -146,8 +185,19 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 async def run_check(source: str, user_id: int) -> dict[str, Any]:
-    """The problem's summary; SettingError("problem", ...) naming what is wrong, LimitError when refused.
-    Cancelling the awaiting task kills the check and its harness child before the CancelledError goes on."""
+    """The problem's summary; SettingError("problem", ...) naming what is wrong, LimitError when refused,
+    CheckTimedOut when it overran (once more when the host was busy: host_busy). Cancelling the awaiting task kills
+    the check and its harness child before the CancelledError goes on."""
+    try:
+        return await _run_check_once(source, user_id)
+    except CheckTimedOut:
+        if not host_busy():
+            raise
+        log.warning("problem check of user %s timed out on a busy host (%s); retrying once", user_id, host_busy())
+    return await _run_check_once(source, user_id, tries=2)
+
+
+async def _run_check_once(source: str, user_id: int, tries: int = 1) -> dict[str, Any]:
     limit = timeout_s()
     async with check_slot(user_id):
         proc = await asyncio.create_subprocess_exec(  # `-m` from ROOT: this checkout's modules come first
@@ -157,9 +207,7 @@ async def run_check(source: str, user_id: int) -> dict[str, Any]:
             out, err = await asyncio.wait_for(
                 proc.communicate(json.dumps({"source": source, "timeout_s": limit}).encode()), limit + slack_s(limit))
         except TimeoutError:
-            raise SettingError("problem", f"checking the problem took longer than {limit:g} s "
-                                          "(STARK_CHECK_TIMEOUT_S); remove anything slow at import or in "
-                                          "get_inputs()/forward(), or lower the sizes") from None
+            raise timed_out(limit, host_busy(), tries) from None
         finally:
             await asyncio.shield(_stop(proc))
     try:
@@ -168,6 +216,8 @@ async def run_check(source: str, user_id: int) -> dict[str, Any]:
         log.error("problem check exited with %s: %s", proc.returncode, err.decode(errors="replace")[-2000:])
         raise SettingError("problem", f"the problem check failed on the server (exit {proc.returncode}); "
                                       "retry, and tell the operator if it persists") from None
+    if "error" in answer and answer.get("timed_out"):
+        raise timed_out(limit, host_busy(), tries, harness=str(answer["error"]))
     if "error" in answer:
         raise SettingError("problem", answer["error"])
     return answer["summary"]
