@@ -27,7 +27,12 @@ class Comparison:
 
 
 def compare(candidate: list[Any], reference: list[Any], dtypes: list[str] | None,
-            atol: float, rtol: float) -> Comparison:
+            atol: float, rtol: float, specials: bool = False, nan_drops: int = 0) -> Comparison:
+    """Candidate outputs against reference outputs. NaN/Inf never pass, unless `specials` (the fuzzing stage's
+    variants): then the candidate must be NaN/Inf where the reference is (`special_mismatch`), and the finite rest is
+    compared with the tolerance. `nan_drops`: how many of the reference's NaN the candidate may give as finite
+    values in all (the NaN inputs there were: a NaN-ignoring max or min drops each where it meets it)."""
+    drops = [nan_drops]
     if len(candidate) != len(reference):
         return Comparison(False, reason=f"forward() returned {len(candidate)} output(s), expected {len(reference)}")
     result = Comparison(True)
@@ -64,9 +69,18 @@ def compare(candidate: list[Any], reference: list[Any], dtypes: list[str] | None
         wide = torch.float64 if want.dtype == torch.float64 or got.dtype == torch.float64 else torch.float32
         g = got.to(wide) if not got.is_complex() else got
         w = want.to(wide) if not want.is_complex() else want
+        if specials and not want.is_complex() and not bool(torch.isfinite(w).all()):
+            mismatch, dropped = special_mismatch(g, w, i, drops)
+            if mismatch:
+                return Comparison(False, reason=mismatch)
+            finite = torch.isfinite(w) & ~dropped
+            if not bool(finite.any()):
+                continue
+            g, w = g[finite], w[finite]
         if (got.is_floating_point() or got.is_complex()) and not bool(torch.isfinite(g).all()):
             bad = int((~torch.isfinite(g)).sum())
-            return Comparison(False, reason=f"output {i} contains {bad} NaN/Inf value(s); NaN/Inf never pass")
+            return Comparison(False, reason=f"output {i} contains {bad} NaN/Inf value(s) where the reference's are "
+                              "finite" if specials else f"output {i} contains {bad} NaN/Inf value(s); NaN/Inf never pass")
         diff = (g - w).abs()
         limit = atol + rtol * w.abs()
         used = float((diff / limit.clamp_min(1e-30)).max()) if atol or rtol else float(diff.max() > 0)
@@ -90,6 +104,37 @@ def compare(candidate: list[Any], reference: list[Any], dtypes: list[str] | None
                 f"{scale:.3g}): every value is within atol={atol}, but only because the outputs are tiny; errors must "
                 f"also stay within rtol x max|reference| + {SCALE_FLOOR:g} x atol")
     return result
+
+
+def special_mismatch(got: torch.Tensor, want: torch.Tensor, index: int,
+                     drops: list[int]) -> tuple[str, torch.Tensor]:
+    """Why `got` is not NaN/Inf where `want` is ("" when it is), and the positions where a NaN was dropped.
+
+    Where the reference is NaN the candidate must be NaN or Inf (formulas differ on inf - inf or inf x 0: torch's
+    GELU gives NaN at +Inf where its tanh form gives +Inf), except at up to `drops[0]` positions in all, as many as
+    there were NaN inputs: IEEE 754's maxNum/minNum (fmaxf, Triton's tl.maximum) return the other operand for a NaN,
+    so an elementwise max or a max-reduction may drop each NaN it meets; a NaN the reference spreads further (over
+    a row, through a sum) must reach the candidate's outputs. Where the reference is +-Inf, the candidate is that
+    Inf or NaN, never a finite value or the opposite Inf."""
+    dropped = want.isnan() & torch.isfinite(got)
+    count = int(dropped.sum())
+    if count and count <= drops[0]:
+        drops[0] -= count
+    elif count:
+        at = [int(v) for v in dropped.nonzero()[0]]
+        return (f"output {index}: the reference has NaN at {int(want.isnan().sum())} position(s) and the candidate "
+                f"gives finite values at {count} of them (e.g. at {at}: {float(got[tuple(at)]):.4g}), more than the "
+                f"{drops[0]} NaN input(s) a NaN-ignoring max or min could drop: a NaN must spread as in the reference "
+                "(nan_to_num, a clamp or a masked sum hides it)"), dropped
+    for what, mask, ok in (("+Inf", want == float("inf"), got.isnan() | (got == float("inf"))),
+                           ("-Inf", want == float("-inf"), got.isnan() | (got == float("-inf")))):
+        wrong = mask & ~ok
+        if bool(wrong.any()):
+            at = [int(v) for v in wrong.nonzero()[0]]
+            return (f"output {index}: the reference has {what} at {int(mask.sum())} position(s) and the candidate "
+                    f"does not at {int(wrong.sum())} of them (e.g. at {at}: {float(got[tuple(at)]):.4g}): an Inf "
+                    "must stay an Inf (nan_to_num or a clamp makes it finite)"), dropped
+    return "", dropped
 
 
 def identical(a: list[Any], b: list[Any]) -> bool:

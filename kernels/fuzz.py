@@ -2,8 +2,10 @@
 worker (kernels.child.fuzz, cached per problem, seed and level like the reference outputs), and the verdict on the
 candidate's outputs for them (computed in the candidate's own child after its trials, phase "fuzz").
 
-Only a candidate that passes the standard trials is judged on the variants; one that fails a variant is
-`incorrect`, its reasons naming the variant (input, change, seed) and the command that replays it. The result's
+Only a candidate that passes the standard trials is judged on the variants (a lowered-precision one included:
+its flag never excuses a variant outside the tolerance); one that fails a variant is `incorrect`, its reasons
+naming the variant (input, change, seed) and the command that replays it. NaN/Inf in a variant's reference
+(special-value variants) must be matched position by position (kernels.correctness.compare, `specials`). The result's
 `fuzz` says the level, the seed, the variants run, skipped (with why) and failed, and the stage's cost in seconds.
 """
 
@@ -21,6 +23,7 @@ from kernels.result import EvalResult
 from kernels.settings import EvalSettings
 
 MAX_NAMED = 5  # failing variants named in the reasons (all are in result.fuzz)
+RECORDS = "records-2"  # the reference records' form (NaN/Inf kept for special values, nan_inputs): in the cache key
 
 
 @dataclass
@@ -60,7 +63,8 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
     if not plan["variants"]:
         return state
     path = root / "fuzz" / (cache.sha(cache.source_hash(problem_source), plan, settings.device, settings.seed,
-                                      settings.atol, settings.rtol, reference.ops, cache.torch_version()) + ".pt")
+                                      settings.atol, settings.rtol, reference.ops, cache.torch_version(),
+                                      RECORDS) + ".pt")
     cached = _load(path)
     state.reference_cached = cached is not None
     made = cached if cached is not None else _run_reference(problem_source, settings, plan, reference.ops, root, path)
@@ -158,7 +162,8 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
             reason = got
         else:
             comparison = correctness.compare(got, record["outputs"], record["dtypes"], float(record["atol"]),
-                                             float(record["rtol"]))
+                                             float(record["rtol"]), specials=True,
+                                             nan_drops=int(record.get("nan_inputs", 0)))
             reason = "" if comparison.ok else comparison.reason
         summary["run"] += 1
         if not reason:
@@ -176,6 +181,9 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
         result.reasons = [f"fuzzing: incorrect on variant {f['name']} ({fuzz_plan.describe(by_name[f['name']])}; "
                           f"against the {f['against']}): {f['reason']}; replay: {f['replay']}"
                           for f in summary["failed"][:MAX_NAMED]]
+        if "precision_lowered" in result.flags:  # within the tolerance on the trials, not on every variant
+            result.reasons[0] += ("; the candidate computes in lowered precision (flag precision_lowered), and this "
+                                  "variant's result is outside the problem's tolerance")
         more = len(summary["failed"]) - MAX_NAMED
         if more > 0:
             result.reasons.append(f"fuzzing: {more} more failing variant(s) in result.fuzz")

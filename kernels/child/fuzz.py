@@ -2,11 +2,14 @@
 
 - `reference` (task kind "fuzz_reference"): the problem's reference on every variant of the plan, in a process the
   candidate never runs in: float64 where the reference runs so (else its own dtype), the variant skipped where the
-  reference cannot run it, returns NaN/Inf, or returns more than the whole-output limit. Each variant's tolerance
+  reference cannot run it, returns NaN/Inf on finite inputs (special-value variants keep the reference's NaN/Inf:
+  they are matched), or returns more than the whole-output limit. A "params" variant builds its own models
+  (kernels.child.fuzz_params). Each variant's tolerance
   starts from the per-(op, dtype) table and is widened (x4 at a time, at most x64) until the reference in its own
   dtype passes against float64: a variant that is ill-conditioned for the problem itself never fails a candidate.
 - `candidate_variants`: inside the candidate's child, after the correctness trials (phase "fuzz"): the candidate's
-  outputs on the variants the reference ran, kept as host copies (or the error a variant raised).
+  outputs on the variants the reference ran, kept as host copies (or the error a variant raised); for a "params"
+  variant a second candidate model built with the parameters re-drawn and aligned to the reference's.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 import torch
 
 from kernels import correctness, digest
-from kernels.child import bring_up, device_lock, loading
+from kernels.child import bring_up, device_lock, fuzz_params, loading
 from kernels.child.channel import Channel
 from kernels.child.fuzz_inputs import variant_inputs
 
@@ -30,6 +33,8 @@ TOLERANCE = {("elementwise", "torch.float32"): 1.0, ("accumulating", "torch.floa
              ("elementwise", "torch.float16"): 2.0, ("accumulating", "torch.float16"): 4.0,
              ("elementwise", "torch.bfloat16"): 4.0, ("accumulating", "torch.bfloat16"): 8.0}
 WIDEN, MAX_WIDEN = 4.0, 64.0
+SPECIAL = ("nan", "inf", "subnormal")  # variants whose reference may return NaN/Inf: matched, never skipped for it
+MAX_PARAMS_BYTES = 1 << 30  # a "params" variant builds more models: skipped above this many bytes of state
 
 
 def op_family(ops: list[str]) -> str:
@@ -63,7 +68,10 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
         for index, variant in enumerate(plan["variants"]):
             if index:
                 hold.let_timers_in()
-            outcome = reference_variant(module, plan, variant, native, high, device, task, limit)
+            if variant["kind"] == "params":
+                outcome = params_variant(module, plan, variant, device, task, limit)
+            else:
+                outcome = reference_variant(module, plan, variant, native, high, device, task, limit)
             if isinstance(outcome, str):
                 skipped.append({"name": variant["name"], "why": outcome})
             else:
@@ -84,7 +92,9 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
             own = loading.flatten_outputs(native(*inputs))
     except Exception as exc:  # noqa: BLE001
         return f"the reference cannot run it ({type(exc).__name__}: {str(exc)[:160]})"
-    if any((o.is_floating_point() or o.is_complex()) and not bool(torch.isfinite(o).all()) for o in own):
+    special = variant.get("kind") == "special"
+    nan_inputs = sum(int(x.isnan().sum()) for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point())
+    if not special and any(not finite(o) for o in own):
         return "the reference itself returns NaN/Inf on it"
     if digest.wants_digest(own, limit):
         return f"its outputs ({digest.output_bytes(own) >> 20} MB) are larger than the whole-output limit"
@@ -97,22 +107,66 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
             with torch.no_grad():
                 exact = loading.flatten_outputs(high(*wide))
             if len(exact) == len(own) and all(e.shape == o.shape for e, o in zip(exact, own)):
-                # integer outputs (indices, counts) stay the reference's own: float64 may break ties differently
-                want = [(e if o.is_floating_point() or o.is_complex() else o).detach().to("cpu", copy=True)
-                        for e, o in zip(exact, own)]
+                # integer outputs (indices, counts) stay the reference's own: float64 may break ties differently;
+                # NaN/Inf stay where the reference in its own dtype has them (and where float64 has them alone)
+                want = [widest(e, o) for e, o in zip(exact, own)]
                 kind = "float64"
         except Exception:  # noqa: BLE001 - compared against the reference in its own dtype instead
             pass
     widened = 1.0
     if kind == "float64":
         mine = [o.detach().to("cpu", copy=True) for o in own]
-        while not correctness.compare(mine, want, dtypes, atol * widened, rtol * widened).ok:
+        while not correctness.compare(mine, want, dtypes, atol * widened, rtol * widened, specials=True,
+                                      nan_drops=nan_inputs).ok:
             widened *= WIDEN
             if widened > MAX_WIDEN:
                 return (f"ill-conditioned: the reference in its own dtype differs from float64 by more than "
                         f"{MAX_WIDEN:g}x the tolerance")
     return {"outputs": want, "dtypes": dtypes, "atol": atol * widened, "rtol": rtol * widened, "reference": kind,
-            "family": family}
+            "family": family, "nan_inputs": nan_inputs}
+
+
+def finite(o: torch.Tensor) -> bool:
+    return not (o.is_floating_point() or o.is_complex()) or bool(torch.isfinite(o).all())
+
+
+def widest(exact: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """The float64 output, but the reference's own where either is NaN/Inf; the reference's own when integer."""
+    own = own.detach().to("cpu", copy=True)
+    if not (own.is_floating_point() or own.is_complex()):
+        return own
+    exact = exact.detach().to("cpu", copy=True)
+    keep = torch.isfinite(exact) & torch.isfinite(own)
+    return torch.where(keep, exact, own.to(exact.dtype)) if not bool(keep.all()) else exact
+
+
+def params_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any], device: torch.device,
+                   task: dict[str, Any], limit: int) -> dict[str, Any] | str:
+    """A "params" variant's record: the reference built with its parameters re-drawn (kernels.child.fuzz_params)."""
+    from kernels.child.reference import problem_model
+
+    seed = int(variant["seed"])
+    try:
+        args = loading.init_inputs(module, device)
+        native = fuzz_params.build(module.Model, args, seed, device, reference=True)
+    except Exception as exc:  # noqa: BLE001
+        return f"the reference cannot be built with re-drawn parameters ({type(exc).__name__}: {str(exc)[:160]})"
+    tensors = fuzz_params.state(native)
+    if not tensors:
+        return "the reference has no floating parameters or buffers to re-draw"
+    size = sum(t.numel() * t.element_size() for t in tensors.values())
+    if size > MAX_PARAMS_BYTES:
+        return f"the reference's parameters ({size >> 20} MB) are too large to build more models for"
+    plain = problem_model(module, task, device)
+    if all(torch.equal(t, s.to(t.device)) for t, s in zip(tensors.values(), fuzz_params.state(plain).values())):
+        return "re-drawing changes none of the reference's parameters or buffers"
+    del plain
+    try:
+        high: torch.nn.Module | None = fuzz_params.build(module.Model, args, seed, device, torch.float64,
+                                                          reference=True)
+    except Exception:  # noqa: BLE001
+        high = None
+    return reference_variant(module, plan, variant, native, high, device, task, limit)
 
 
 def candidate_variants(model: torch.nn.Module, problem: Any, task: dict[str, Any], device: torch.device,
@@ -133,13 +187,37 @@ def candidate_variants(model: torch.nn.Module, problem: Any, task: dict[str, Any
             kept.append([variant["name"], f"harness: the inputs could not be made ({type(exc).__name__}: {exc})"])
             continue
         try:
+            used = model if variant["kind"] != "params" else redrawn_candidate(model, problem, task, variant, device)
+        except Exception as exc:  # noqa: BLE001 - a candidate whose constructor fails under another seed fails it
+            kept.append([variant["name"], f"ModelNew(...) with re-drawn parameters raised {type(exc).__name__}: "
+                                          f"{str(exc)[:300]}"])
+            continue
+        try:
             with torch.no_grad():
-                outputs = loading.flatten_outputs(model(*inputs))
+                outputs = loading.flatten_outputs(used(*inputs))
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             kept.append([variant["name"], [o.detach().to("cpu", copy=True) for o in outputs]])
         except Exception as exc:  # noqa: BLE001 - a candidate that raises on a variant fails it
             kept.append([variant["name"], f"forward() raised {type(exc).__name__}: {str(exc)[:300]}"])
+        del used
         del inputs
     channel.send("progress", step="fuzz", variants=len(kept))
     return kept
+
+
+def redrawn_candidate(model: torch.nn.Module, problem: Any, task: dict[str, Any], variant: dict[str, Any],
+                      device: torch.device) -> torch.nn.Module:
+    """The candidate's class built under the variant's seed with parameters re-drawn, its state aligned to the
+    reference's re-drawn one (kernels.child.fuzz_params.align)."""
+    seed = int(variant["seed"])
+    args = loading.init_inputs(problem, device)
+    reference = fuzz_params.build(problem.Model, args, seed, device, reference=True)
+    candidate = fuzz_params.build(type(model), args, seed, device)
+
+    def original() -> dict[str, torch.Tensor]:
+        return fuzz_params.state(loading.build_model(problem.Model, args, int(task["seed"]), device))
+
+    fuzz_params.align(candidate, fuzz_params.state(reference), original, fuzz_params.state(model))
+    del reference
+    return candidate
