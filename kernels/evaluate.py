@@ -227,7 +227,7 @@ def attach_speed(result: EvalResult, reference: judge.Reference, settings: EvalS
         return
     ms = timing["median_ms"]
     side = result.side_by_side or {}
-    if result.verdict == "pass" and side.get("speedup"):
+    if result.verdict == "pass" and side.get("speedup") and side.get("measurable"):  # else: not measurable now
         # never the reference child's time over this child's: the ratio of the two timed alternately here
         # (kernels.witness), and against torch.compile that ratio times the reference child's own eager/compile
         # ratio, both timed in that one process

@@ -115,9 +115,9 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     try:
         side = witness.figure(run.messages, run.holds, timed.runs, timed.warmup, settings.unstable_timing_fraction)
     except witness.WitnessError as exc:
-        result.verdict = "rejected"
+        result.verdict = "rejected"  # (a forged line that swallowed a harness message lands here too)
         result.integrity = [*checks, check("timing_witness", "fail", str(exc))]
-        result.reasons = [f"timing_witness: {exc}"]
+        result.reasons = [f"{c['name']}: {c['detail']}" for c in result.integrity if c["status"] == "fail"]
         return result
     timing_summary = stats.summarize(times, timed.warmup)
     saved = load_outputs(outputs_path, message.get("outputs_sha256"))

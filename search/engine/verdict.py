@@ -11,6 +11,16 @@ An attempt's speed-up against the reference has one of two provenances, never de
   protocol (the root is the problem's Model wrapped as ModelNew), the range from half their IQRs. When the run has
   side-by-side figures, such a node is marked `not_retimed`: its figure comes from another protocol than the winner's.
 The attempt is faster "beyond the noise" when its whole range is above 1.0 (slower: below), else it ties.
+An attempt's evaluation times it side by side with the reference in its own child, witnessed on the harness's clock
+(kernels.witness, result["side_by_side"]): its "search" figure is that ratio, never the reference node's median over
+the attempt's (that older ratio is kept only for results that lack a side-by-side figure).
+
+Every figure carries `measurable` (bool) and `not_measurable` (why not, "" when measurable): a figure is not
+measurable on this host now when the harness's clock could not vouch for it or contradicted it, when the reference
+ran slower beside the attempt than before it, when its timed runs spread widely (unstable), or when its range is too
+wide (high/low above kernels.witness.WIDE) to order it against 1.0 and its rivals. Such a figure never decides: it is
+never the run's best when a measurable attempt exists, and never the winner (the reference stays the answer, the
+run's `why` says so; a later side-by-side re-time may make it measurable).
 
 The run's winner: the contender fastest side by side when the run was re-timed (search.engine.contenders), else the
 fastest correct attempt; the reference itself when that attempt is not faster (speed-up <= 1.0); nobody
@@ -34,6 +44,8 @@ FASTER, SLOWER, TIE = "faster", "slower", "tie"
 ATTEMPT, REFERENCE_KEPT, UNTRUSTED = "attempt", "reference", "untrusted"
 ROOFLINE_LIMIT = 100.0  # % of the measured roofline on a GPU: faster than the device can move or compute the data
 CPU_ROOFLINE_MARGIN = 3.0  # on a CPU the harness's own flag margin: caches legitimately beat the DRAM ceiling there
+WIDE = 1.5  # a figure's range high/low above this cannot order it (kernels.witness.WIDE; no kernels import here)
+NOT_MEASURABLE = "not measurable on this host now"
 
 
 def retime_entry(tree: Tree, node: Node) -> dict[str, Any] | None:
@@ -129,16 +141,25 @@ def attempt_speed(tree: Tree, node: Node, retimed_run: bool | None = None) -> di
     if node.parent is None:
         unstable = UNSTABLE in _flags(node)
         return {"value": 1.0, "low": None, "high": None, "provenance": REFERENCE, "retimed": False,
+                "measurable": True, "not_measurable": "",
                 "not_retimed": False, "unstable": unstable,
                 "why": "the reference's timed runs spread widely" if unstable else "", "outcome": TIE,
                 "how": "the reference itself", "runtime_ms": root.runtime_ms, "reference_ms": root.runtime_ms,
                 "roofline_pct": roofline_pct(node, root.runtime_ms), "reused": reused, "class": REFERENCE_KEPT,
                 "text": "1.00× (the reference)", "short": "1.00×", "reference": True}
     side = retime_entry(tree, node)
+    evaluated = (node.result or {}).get("side_by_side") or {}
+    blocked = ""  # why the figure is not measurable, besides instability and a wide range
     if side is not None:
         value, low, high = side["speedup"], side["low"], side["high"]
         runtime, reference = side["candidate_ms"] or node.runtime_ms, side["reference_ms"]
         unstable, why, how, provenance = side["unstable"], side["unstable_why"], side["protocol"], RETIMED
+    elif evaluated.get("speedup"):
+        value, low, high = float(evaluated["speedup"]), evaluated.get("low"), evaluated.get("high")
+        runtime, reference = node.runtime_ms, evaluated.get("reference_ms") or root.runtime_ms
+        unstable, why = bool(evaluated.get("unstable")), str(evaluated.get("unstable_why") or "")
+        blocked = "" if evaluated.get("measurable") else str(evaluated.get("why") or "the harness could not vouch")
+        how, provenance = str(evaluated.get("protocol") or "reference and attempt alternately in its evaluation"), SEARCH
     else:
         value = float(root.runtime_ms) / float(node.runtime_ms)
         low, high = _iqr_range(root, node)
@@ -150,13 +171,27 @@ def attempt_speed(tree: Tree, node: Node, retimed_run: bool | None = None) -> di
     if retimed_run is None:
         retimed_run = any_retimed(tree)
     not_retimed = provenance == SEARCH and retimed_run
+    unmeasured = not_measurable(low, high, unstable, why, blocked)
     return {"value": value, "low": low, "high": high, "provenance": provenance, "retimed": provenance == RETIMED,
+            "measurable": not unmeasured, "not_measurable": unmeasured,
             "not_retimed": not_retimed, "unstable": unstable, "why": why, "outcome": outcome(value, low, high),
             "how": how + ("; not re-timed side by side" if not_retimed else ""),
             "runtime_ms": runtime, "reference_ms": reference, "roofline_pct": roofline_pct(node, runtime),
             "reused": reused, "class": classify(node.source, _flags(node), root.source),
             "text": text(value, low, high) + (" · not re-timed" if not_retimed else ""),
             "short": f"{value:.2f}×", "reference": False}
+
+
+def not_measurable(low: float | None, high: float | None, unstable: bool, why: str, blocked: str = "") -> str:
+    """Why a figure cannot decide anything on this host now ("" when it can): `blocked` (the harness's witness),
+    an unstable figure, or a range too wide to order it against 1.0 and its rivals."""
+    if blocked:
+        return f"{NOT_MEASURABLE}: {blocked}"
+    if unstable:
+        return f"{NOT_MEASURABLE}: {why or 'its timed runs spread widely'}"
+    if low is not None and high is not None and float(low) > 0 and float(high) / float(low) > WIDE:
+        return f"{NOT_MEASURABLE}: its range {float(low):.2f}–{float(high):.2f}× is too wide to order it"
+    return ""
 
 
 def speeds(tree: Tree) -> dict[int, dict[str, Any] | None]:
@@ -199,7 +234,7 @@ def best_attempt(tree: Tree, figures: dict[int, dict[str, Any] | None]) -> int |
     entries = {str(n.id): e for n in tree if n.parent is not None and n.correct
                and (e := retime_entry(tree, n)) is not None}
     if not entries:
-        return search_best.id
+        return measured_best(figures, search_best.id)
     settled = (tree.meta.get("retime") or {}).get("winner")
     if isinstance(settled, int) and str(settled) in entries:
         return settled
@@ -208,6 +243,17 @@ def best_attempt(tree: Tree, figures: dict[int, dict[str, Any] | None]) -> int |
     pick = chosen_node({k: {**e, "spread": {"low": e["low"], "high": e["high"]}} for k, e in entries.items()},
                        search_best.id)
     return pick if pick is not None and pick in figures else search_best.id
+
+
+def measured_best(figures: dict[int, dict[str, Any] | None], search_best: int) -> int:
+    """Without re-times: the search's best unless its figure is not measurable and another attempt's is (then the
+    fastest measurable one, by figure)."""
+    mine = figures.get(search_best)
+    if mine is None or mine.get("measurable", True):
+        return search_best
+    measured = [(float(f["value"]), node_id) for node_id, f in figures.items()
+                if f is not None and not f.get("reference") and f.get("measurable", True)]
+    return max(measured)[1] if measured else search_best
 
 
 def run_verdict(tree: Tree) -> dict[str, Any]:
@@ -232,6 +278,11 @@ def run_verdict(tree: Tree) -> dict[str, Any]:
         why = "no correct attempt yet" if best is None else (
             f"the reference is fastest: the best attempt #{best} runs at {best_speed['short'] if best_speed else '?'} "
             "its speed")
+        return {**out, "winner": root.id, "kind": REFERENCE_KEPT, "speed": figures.get(root.id),
+                "class": REFERENCE_KEPT, "why": why}
+    if not best_speed.get("measurable", True):
+        why = (f"the best attempt #{best}'s figure is {best_speed['not_measurable']}: the reference stays the answer "
+               "until a side-by-side re-time can measure it")
         return {**out, "winner": root.id, "kind": REFERENCE_KEPT, "speed": figures.get(root.id),
                 "class": REFERENCE_KEPT, "why": why}
     pct = best_speed.get("roofline_pct")
