@@ -6,10 +6,11 @@ Per problem the figure s is the best correct attempt's speed-up (also below 1.0)
   fast_p       share correct with s > p, p in 0, 0.5, 1, 1.5, 2 (KernelBench); Fast_1 = fast_p at 1 (a tie is not fast)
   mean, geomean (solved)    over the problems with a correct attempt (KernelBench's geomean; the paper's Speed)
   mean (all, unsolved = 0)  over every problem, an unsolved one counted as 0x (no working program)
-  practical mean/geomean    labelled apart, never in their place: max(1, s), an unsolved problem at 1.0x (the
-                            reference kept where no attempt beat it); vs eager only
-"Custom kernels only" repeats Success, fast_p and the solved means with s = the best custom_kernel attempt's figure,
-a problem without one counting as unsolved. Per-attempt rates (the paper's Table 2): compiled / judged, correct / judged.
+  practical mean/geomean    labelled apart, never in their place: what the run ships (the verdict's winner's
+                            figure; the reference kept, or an unsolved problem, at 1.0x); vs eager only
+"Custom kernels only" repeats Success, fast_p and the solved means with s = the figure of the first custom_kernel
+attempt in the verdict's order (at most the problem's own s: never above "any correct program"), a problem without
+one counting as unsolved. Per-attempt rates (the paper's Table 2): compiled / judged, correct / judged.
 """
 
 from __future__ import annotations
@@ -131,6 +132,14 @@ CLASS_WORDS = {"custom_kernel": "custom kernel", "configuration": "configuration
                "reference_equivalent": "reference-equivalent"}
 
 
+def best_words(record: dict[str, Any]) -> str:
+    """'#3', '#3 (tie with #7)' when the verdict cannot tell them apart beyond the noise, or '—'."""
+    if record.get("best") is None:
+        return "—"
+    tied = ", ".join(f"#{i}" for i in record.get("tied_with") or ())
+    return f"#{record['best']}" + (f" (tie with {tied})" if tied else "")
+
+
 def winner_words(record: dict[str, Any]) -> str:
     """What the run ships: "#<node>", "reference" (no attempt beat it), "none trustworthy" or "—"."""
     if record.get("winner") == "reference":
@@ -146,9 +155,10 @@ NOTES = (
     "the run ships: that attempt when it beat the reference, else the reference kept. Success: a correct attempt "
     "exists. fast_p: correct and speed-up > p over all n problems, Fast_1 = fast_1 (a tie is not faster). mean/geomean "
     "(solved): over the problems with a correct attempt; mean (all, unsolved = 0×): every problem, one without a "
-    "correct attempt at 0×. Custom kernels only: the same with each problem's best custom_kernel attempt (its own "
-    "Triton/CUDA/C++ kernel does the work: search/engine/win_class.py), a problem without one unsolved. Practical: "
-    "max(1, s), the reference kept where nothing beat it, labelled apart. vs compile: the attempt's ratio to the "
+    "correct attempt at 0×. Custom kernels only: the same with each problem's first custom_kernel attempt in the verdict's "
+    "order (its own Triton/CUDA/C++ kernel does the work: search/engine/win_class.py), at most the problem's figure, a "
+    "problem without one unsolved. Practical: what the run ships (the winner's figure, the reference kept at 1×), "
+    "labelled apart. A tie: attempts the verdict cannot tell apart beyond the noise. vs compile: the attempt's ratio to the "
     "reference over that compile mode's (side by side when re-timed). docs/metrics.md has every definition.")
 
 
@@ -165,7 +175,7 @@ def markdown(results: dict[str, Any]) -> str:
         flags = ", ".join(r.get("flags") or []) or ("none" if r["success"] else "—")
         custom = r.get("custom")
         custom_cell = "—" if not custom else f"#{custom['node']} {speed(custom.get('speedup_vs_eager'))}"
-        best = "—" if r.get("best") is None else f"#{r['best']}"
+        best = best_words(r)
         per.append(f"| {r['name']} | {r['suite']} | {'yes' if r['success'] else 'no'} | {best} | "
                    f"{CLASS_WORDS.get(r.get('class') or '', '—')} | {winner_words(r)} | {eager} | {ms} | "
                    f"{speed(r['speedup_vs_eager'])} | {speed(r['speedup_vs_compile'])} | "

@@ -1,6 +1,6 @@
 """benchmarks/kb_table.py: the issue-19 table from tree files — the winner and the move that won (the chain of the
 rules team's moves from the reference), speed-ups vs eager and both compile modes (re-timed figures preferred), % of
-roofline, and per suite the strictly-faster (>= 3%) counts and the problems slower than compile(default)."""
+roofline, and per suite the counts faster beyond the noise and the problems slower than compile(default)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ def test_the_table_names_the_winning_move_and_counts_strict_wins(tmp_path: Path)
                       retime={"rounds": 4, "node": 1, "best": {"speedup": 0.9}, "compile": {"speedup": 0.8},
                               "compile_max_autotune": {"speedup": 0.7}})
     retimed = save(tmp_path, "retimed", [node(0, None, 2.0, 1.0), node(1, 0, 1.8, 1.1, "compile-max-autotune-no-cudagraphs")],
-                   retime={"rounds": 4, "node": 1, "best": {"speedup": 1.02}, "compile": {"speedup": 1.0},
-                           "compile_max_autotune": {"speedup": 1.02}})
+                   retime={"rounds": 4, "node": 1, "best": {"speedup": 1.02, "spread": {"low": 0.98, "high": 1.05}},
+                           "compile": {"speedup": 1.0, "spread": {"low": 0.97, "high": 1.03}},
+                           "compile_max_autotune": {"speedup": 1.02, "spread": {"low": 0.99, "high": 1.04}}})
     result = kb_table.build([fused, slower, retimed, eager_wins])
     rows = {r["name"]: r for r in result["problems"]}
     assert rows["fused"]["move"] == "compile-default → fuse-all" and rows["fused"]["winner"] == "attempt"
@@ -61,11 +62,12 @@ def test_the_table_names_the_winning_move_and_counts_strict_wins(tmp_path: Path)
     summary = result["summary"]["kb_l2"]
     assert summary["n"] == 4 and summary["success"] == 4 and summary["reference_wins"] == 2
     # fused (1.9x) and eager_wins's attempt (1.125x: slower than eager, faster than compile(default)); retimed is
-    # 1.02x, under the 3% bar
-    assert summary["faster_3pct_vs_compile"] == 2
-    assert summary["faster_3pct_vs_compile_max_autotune"] == 2
-    assert summary["slower_3pct_than_compile"] == 1  # slower's best attempt, 0.46x compile(default)
-    assert summary["custom_faster_3pct_vs_compile"] == 0  # "# node N" sources: no kernel of their own
+    # 1.02x, within the noise of both side-by-side figures (0.98-1.05x against compile's 0.97-1.03x): a tie
+    assert summary["faster_vs_compile"] == 2
+    assert summary["faster_vs_compile_max_autotune"] == 2
+    assert summary["faster_vs_eager"] == 1  # fused alone: retimed (0.98-1.05x) ties the reference, the others are slower
+    assert summary["slower_than_compile"] == 1  # slower's best attempt, 0.46x compile(default)
+    assert summary["custom_faster_vs_compile"] == 0  # "# node N" sources: no kernel of their own
     assert result["device"] == "NVIDIA H200" and result["date"] == "2026-09-21"
     assert result["metrics"]["kb_l2"]["eager"]["Fast_1"] == 0.5 and result["metrics"]["kb_l2"]["custom"]["eager"]["success"] == 0
     text = kb_table.markdown(result)
