@@ -47,6 +47,8 @@ _ALL = [
              "Does the side-by-side re-time show 1.00 for two identical kernels (no bias)?", "CUDA"),
     Question("quiet-timing", "quiet_timing",
              "Does a busy host move a side-by-side verdict, with and without quiet timing?", "CPU or CUDA"),
+    Question("witness-check", "witness_check",
+             "Does the harness's clock reject forged timing and keep forgeries from passing as faster?", "CPU or CUDA"),
     Question("watch-cost", "watch_cost", "What does watching a child's memory cost the harness parent?", "CPU"),
     Question("scale-out", "scale_out", "Does the gpu queue scale from one worker to one per GPU?", "several GPUs"),
     Question("lock-waves", "lock_waves",
