@@ -121,27 +121,33 @@ def state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def align(candidate: torch.nn.Module, redrawn: dict[str, torch.Tensor],
           original: Callable[[], dict[str, torch.Tensor]], own: dict[str, torch.Tensor]) -> int:
     """Copy the reference's re-drawn values into the candidate's matching entries where they differ; how many.
-    `original()`: the reference's state at the problem's seed; `own`: the candidate's state at that seed."""
-    copied = 0
-    before: dict[str, torch.Tensor] | None = None
-    for name, t in state(candidate).items():
-        target = None
+    `original()`: the reference's state at the problem's seed; `own`: the candidate's state at that seed. An entry
+    matches by name (and shape, or transposed shape), else by its value at the problem's seed among the reference's
+    entries no name claimed (one match only)."""
+    mine = state(candidate)
+    targets: dict[str, torch.Tensor] = {}
+    for name, t in mine.items():
         want = redrawn.get(name)
         if want is not None and want.shape == t.shape:
-            target = want
+            targets[name] = want
         elif want is not None and want.dim() == 2 and want.t().shape == t.shape:
-            target = want.t()
-        elif name in own:
-            before = before if before is not None else original()
-            mine = own[name]
-            same = [m for m, v in before.items() if v.shape == mine.shape and m in redrawn and torch.equal(v, mine)]
-            if len(same) == 1:
-                target = redrawn[same[0]]
-            elif mine.dim() == 2:
-                turned = [m for m, v in before.items() if v.dim() == 2 and v.t().shape == mine.shape
-                          and m in redrawn and torch.equal(v.t(), mine)]
-                target = redrawn[turned[0]].t() if len(turned) == 1 else None
-        if target is not None and not torch.equal(target.to(t.device, t.dtype), t):
+            targets[name] = want.t()
+    unmatched = [n for n in mine if n not in targets and n in own]
+    if unmatched:
+        before = {m: v for m, v in original().items() if m in redrawn and m not in targets}
+        for name in unmatched:
+            value = own[name]
+            same = [m for m, v in before.items() if v.shape == value.shape and torch.equal(v, value)]
+            turned = [m for m, v in before.items() if v.dim() == 2 and v.t().shape == value.shape
+                      and torch.equal(v.t(), value)]
+            if len(same) == 1 and not turned:
+                targets[name] = redrawn[same[0]]
+            elif len(turned) == 1 and not same:
+                targets[name] = redrawn[turned[0]].t()
+    copied = 0
+    for name, target in targets.items():
+        t = mine[name]
+        if not torch.equal(target.to(t.device, t.dtype), t):
             with torch.no_grad():
                 t.copy_(target.to(t.device, t.dtype))
             copied += 1
