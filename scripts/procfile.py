@@ -4,7 +4,7 @@ Each gpu worker runs one evaluation at a time; several on one GPU take turns on 
 (timed work alone, compiles and checks side by side). `auto` (the default): 1 on a host without an NVIDIA GPU, where
 evaluations time on the CPU that the others would compile on; on a GPU host min(8 per GPU, half the cores), since on
 one H200 (16 cores) 8 evaluations side by side judged 5.9 attempts a minute and 12 no more (one compiler process
-each; 4 with compiler pools judged 3.7: docs/benchmarks/throughput, calls 7 and 11-13).
+each; 4 with compiler pools judged 3.7: docs/benchmarks.md, throughput).
 
 Usage: procfile.py SOURCE DEST   (stdlib only; prints the number of gpu workers)
 """
