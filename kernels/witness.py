@@ -12,14 +12,16 @@ contiguous, so no work of the child falls between them unseen.
 What the parent concludes (`assess`):
 - over-claim: the claims of a hold's blocks, summed from its grant, never exceed the time the parent saw pass
   (plus SLACK_MS and SLACK_FRACTION): a child that reports more time than passed is forging.
-- hidden time: each block's window less its claims is its loop's unaccounted work (cache flush, fresh inputs,
-  sampling outputs), the same loop for the reference and the candidate. Within one round (one hold, the two models
-  back to back), the candidate's unaccounted time per run less the reference's is ~0 for honest figures; a child that
-  shrinks the candidate's times (or swells the reference's) shows it there, in every round. Past HIDDEN_FRACTION of
-  the candidate's claimed per-run time (and HIDDEN_FLOOR_MS) in every round: `timing_witness` fails.
-- the witnessed ratio: each block's per-call time on the parent's clock, its window less the unaccounted time of the
-  reference's block timed before the candidate was imported (`reference_before`: honest, since no candidate code
-  existed yet), over its calls. The figure's range is the union of the claimed per-round ratios and the witnessed
+- hidden time: each timed call's window between its two ticks less its claimed time is ~ the channel's latency
+  when honest. Within one round (one hold, the two models back to back), the candidate's median of that less the
+  reference's is ~0; a child that shrinks the candidate's times (or swells the reference's) shows it there, in every
+  round. Past HIDDEN_FRACTION of the candidate's claimed per-run time (and HIDDEN_FLOOR_MS) in every round:
+  `timing_witness` fails. Likewise for time the candidate's runs leave between calls beyond the reference's
+  identical harness work (past GAP_NOISE interquartile ranges and GAP_SHARE of the reference's gaps).
+- the witnessed ratio: each block's per-call time on the parent's clock (the median of its calls' windows between
+  their ticks, less the latency measured around the calls of the reference's block timed before the candidate was
+  imported, `reference_before`: honest, since no candidate code existed yet); time the candidate's runs leave between
+  calls beyond the reference's counts as its own (the parent cannot attribute it). The figure's range is the union of the claimed per-round ratios and the witnessed
   ones, so a forgery too small to fail still widens the range until the figure cannot decide anything.
 - reference slowed: the reference after the candidate's import against `reference_before`, claimed and witnessed;
   past SLOWED_REFERENCE the figure does not decide (the candidate may have slowed the reference in its process).
@@ -45,6 +47,7 @@ HIDDEN_FRACTION = 0.5  # unaccounted time per candidate run beyond the reference
 HIDDEN_FLOOR_MS = 0.25  # ... and at least this much per run, in every round, before it is called forged
 SLOWED_REFERENCE = 1.25  # the reference after the candidate's import vs before: above this the figure never decides
 GAP_NOISE = 3.0  # the candidate's extra time between calls must pass this many IQRs of the reference's gaps
+GAP_SHARE = 0.5  # ... and this share of the reference's median gap (the flush and fresh inputs vary under load)
 WIDE = 1.5  # a figure whose range's high/low is above this cannot be ordered against 1.0 or its rivals
 
 
@@ -168,6 +171,10 @@ def assess(found: list[Block]) -> dict[str, Any]:
         claimed = _median(ref.times) / max(_median(cand.times), 1e-9)
         w_ref, w_cand = seen(ref), seen(cand)
         witnessed = w_ref / w_cand if w_ref > 0 and w_cand > 0 else None
+        # time the candidate's runs left between calls beyond the reference's: not attributable, so counted as its own
+        extra = max(0.0, cand.gap_ms - ref.gap_ms)
+        if witnessed is not None and extra > 0:
+            witnessed = min(witnessed, w_ref / (w_cand + extra))
         rows.append({"round": ref.round, "claimed": round(claimed, 4),
                      "witnessed": None if witnessed is None else round(witnessed, 4),
                      "hidden_ms": round(cand.hidden_ms - ref.hidden_ms, 4),
@@ -180,9 +187,10 @@ def assess(found: list[Block]) -> dict[str, Any]:
         forged.append(f"in every round the candidate's timed calls took at least {least_hidden:.4g} ms longer each "
                       f"on the harness's clock than its reported {claimed_cand:.4g} ms accounts for, beyond the "
                       "reference's (its reported times are shorter than the time that passed)")
-    gap_noise = _spread([g for p in rounds for g in p[REFERENCE].gaps_ms] + [g for b in before for g in b.gaps_ms])
+    reference_gaps = [g for p in rounds for g in p[REFERENCE].gaps_ms] + [g for b in before for g in b.gaps_ms]
     least_gap = min(r["gap_ms"] for r in rows)
-    if least_gap > max(threshold, GAP_NOISE * gap_noise):
+    gap_bar = max(threshold, GAP_NOISE * _spread(reference_gaps), GAP_SHARE * _median(reference_gaps))
+    if out["anchored"] == "grant" and least_gap > gap_bar:
         forged.append(f"in every round the candidate's runs left {least_gap:.4g} ms more each between its timed "
                       "calls than the reference's, where both run the same harness work (work moved out of the "
                       "timed calls)")

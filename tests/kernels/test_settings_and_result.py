@@ -11,7 +11,7 @@ from kernels.result import truncate_log
 
 RESULT_KEYS = {"verdict", "reasons", "flags", "correctness", "integrity", "timing", "baselines", "speedup_vs_eager",
                "speedup_vs_compile", "roofline", "logs", "settings", "environment", "wall_s", "phases", "profile",
-               "fuzz"}
+               "fuzz", "side_by_side"}
 
 
 def test_it_round_trips_settings_through_json() -> None:
