@@ -129,7 +129,8 @@ def sync_run_totals(run: Run, tree: Tree) -> None:
     """Copy the tree's attempts, verdict (search.engine.verdict: the best attempt by its figures, the winner, and
     `order`: the correct attempts in the verdict's order with its ties, what every view lists) and usage onto the
     run row (what lists and pages show). best_runtime_ms and best_speedup_vs_eager are the verdict's best figure's
-    (its runtime in the protocol that gave it, its speed-up against the reference), never another protocol's."""
+    (its runtime in the protocol that gave it, its speed-up against the reference: empty when that figure is not
+    measurable on this host now), never another protocol's."""
     figures = speeds(tree)
     verdict = run_verdict(tree)
     verdict["order"] = ordered(tree, figures, verdict["best"])
@@ -139,7 +140,7 @@ def sync_run_totals(run: Run, tree: Tree) -> None:
     run.attempts = verdict["attempts"]  # the budget used: free attempts and forgiven provider failures left out
     run.best_node = None if best is None else best.id
     run.best_runtime_ms = None if best is None else figure.get("runtime_ms")
-    run.best_speedup_vs_eager = None if best is None else figure.get("value")
+    run.best_speedup_vs_eager = None if best is None or not figure.get("measurable", True) else figure.get("value")
     run.verdict = verdict
     run.cost_usd = float(usage["cost_usd"])
     run.input_tokens = int(usage["input_tokens"])

@@ -310,7 +310,8 @@ def ordered(tree: Tree, figures: dict[int, dict[str, Any] | None] | None = None,
             best: int | None = None) -> list[dict[str, Any]]:
     """The run's correct attempts in the verdict's order, what every view lists (leaderboard, bundle, suite tables,
     `search show`): the verdict's best attempt first (best_attempt), then the others by their figure, highest first
-    (the search's runtime, then the id, break equal figures); attempts without a figure last. Each entry is {id,
+    (the search's runtime, then the id, break equal figures), those not measurable on this host now after the
+    measurable ones; attempts without a figure last. Each entry is {id,
     rank, tie_with}: an attempt the first of its rank group does not beat beyond the noise of both figures
     (`_beats`: its range above the other's), nor beats it, shares that rank and names it in `tie_with` (None when it leads its
     group), so two attempts that cannot be told apart read as a tie in every view."""
@@ -318,10 +319,12 @@ def ordered(tree: Tree, figures: dict[int, dict[str, Any] | None] | None = None,
     best = best_attempt(tree, figures) if best is None else best
     nodes = [n for n in tree if n.parent is not None and n.correct]
 
-    def key(n: Node) -> tuple[int, float, float, int]:
+    def key(n: Node) -> tuple[int, int, float, float, int]:
         figure = figures.get(n.id)
         value = float(figure["value"]) if figure is not None else float("-inf")
-        return (0 if n.id == best else 1, -value, n.runtime_ms if n.runtime_ms is not None else float("inf"), n.id)
+        unmeasured = figure is not None and not figure.get("measurable", True)
+        return (0 if n.id == best else 1, int(unmeasured), -value,
+                n.runtime_ms if n.runtime_ms is not None else float("inf"), n.id)
 
     out: list[dict[str, Any]] = []
     leader: dict[str, Any] | None = None

@@ -6,7 +6,8 @@ def best_from_verdict(apps, schema_editor):
     Run = apps.get_model("search", "Run")
     for run in Run.objects.exclude(verdict={}).only("pk", "verdict").iterator():
         figure = (run.verdict or {}).get("best_speed") or {}
-        Run.objects.filter(pk=run.pk).update(best_speedup_vs_eager=figure.get("value"),
+        measurable = figure.get("measurable", True)
+        Run.objects.filter(pk=run.pk).update(best_speedup_vs_eager=figure.get("value") if measurable else None,
                                              best_runtime_ms=figure.get("runtime_ms"))
 
 
