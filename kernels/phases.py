@@ -17,6 +17,27 @@ CHILD_PHASES = {"start": "start", "build": "build", "first_call": "build", "run"
                 "baseline": "baselines", "profile": "profiling", "fuzz": "fuzzing"}
 
 
+# the order in which each task kind's child goes through its phases, for the parent's clock, on which phases only move
+# forward (kernels.isolation.watch.Deadlines): a phase may recur (a re-time's "timing"); "queue" is never in it (the
+# child waits for the device between any two, then the phase it interrupted goes on). A candidate may time the
+# problem's reference before it builds (run, timing), so both orders are in its sequence.
+CHILD_ORDER: dict[str, tuple[str, ...]] = {
+    "candidate": ("start", "run", "timing", "build", "run", "first_call", "run", "timing", "recheck", "fuzz",
+                  "profile"),
+    "retime": ("start", "run", "timing", "build", "first_call", "timing"),
+    "reference": ("start", "run", "baseline", "ceilings"),
+    "inspect": ("start", "run"),
+    "fuzz_reference": ("start", "fuzz"),
+    "ncu": ("start", "build", "first_call", "run"),
+    "call": ("start",),
+}
+
+
+def child_order(kind: object) -> tuple[str, ...] | None:
+    """The phase order of a task kind's child; None for a kind without one (its timeouts' order is used)."""
+    return CHILD_ORDER.get(str(kind))
+
+
 class PhaseClock:
     """Accumulates named phases in order; `enter(name)` closes the previous one and reports the new one."""
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from kernels import device_busy
 from kernels.child.channel import Channel, redirect_output
+from kernels.child.seccomp import refuse_sysv_shm
 
 _exit = os._exit
 _sleep = time.sleep
@@ -68,6 +69,7 @@ def become_subreaper() -> None:
 
 def main(argv: list[str]) -> None:
     become_subreaper()
+    shm_refused = refuse_sysv_shm()  # before anything of the task runs; inherited by all it starts
     task_path, fd = Path(argv[0]), int(argv[1])
     os.set_inheritable(fd, False)  # compilers and pools the candidate starts must not hold the channel open
     nonce = sys.stdin.readline().strip()
@@ -84,7 +86,8 @@ def main(argv: list[str]) -> None:
         handlers = {"inspect": reference.inspect, "reference": reference.reference,
                     "candidate": candidate.run, "call": call.run, "retime": retime.run,
                     "ncu": ncu.run, "fuzz_reference": fuzz.reference}
-        channel.send("environment", environment=environment(task.get("device", "cpu")))
+        channel.send("environment", environment={**environment(task.get("device", "cpu")),
+                                                 "sysv_shm": "refused" if shm_refused else "allowed"})
         handlers[task["kind"]](task, work_dir, channel)
     except MemoryError:
         channel.send("error", kind="memory", message="ran out of memory (MemoryError)",

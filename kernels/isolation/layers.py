@@ -166,10 +166,15 @@ def bwrap_works(cuda: bool, uid: int | None, gid: int | None) -> bool:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def enter(disk_limit_mb: float | None, uid: int | None = None, gid: int | None = None) -> None:
-    """In a freshly forked child, before it runs anything of the task: the rlimits, then (as root) the sandbox
-    uid/gid with no supplementary groups. For children forked without exec (a warm-start zygote); spawned children
-    get the same through child_limits and Popen's user/group."""
+def enter(disk_limit_mb: float | None, uid: int | None = None, gid: int | None = None,
+          cgroup_procs: list[str] | None = None) -> None:
+    """In a freshly forked child, before it runs anything of the task: its control groups (kernels.isolation.cgroups,
+    joined while it may still write them), the rlimits, then (as root) the sandbox uid/gid with no supplementary
+    groups. For spawned children through child_limits, for children forked without exec (a warm-start zygote)
+    directly."""
+    from kernels.isolation import cgroups
+
+    cgroups.join(cgroup_procs)
     fsize = int(disk_limit_mb * (1 << 20)) if disk_limit_mb else resource.RLIM_INFINITY
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -196,19 +201,19 @@ def _libc_prctl() -> Callable[..., int] | None:
         return None
 
 
-def child_limits(disk_limit_mb: float | None, dropped_uid: bool) -> Callable[[], None]:
-    """A preexec function: rlimits set in the child before it execs (inherited by bwrap and everything below);
-    Popen has already switched to the sandbox uid when `dropped_uid` (so the parent-death signal set here is not
-    cleared by that switch). The child is SIGKILLed when the thread that started it dies: a harness process killed
-    outright (a stream deadline, an RQ job timeout, the OOM killer) leaves no child running without its deadlines
-    (bubblewrap children have --die-with-parent; zygote children are killed by the zygote, kernels.child.zygote_server)."""
+def child_limits(disk_limit_mb: float | None, uid: int | None = None, gid: int | None = None,
+                 cgroup_procs: list[str] | None = None) -> Callable[[], None]:
+    """A preexec function: in the child before it execs (inherited by bwrap and everything below), `enter` (its
+    control groups, rlimits, then the sandbox uid when `uid` is given), then the parent-death signal (set after
+    the uid switch, which would clear it). The child is SIGKILLed when the thread that started it dies: a harness
+    process killed outright (a stream deadline, an RQ job timeout, the OOM killer) leaves no child running without
+    its deadlines (bubblewrap children have --die-with-parent; zygote children are killed by the zygote,
+    kernels.child.zygote_server)."""
     parent = os.getpid()
     prctl = _libc_prctl()
 
     def apply() -> None:
-        enter(disk_limit_mb)
-        if dropped_uid:
-            resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
+        enter(disk_limit_mb, uid, gid, cgroup_procs)
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent:  # the parent died before the signal was armed

@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Iterable
 
 MAX_PROCESSES = 512  # per child: ninja's parallel nvcc jobs and torch.compile's workers stay far below
+MAX_TASKS = 2048  # threads and processes per child: torch's thread pools, compile workers and nvcc's stay below
 
 
 def max_processes() -> int:
@@ -19,6 +20,16 @@ def max_processes() -> int:
         return max(8, int(os.environ.get("STARK_EVAL_MAX_PROCESSES", MAX_PROCESSES)))
     except ValueError:
         return MAX_PROCESSES
+
+
+def max_tasks() -> int:
+    """How many threads and processes together one harness child's tree may have ($STARK_EVAL_MAX_TASKS,
+    operator-only): the pids control group's limit where the host gives one (kernels.isolation.cgroups: the clone
+    beyond it fails), and the parent's poll's cap everywhere (a child above it is stopped)."""
+    try:
+        return max(16, int(os.environ.get("STARK_EVAL_MAX_TASKS", MAX_TASKS)))
+    except ValueError:
+        return MAX_TASKS
 
 
 def _pss_kb(pid: int) -> int | None:
@@ -83,7 +94,13 @@ def descendants(root: int) -> dict[int, str]:
     """Every live descendant of `root` (through /proc/PID/task/TID/children), with its start time so a recycled
     pid is never killed by mistake. The worker is a child subreaper, so setsid'd, double-forked processes it
     started stay in this tree while it lives."""
+    return walk(root)[0]
+
+
+def walk(root: int) -> tuple[dict[int, str], int]:
+    """(`descendants(root)`, the number of tasks — threads of `root` and of every descendant — seen on the way)."""
     found: dict[int, str] = {}
+    tasks = 0
     stack = [root]
     while stack:
         pid = stack.pop()
@@ -91,6 +108,7 @@ def descendants(root: int) -> dict[int, str]:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
+        tasks += len(tids)
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/children") as handle:
@@ -102,7 +120,7 @@ def descendants(root: int) -> dict[int, str]:
                 if child not in found and started is not None:
                     found[child] = started
                     stack.append(child)
-    return found
+    return found, tasks
 
 
 def kill_tracked(tracked: dict[int, str]) -> None:

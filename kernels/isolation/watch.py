@@ -1,21 +1,25 @@
 """The parent's side of a harness child's clock and channel: deadlines on the parent's clock, and bounded reading.
 
-Deadlines (`Deadlines`): the child's messages may only move it from one known phase to another; each phase has an
-allowance (its timeout times the number of times the task legitimately enters it) that is spent cumulatively, so
-re-entering a phase never buys fresh time, and the whole run has a hard cap (the sum of the allowances, the time the
-parent itself waited for the device lock on the child's behalf, and MARGIN_S). Waiting for the device ("queue") is
-not something the child can claim: only the parent's own wait for the lock (kernels.isolation.lock_broker) counts as queue
-time, with its own allowance. A candidate that found the channel's nonce in its heap (gc.get_objects()) can send
-phase messages, but they extend nothing.
+Deadlines (`Deadlines`): the child's messages may only move it forward through its task's phases (`order`, from
+kernels.phases.child_order): a phase behind the one it is in is refused (recorded as a forgery), re-entering the
+current phase changes nothing, and each phase's allowance (its timeout times the number of times the task
+legitimately enters it) is granted once and spent cumulatively. The whole run is capped at the allowances of the
+phases it actually reached, the time the parent itself waited for the device lock on the child's behalf, and
+MARGIN_S. Waiting for the device ("queue") is not something the child can claim: only the parent's own wait for the
+lock (kernels.isolation.lock_broker) counts as queue time, with its own allowance. A candidate that found the
+channel's nonce in its heap (gc.get_objects()) can send phase messages, but they extend nothing.
 
-Reading (`ChannelLines`, `ChannelBudget`): lines longer than MAX_LINE are dropped as they stream in; the child may send
-at most MAX_CHANNEL_BYTES and MAX_MESSAGES in all, and one that sends more is stopped (`WorkerRun.limit_exceeded`),
-so a flood of nonce-valid messages cannot grow the parent past a bound.
+Reading (`ChannelLines`, `ChannelBudget`, `MessageLimits`): lines longer than MAX_LINE are dropped as they stream
+in; the child may send at most MAX_CHANNEL_BYTES and MAX_MESSAGES in all; one message may be at most
+MAX_MESSAGE_BYTES long, nested at most MAX_DEPTH deep and hold at most MAX_ELEMENTS values, and all the messages
+kept at most KEPT_FACTOR times that. A child that sends more is stopped (`WorkerRun.limit_exceeded`), so a flood of
+nonce-valid messages cannot grow the parent (or its CPU time) past a bound, however the bytes decode.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Protocol
 
 MARGIN_S = 5.0  # on top of the allowances: the parent's polling and the child's exit
@@ -24,6 +28,10 @@ MAX_LINE = 4 << 20  # no harness message comes near this; a longer "line" is a f
 MAX_CHANNEL_BYTES = 64 << 20  # all a child may send over its result channel
 MAX_MESSAGES = 20000  # lines, lock requests included (a compile that steps aside sends two)
 MAX_FORGED = 100  # forgeries kept (as evidence) per run; more are counted, not stored
+MAX_MESSAGE_BYTES = 1 << 20  # one message: a result with tens of thousands of timings is ~0.5 MB
+MAX_DEPTH = 32  # nesting of one message (the harness's deepest is ~6)
+MAX_ELEMENTS = 200_000  # values (lists, dicts, strings, numbers) in one message
+KEPT_FACTOR = 5  # all the messages one run keeps: 1,000,000 values by default (~64 MB of objects at worst)
 
 
 class Forgeries(Protocol):
@@ -32,13 +40,20 @@ class Forgeries(Protocol):
 
 class Deadlines:
     """A child's deadlines on the parent's clock. `budgets`: phase -> seconds per entry ("queue": the longest total
-    wait for the device); `visits`: phase -> how many times the task legitimately enters it (default 1)."""
+    wait for the device); `visits`: phase -> how many times the task legitimately enters it (default 1); `order`:
+    the phases in the order the task goes through them (a phase may appear twice, e.g. a re-time's "timing"); by
+    default the order of `budgets`."""
 
     def __init__(self, budgets: dict[str, float], visits: dict[str, int] | None, now: float,
-                 margin_s: float = MARGIN_S) -> None:
+                 margin_s: float = MARGIN_S, order: tuple[str, ...] | None = None) -> None:
         self.allowance = {phase: float(seconds) * max(1, int((visits or {}).get(phase, 1)))
                           for phase, seconds in budgets.items() if phase != "queue"}
         self.allowance.setdefault("start", 300.0)
+        self.order = tuple(p for p in (order or ("start", *budgets)) if p in self.allowance)
+        if not self.order or self.order[0] != "start":
+            self.order = ("start", *self.order)
+        self.position = 0
+        self.reached = {"start"}
         self.queue_allowance = float(budgets.get("queue", QUEUE_WAIT_S))
         self.spent: dict[str, float] = {}
         self.phase, self.since, self.started = "start", now, now
@@ -47,13 +62,22 @@ class Deadlines:
         self.margin_s = margin_s
 
     def enter(self, phase: str, now: float) -> bool:
-        """The child says it moved to `phase`: True when that is a phase this task has (and it changed)."""
-        if phase not in self.allowance or phase == self.phase:
+        """The child says it moved to `phase`: True when that is a phase ahead of its current one in its task's
+        order (the first such place); a phase behind it, or one the task does not have, changes nothing."""
+        if phase == self.phase or phase not in self.allowance:
+            return False
+        ahead = next((i for i in range(self.position + 1, len(self.order)) if self.order[i] == phase), None)
+        if ahead is None:
             return False
         if self.waiting_since is None:
             self.spent[self.phase] = self.spent.get(self.phase, 0.0) + now - self.since
-        self.phase, self.since = phase, now
+        self.phase, self.since, self.position = phase, now, ahead
+        self.reached.add(phase)
         return True
+
+    def behind(self, phase: str) -> bool:
+        """Whether `phase` is one of the task's phases that the child has already left behind (a forged step back)."""
+        return phase != self.phase and phase in self.allowance and phase not in self.order[self.position + 1:]
 
     def wait(self, now: float) -> None:
         """The parent starts waiting for the device lock for the child: its phase's clock stops, the queue's runs."""
@@ -80,7 +104,9 @@ class Deadlines:
         return self.waiting_since is not None
 
     def total_cap_s(self) -> float:
-        return sum(self.allowance.values()) + self.margin_s
+        """The longest the child may live, waits for the lock and quiet pauses aside: the allowances of the phases it
+        reached (never those of phases it skipped or has not come to) plus the margin."""
+        return sum(self.allowance[p] for p in self.reached) + self.margin_s
 
     def deadline(self) -> float:
         """When the child is stopped unless something changes: its phase's allowance left (or the queue's while the
@@ -144,6 +170,77 @@ class ChannelBudget:
             return (f"sent more than {self.max_messages} messages over the harness's result channel (a flood); the "
                     "process group was killed")
         return None
+
+
+class MessageLimits:
+    """What the parent decodes: `line_problem(line)` before parsing (its size), `message_problem(message)` after
+    (its depth and number of values, and those of every message kept so far); each says why the child is stopped."""
+
+    def __init__(self, max_bytes: int | None = None, max_elements: int | None = None,
+                 max_kept: int | None = None, max_depth: int = MAX_DEPTH) -> None:
+        self.max_bytes = max_bytes if max_bytes is not None else _env_int("STARK_CHANNEL_MAX_MESSAGE_BYTES",
+                                                                          MAX_MESSAGE_BYTES)
+        self.max_elements = max_elements if max_elements is not None else _env_int("STARK_CHANNEL_MAX_ELEMENTS",
+                                                                                   MAX_ELEMENTS)
+        self.max_kept = max_kept if max_kept is not None else KEPT_FACTOR * self.max_elements
+        self.max_depth = max_depth
+        self.kept = 0
+
+    def line_problem(self, line: bytes) -> str | None:
+        if len(line) > self.max_bytes:
+            return (f"sent a message of {len(line) / (1 << 20):.1f} MB over the harness's result channel, more than "
+                    f"{self.max_bytes / (1 << 20):g} MB (a flood); the process group was killed")
+        # a cheap upper bound of the values (every value but the last of a container is followed by a comma),
+        # counted in C before anything is decoded
+        if line.count(b",") + line.count(b"[") + line.count(b"{") > self.max_elements:
+            values = count_values(line)
+            if values is None or values > self.max_elements:
+                return (f"sent a message of more than {self.max_elements} values over the harness's result channel "
+                        "(a flood); the process group was killed")
+        return None
+
+    def message_problem(self, message: Any) -> str | None:
+        values, depth = measure(message, self.max_depth)
+        if depth > self.max_depth:
+            return (f"sent a message nested more than {self.max_depth} levels deep over the harness's result channel; "
+                    "the process group was killed")
+        self.kept += values
+        if self.kept > self.max_kept:
+            return (f"sent more than {self.max_kept} values in all over the harness's result channel (a flood); the "
+                    "process group was killed")
+        return None
+
+
+def count_values(line: bytes) -> int | None:
+    """How many values a JSON line holds (dict keys aside), counted without decoding it (None when its strings do not
+    scan): with strings blanked out, every comma separates two elements, every non-empty container holds one more
+    element than it has commas, and every container is a value itself; found by the C scanner in a few passes."""
+    try:
+        blanked = re.sub(rb'"(?:[^"\\]|\\.)*"', b'""', line)
+    except re.error:
+        return None
+    openers = blanked.count(b"[") + blanked.count(b"{")
+    empty = blanked.count(b"[]") + blanked.count(b"{}")
+    return blanked.count(b",") + openers - empty + 1
+
+
+def measure(value: Any, max_depth: int) -> tuple[int, int]:
+    """(number of values, depth) of a decoded message, walked without recursion; stops counting depth past
+    `max_depth` + 1."""
+    values, deepest = 0, 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        values += 1
+        deepest = max(deepest, depth)
+        if depth > max_depth:
+            continue
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            values += len(item)  # the keys
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return values, deepest
 
 
 def _env_int(name: str, default: int) -> int:
