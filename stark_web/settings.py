@@ -199,5 +199,8 @@ STARK_SOCKET_POLL_S = envfloat("STARK_SOCKET_POLL_S", 5.0, minimum=0.1, maximum=
 STARK_MAX_QUEUED_RETIMES = envint("STARK_MAX_QUEUED_RETIMES", 3, minimum=0, maximum=1000)  # 0: no limit
 STARK_MAX_QUEUED_PINGS = envint("STARK_MAX_QUEUED_PINGS", 2, minimum=1, maximum=1000)
 STARK_MAX_SOCKETS_PER_USER = envint("STARK_MAX_SOCKETS_PER_USER", 20, minimum=1, maximum=10000)
+# Websocket handshakes in flight per credential and per client address, per server process (search/app/sockets/handshake.py).
+STARK_HANDSHAKES_PER_USER = envint("STARK_HANDSHAKES_PER_USER", 8, minimum=1, maximum=10000)
+STARK_HANDSHAKES_PER_ADDRESS = envint("STARK_HANDSHAKES_PER_ADDRESS", 64, minimum=1, maximum=100000)
 STARK_CHANNEL_POOL_SIZE = envint("STARK_CHANNEL_POOL_SIZE", 500, minimum=10, maximum=100000)
 STARK_CHANNEL_POOL_WAIT_S = envfloat("STARK_CHANNEL_POOL_WAIT_S", 5.0, minimum=0.1, maximum=60)
