@@ -270,6 +270,8 @@ def main() -> None:
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
+    if DEVICE == "cpu":  # the candidates' Triton kernels run in its interpreter (they are imported after this)
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     started = time.monotonic()
