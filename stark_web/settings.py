@@ -202,5 +202,8 @@ STARK_MAX_SOCKETS_PER_USER = envint("STARK_MAX_SOCKETS_PER_USER", 20, minimum=1,
 # Websocket handshakes in flight per credential and per client address, per server process (search/app/sockets/handshake.py).
 STARK_HANDSHAKES_PER_USER = envint("STARK_HANDSHAKES_PER_USER", 8, minimum=1, maximum=10000)
 STARK_HANDSHAKES_PER_ADDRESS = envint("STARK_HANDSHAKES_PER_ADDRESS", 64, minimum=1, maximum=100000)
+# Agents' steps one user may run at once on the search workers; 0: every live search worker but one, at least one
+# (search/app/service/search_share.py).
+STARK_SEARCH_SHARE_PER_USER = envint("STARK_SEARCH_SHARE_PER_USER", 0, minimum=0, maximum=10000)
 STARK_CHANNEL_POOL_SIZE = envint("STARK_CHANNEL_POOL_SIZE", 500, minimum=10, maximum=100000)
 STARK_CHANNEL_POOL_WAIT_S = envfloat("STARK_CHANNEL_POOL_WAIT_S", 5.0, minimum=0.1, maximum=60)

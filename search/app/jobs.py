@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rq import get_current_job
 
-from search.app.service import background_check, reaper, reaper_chain, retime, steps
+from search.app.service import background_check, reaper, reaper_chain, retime, search_share, steps
 
 
 def start_run(run_id: int) -> str:
@@ -17,7 +17,13 @@ def start_run(run_id: int) -> str:
 
 
 def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
-    return steps.expand_attempt(run_id, node_pk, tries)
+    """The agents' step of one attempt, within its user's share of the search workers (search_share): over it, the
+    step is scheduled again a little later and this worker is free for other users at once."""
+    from search.app.models import Run
+
+    owner = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).first()
+    return search_share.run_in_share(owner, lambda: steps.expand_attempt(run_id, node_pk, tries),
+                                     lambda: search_share.expand_again(run_id, node_pk, tries))
 
 
 def record_evaluation(run_id: int, node_pk: int, tries: int) -> str:

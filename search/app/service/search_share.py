@@ -1,0 +1,104 @@
+"""One user's share of the search workers: at most STARK_SEARCH_SHARE_PER_USER of their agents' steps (expand jobs:
+LLM calls, the offline team's analysis of the problem in a harness child, up to its deadline) run at once, across
+all search workers; by default every worker but one (at least one), so with two workers one user's hanging analyses
+hold one of them and the other serves everyone else.
+
+A step over its user's share is not run: it is scheduled again STEP_AGAIN_S later under a job id of its own (the
+node's job id follows it, so the reaper sees a live job) and frees its worker at once. Slots are leases in Redis (a
+sorted set per user, scored by expiry), taken and given back by the job; a worker killed outright leaves a lease
+that runs out after the search queue's job timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from rq import Worker
+
+from search.app.service import queues
+
+STEP_AGAIN_S = 3.0
+
+# Atomically: drop expired leases; refuse at the share (returns the count), else add this job's lease (returns -1).
+_CLAIM = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local running = redis.call('ZCARD', KEYS[1])
+if running >= tonumber(ARGV[3]) then return running end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return -1
+"""
+
+
+def search_workers() -> int:
+    return Worker.count(connection=queues.connection(), queue=queues.queue(queues.SEARCH_QUEUE))
+
+
+def share() -> int:
+    """How many steps one user may have running: STARK_SEARCH_SHARE_PER_USER, or (0) every live search worker but
+    one, at least one."""
+    configured = int(getattr(settings, "STARK_SEARCH_SHARE_PER_USER", 0))
+    return configured if configured > 0 else max(1, search_workers() - 1)
+
+
+def lease_s() -> int:
+    timeout = settings.RQ_QUEUES[queues.queue_name(queues.SEARCH_QUEUE)].get("DEFAULT_TIMEOUT", 1800)
+    return int(timeout) + 60
+
+
+def _key(user_id: int) -> str:
+    return queues.redis_key("search-share", str(int(user_id)))
+
+
+def claim(user_id: int, holder: str, limit: int | None = None) -> int | None:
+    """Take one of the user's slots for `holder`: None when taken, else how many of their steps run already."""
+    now = time.time()
+    got = queues.connection().eval(_CLAIM, 1, _key(user_id), now, now + lease_s(),
+                                   limit if limit is not None else share(), holder, lease_s())
+    return None if int(got) < 0 else int(got)
+
+
+def release(user_id: int, holder: str) -> None:
+    queues.connection().zrem(_key(user_id), holder)
+
+
+@contextlib.contextmanager
+def slot(user_id: int | None) -> Iterator[bool]:
+    """True (and a slot held until the block ends) when the user's step may run now; False when their share is
+    full. A step without an owner (None) always runs."""
+    if user_id is None:
+        yield True
+        return
+    holder = uuid.uuid4().hex
+    if claim(user_id, holder) is not None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(Exception):  # Redis gone: the lease runs out by itself
+            release(user_id, holder)
+
+
+def run_in_share(user_id: int | None, step: Callable[[], str], again: Callable[[], str]) -> str:
+    """`step()` within the user's share, else `again()` (which schedules the step for later)."""
+    with slot(user_id) as allowed:
+        return step() if allowed else again()
+
+
+def expand_again(run_id: int, node_pk: int, tries: int) -> str:
+    """Schedule an expand step that found its user's share full STEP_AGAIN_S later; the node's job id follows it
+    (set after the job exists, so the reaper never sees the node without a live job)."""
+    from search.app.models import Node
+
+    job_id = queues.make_job_id("expand", node_pk, tries, "again", uuid.uuid4().hex[:8])
+    queues.queue(queues.SEARCH_QUEUE).enqueue_in(timedelta(seconds=STEP_AGAIN_S), "search.app.jobs.expand_attempt",
+                                                 run_id, node_pk, tries, job_id=job_id)
+    Node.objects.filter(pk=node_pk, phase="expand", tries=tries, claim="").update(job_id=job_id)
+    return (f"node pk {node_pk} try {tries}: its user's share of the search workers is full "
+            f"(STARK_SEARCH_SHARE_PER_USER); again in {STEP_AGAIN_S:g} s")
