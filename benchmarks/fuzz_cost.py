@@ -1,8 +1,15 @@
-"""What the fuzzing stage (kernels/fuzz.py) costs an evaluation: the example problems' references evaluated as
-candidates with fuzz="off" and fuzz="standard" (or --level), default trials and timed runs, on one device.
+"""What the fuzzing stage (kernels/fuzz.py) costs an evaluation, and what it catches: the example problems'
+references evaluated as candidates with fuzz="off" and fuzz="standard" (or --level), default trials and timed runs,
+on one device; with --corpus, a corpus of illusions and controls judged at each of --levels.
 
     .venv/bin/python -m benchmarks.fuzz_cost [--device cpu|cuda] [--level standard] [--repeats 1]
         [--problems relu,softmax,...] [--runs 100] [--out var/bench/fuzz_cost.json]
+    .venv/bin/python -m benchmarks.fuzz_cost --corpus tests/kernels/fixtures/fuzz_classes [--levels off,standard,thorough]
+        [--device cpu|cuda] [--out var/bench/fuzz_corpus.json]
+
+A corpus folder holds problem_<name>.py files and candidates whose file name contains a problem's <name>
+(`control_*`: honest; any other: an illusion). Per level it reports each candidate's verdict and the variants it
+failed, and the catch rate (illusions judged incorrect) and the controls flagged (controls not passed).
 
 Prints a table and writes JSON. The reference side (outputs, summary, ceilings) is computed once per problem first
 and cached, as in a search after its first candidate. Per problem:
@@ -37,8 +44,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--runs", type=int, default=100, help="timed runs per evaluation (the default: 100)")
     parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list under examples/problems/")
-    parser.add_argument("--out", default="var/bench/fuzz_cost.json")
+    parser.add_argument("--out", default=None, help="JSON report (default var/bench/fuzz_cost.json, or "
+                        "var/bench/fuzz_corpus.json with --corpus)")
+    parser.add_argument("--corpus", default=None, help="a corpus folder: judge its candidates instead")
+    parser.add_argument("--levels", default="off,standard,thorough", help="with --corpus: the fuzz levels")
     args = parser.parse_args()
+    if args.corpus:
+        corpus(Path(args.corpus), args.device, [x.strip() for x in args.levels.split(",") if x.strip()],
+               Path(args.out or "var/bench/fuzz_corpus.json"))
+        return
+    args.out = args.out or "var/bench/fuzz_cost.json"
     cache = tempfile.mkdtemp(prefix="stark-bench-fuzz-")
     rows = []
     try:
@@ -76,6 +91,46 @@ def main() -> None:
     report("fuzz_cost", rows, Path(args.out) if args.out else None, notes=notes)
     print(f"the stage's share of all evaluations: {notes['share_of_all']:.1%} (first evaluation of each problem: "
           f"{notes['first_share_of_all']:.1%})")
+
+
+def corpus(folder: Path, device: str, levels: list[str], out: Path) -> None:
+    """Every candidate of `folder` judged at each level: its verdict, the variants it failed, the stage's cost."""
+    problems = {p.stem.removeprefix("problem_"): p for p in folder.glob("problem_*.py")}
+    cache = tempfile.mkdtemp(prefix="stark-bench-fuzz-corpus-")
+    rows: list[dict[str, object]] = []
+    try:
+        settings = EvalSettings(device=device, cache_dir=cache, baselines=(), timing_runs=10, warmup_runs=2,
+                                reuse_results=False, profile=False, roofline=False)
+        for path in sorted(p for p in folder.glob("*.py") if not p.stem.startswith("problem_")):
+            name = max((n for n in problems if n in path.stem), key=len, default=None)
+            if name is None:
+                raise SystemExit(f"{path}: no problem_<name>.py in {folder} whose name is in the candidate's")
+            problem, candidate = problems[name].read_text(), path.read_text()
+            for level in levels:
+                result = evaluate(problem, candidate, settings.replace(fuzz=level))
+                for _ in range(3):  # the timing witness (judged first) on a sub-millisecond forward on a busy host
+                    if not (result.verdict == "rejected" and result.reasons[0].startswith("timing_witness")):
+                        break
+                    result = evaluate(problem, candidate, settings.replace(fuzz=level))
+                fuzz = result.fuzz or {}
+                rows.append({"candidate": path.stem, "control": path.stem.startswith("control_"), "level": level,
+                             "verdict": result.verdict, "caught_by": ",".join(f["name"] for f in fuzz.get("failed", []))[:80],
+                             "variants": fuzz.get("run", 0), "cost_s": fuzz.get("cost_s", 0.0),
+                             "reason": (result.reasons or [""])[0][:160]})
+                print(rows[-1], flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    notes: dict[str, object] = {"corpus": str(folder)}
+    for level in levels:
+        mine = [r for r in rows if r["level"] == level]
+        illusions = [r for r in mine if not r["control"]]
+        controls = [r for r in mine if r["control"]]
+        notes[level] = {"illusions_caught": sum(r["verdict"] == "incorrect" for r in illusions),
+                        "illusions": len(illusions), "controls_flagged": sum(r["verdict"] != "pass" for r in controls),
+                        "controls": len(controls)}
+    report("fuzz_corpus", rows, out, notes=notes)
+    for level in levels:
+        print(f"{level}: {notes[level]}")
 
 
 if __name__ == "__main__":

@@ -6,12 +6,14 @@ A variant changes one thing against the problem's own `get_inputs()` drawn under
   an offset far above the spread (mean 1e4 x the spread: one-pass variances and naive log-sum-exps break), all
   equal, zeros, negative only, values at and near activation kinks (0, +-1, +-3, +-6);
 - special values in one floating input (kind "special"): a few NaN, a few +-Inf, or -0 and subnormals mixed in;
-  judged by matching the reference's NaN/Inf positions (and Inf signs), the finite rest within the tolerance;
+  judged by matching the reference's NaN/Inf positions (and Inf signs), the finite rest within the tolerance
+  (kernels.correctness.special_mismatch);
 - one module-level size name (kind "shape"): a name `get_inputs()` reads that neither `get_init_inputs()` nor the
   Model class reads (what the constructor fixes stays), set to an odd size that is not a multiple of 32 or 128:
   smaller, 1, and larger than the file's own value (the other names shrunk to keep the total bounded);
-- the layout of one input (kind "layout"): a strided view (every other element), a slice of a larger buffer (unit
-  padded rows, an offset start), channels-last for 4-d inputs, and (thorough) a transposed layout;
+- the layout of one input (kind "layout"): a strided view (every other element), a slice `x[1:1+n]` of a longer
+  buffer (contiguous, not at its storage's start), padded rows (unit inner stride, a longer row stride: a narrow),
+  channels-last for 4-d inputs, and (thorough) a transposed layout;
 - parameters (kind "params"): both models built under the variant's seed with every constant-initialised parameter
   and floating buffer (norms' affine parameters and running statistics, biases at zero) re-drawn around its init
   value, so a kernel that skips a step that is an identity at init is seen;
@@ -57,8 +59,8 @@ LAYOUT_KINDS = {
     "channels_last": "channels-last memory format (4-d input)",
     "transposed": "a dense transposed layout (the last two dimensions stored column-major)",
 }
-PARAMS_WHAT = ("parameters and buffers re-drawn: both models built under the variant's seed, constant-initialised "
-               "ones (norm weights and biases, running statistics, zero biases) drawn around their init value")
+PARAMS_WHAT = ("re-drawn: both models built under the variant's seed, their constant-initialised parameters and "
+               "buffers (norm weights and biases, running statistics, zero biases) drawn around their init value")
 BASE_WHAT = "the problem's own inputs at the fuzzing sizes (run right before the partial changes)"
 TAIL_WHAT = ("the base variant's inputs with the second half of this input re-drawn (same shape, same leading "
              "values and last value): a memo keyed on a fingerprint of the input returns a stale output")

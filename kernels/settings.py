@@ -57,9 +57,10 @@ Settings (all optional; defaults in brackets):
 - ncu [$STARK_NCU == "1"]: on CUDA, run the candidate once more under Nsight Compute (`ncu`, where it is on PATH and
   may read the GPU's counters) and attach per-kernel DRAM/SM throughput, achieved occupancy and duration to
   `profile.ncu` (kernels/ncu.py); a clear note instead where ncu is missing or not permitted.
-- fuzz ["standard"]: the fuzzing stage after the correctness trials (kernels/fuzz.py): "off", "standard" (one
-  variant per value distribution, shape and layout family) or "thorough" (more of each). A candidate that fails a
-  variant is `incorrect`, naming the variant and its seed.
+- fuzz ["standard"]: the fuzzing stage after the correctness trials (kernels/fuzz.py, docs/fuzzing.md): "off",
+  "standard" (one variant per value distribution, special value, size, layout, re-drawn parameters and partial
+  change) or "thorough" (more of each, three seeds). A candidate that fails a variant is `incorrect`, naming the
+  variant and its seed.
 - fuzz_seed [None = seed]: the seed of the fuzzing stage's variants (replay one with `python -m kernels fuzz`).
 - extra [{}]: free-form annotations carried along with the result (not interpreted).
 """
