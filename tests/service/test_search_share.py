@@ -16,6 +16,8 @@ from tests.service.conftest import Workers
 def test_a_users_slots_are_counted_across_workers_and_leases_end(redis_client, settings) -> None:
     settings.STARK_SEARCH_SHARE_PER_USER = 2
     assert search_share.claim(1, "a") is None and search_share.claim(1, "b") is None
+    ttl = redis_client.zscore(search_share._key(1), "a") - time.time()
+    assert 0 < ttl <= search_share.LEASE_S  # a killed worker's slot frees itself soon
     assert search_share.claim(1, "c") == 2  # the third of user 1: refused
     assert search_share.claim(2, "x") is None  # another user's first: taken
     search_share.release(1, "a")

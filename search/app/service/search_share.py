@@ -5,13 +5,14 @@ hold one of them and the other serves everyone else.
 
 A step over its user's share is not run: it is scheduled again STEP_AGAIN_S later under a job id of its own (the
 node's job id follows it, so the reaper sees a live job) and frees its worker at once. Slots are leases in Redis (a
-sorted set per user, scored by expiry), taken and given back by the job; a worker killed outright leaves a lease
-that runs out after the search queue's job timeout.
+sorted set per user, scored by expiry), taken and given back by the job and renewed every LEASE_S / 3 while it
+runs, so a worker killed outright frees its slot within LEASE_S.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from rq import Worker
 from search.app.service import queues
 
 STEP_AGAIN_S = 3.0
+LEASE_S = 30
 
 # Atomically: drop expired leases; refuse at the share (returns the count), else add this job's lease (returns -1).
 _CLAIM = """
@@ -46,11 +48,6 @@ def share() -> int:
     return configured if configured > 0 else max(1, search_workers() - 1)
 
 
-def lease_s() -> int:
-    timeout = settings.RQ_QUEUES[queues.queue_name(queues.SEARCH_QUEUE)].get("DEFAULT_TIMEOUT", 1800)
-    return int(timeout) + 60
-
-
 def _key(user_id: int) -> str:
     return queues.redis_key("search-share", str(int(user_id)))
 
@@ -58,8 +55,8 @@ def _key(user_id: int) -> str:
 def claim(user_id: int, holder: str, limit: int | None = None) -> int | None:
     """Take one of the user's slots for `holder`: None when taken, else how many of their steps run already."""
     now = time.time()
-    got = queues.connection().eval(_CLAIM, 1, _key(user_id), now, now + lease_s(),
-                                   limit if limit is not None else share(), holder, lease_s())
+    got = queues.connection().eval(_CLAIM, 1, _key(user_id), now, now + LEASE_S,
+                                   limit if limit is not None else share(), holder, LEASE_S)
     return None if int(got) < 0 else int(got)
 
 
@@ -78,9 +75,18 @@ def slot(user_id: int | None) -> Iterator[bool]:
     if claim(user_id, holder) is not None:
         yield False
         return
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(LEASE_S / 3):
+            with contextlib.suppress(Exception):  # Redis gone for a moment: the next renewal may work
+                queues.connection().zadd(_key(user_id), {holder: time.time() + LEASE_S}, xx=True)
+
+    threading.Thread(target=renew, name="search-share-lease", daemon=True).start()
     try:
         yield True
     finally:
+        done.set()
         with contextlib.suppress(Exception):  # Redis gone: the lease runs out by itself
             release(user_id, holder)
 
