@@ -18,6 +18,7 @@ from search.engine.policies import POLICY_NAMES
 from search.engine.tree import Tree
 from search.engine.verdict import ordered, run_verdict, speeds
 from search.inline import UsageError, search_problem
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
 from search.llm.streaming import notices as stream_notices
 from search.llm.temperature import dropped, notices
@@ -40,7 +41,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-autotune-baseline", action="store_true",
                    help="also time torch.compile(mode='max-autotune') (slow to compile)")
     p.add_argument("--time-limit", type=float, default=None, help="wall-time limit per problem, seconds")
-    p.add_argument("--cost-limit", type=float, default=None, help="LLM cost limit per problem, USD")
+    p.add_argument("--cost-limit", type=float, default=None,
+                   help=f"LLM cost limit per problem, USD (LLM teams: default {DEFAULT_COST_LIMIT_USD:g})")
     g = p.add_argument_group("LLM providers (LLM teams)")
     g.add_argument("--provider", choices=PROVIDERS, default=None, help="LLM provider of every role")
     g.add_argument("--model", default=None, help="model of every role")

@@ -182,6 +182,8 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO, tree_file: 
         team = get_team(settings.team, config)
     except (ValueError, TeamUnavailable) as exc:
         raise UsageError(str(exc)) from None
+    for line in [] if args.quiet else team.settings.get("notices", []):  # assumed prices, temperatures not taken
+        print(line, file=out, flush=True)
     limits = {"budget": settings.budget, "parallel": settings.parallel, "time_limit_s": settings.time_limit_s,
               "cost_limit_usd": settings.cost_limit_usd}
     if resumed is not None:

@@ -17,9 +17,10 @@ from typing import Any
 
 from search.engine.limits import DEFAULT_BUDGET, Limits
 from search.engine.targets import GPU_TARGETS, TARGET_ABOUT, TARGETS  # noqa: F401 - part of this module's API
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD
 from search.llm.settings import CONFIGURABLE_ROLES
 from search.llm.temperature import STRICT_OPTION
-from search.teams import OFFLINE_TEAM, TEAM_NAMES, default_target
+from search.teams import LLM_TEAMS, OFFLINE_TEAM, TEAM_NAMES, default_target
 
 DEFAULT_DEVICE = "cpu"
 GPU_DEVICE = "cuda"  # "cuda:N" names one GPU (kernels.settings.device_problem checks every device name)
@@ -103,6 +104,8 @@ class RunSettings:
         object.__setattr__(self, "target", target)
         for name in ("time_limit_s", "cost_limit_usd", "review_timeout_s"):
             _limit(name, getattr(self, name))
+        if self.cost_limit_usd is None and self.team in LLM_TEAMS:  # an LLM run never spends without a bound
+            object.__setattr__(self, "cost_limit_usd", DEFAULT_COST_LIMIT_USD)
         if self.review_timeout_s is not None and self.review_timeout_s > MAX_REVIEW_TIMEOUT_S:
             raise SettingError("review_timeout_s", f"at most {MAX_REVIEW_TIMEOUT_S:g} s (a week)")
         object.__setattr__(self, "team_options", _checked_options(dict(self.team_options)))

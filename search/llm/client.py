@@ -23,7 +23,7 @@ from typing import Any
 
 from search.llm.errors import ContextTooLong, LLMError
 from search.llm.failures import Failure, classify
-from search.llm.pricing import Price, estimate_cost, load_prices, price_for
+from search.llm.pricing import Price, charged_price, estimate_cost, load_prices
 from search.llm.providers import Message, TextCallback, make_provider, prompt_text
 from search.llm.records import CallRecord, Completion, CostMeter
 from search.llm.settings import KEY_ENV, RoleSettings
@@ -97,7 +97,7 @@ class LLMClient:
         """The most this call can cost: every input token at the dearer of the input and cache-write
         prices (a code-aware estimate of the prompt), and the whole answer limit with its reasoning headroom."""
         settings = settings or self.settings
-        price = price_for(settings.model, self.prices)
+        price = charged_price(settings.model, self.prices, settings.provider)
         if price is None:
             return 0.0
         tokens = estimate_tokens(prompt_text(system, messages))
@@ -208,11 +208,14 @@ class LLMClient:
 
     def _record(self, settings: RoleSettings, completion: Completion, latency: float, retries: int,
                 notes: list[str], prompt_version: str) -> CallRecord:
-        price = price_for(settings.model, self.prices)
+        price = charged_price(settings.model, self.prices, settings.provider)
         if not completion.usage_reported:
             notes.append("server reported no usage; tokens estimated from the text")
         if price is None and settings.provider in HOSTED:
             notes.append(f"no price known for {settings.model}: counted as $0 (give one with --price)")
+        elif price is not None and price.assumed:
+            notes.append(f"price of {settings.model} assumed ({price.describe()}; {price.source}): give the real "
+                         "one with --price")
         record = CallRecord(
             role=settings.role, provider=settings.provider, model=settings.model,
             temperature=settings.temperature, temperature_requested=self.settings.temperature,
@@ -220,7 +223,7 @@ class LLMClient:
             cache_read_tokens=completion.cache_read_tokens, cache_write_tokens=completion.cache_write_tokens,
             cost_usd=estimate_cost(price, completion.input_tokens, completion.output_tokens,
                                    completion.cache_read_tokens, completion.cache_write_tokens),
-            price_known=price is not None, latency_s=round(latency, 3), retries=retries,
+            price_known=price is not None and not price.assumed, latency_s=round(latency, 3), retries=retries,
             streamed=settings.stream, prompt_version=prompt_version, stop_reason=completion.stop_reason,
             notes=notes, reasoning_tokens=completion.reasoning_tokens, max_tokens_sent=settings.answer_limit)
         return record

@@ -1,8 +1,11 @@
 """Default models, from one dated table, and what the installed SDKs say about a chosen model's retirement.
 
-DEFAULTS is the only place a default model is named (settings, the providers page and the docs read it): the model
-each vendor's SDK listed on AS_OF with no announced shutdown date, in the tier the paper used (Claude Sonnet) or its
-OpenAI counterpart. Update the rows and AS_OF together, from the sources.
+DEFAULTS is the only place a default model is named (settings, the providers page and the docs read it): the newest
+model each vendor's SDK listed on AS_OF, with no announced shutdown date, in the tier the paper used (Claude Sonnet)
+or its OpenAI counterpart (the mid "sol" tier for complex coding, not the dearest "astra" one), and priced by the
+maintained source (search.llm.maintained_prices). Update the rows and AS_OF together, from the sources; the tests
+(tests/llm/test_models.py) fail when the installed SDK stops listing a default, marks it deprecated or shut down,
+or when the maintained prices lack it.
 
 `retirement(provider, model)` reads the installed SDK's own marks: the anthropic SDK's DEPRECATED_MODELS (the
 end-of-life date it warns about), and the "Deprecated values" list of the openai SDK's ChatModel ("Announced shutdown
@@ -19,14 +22,16 @@ import re
 
 log = logging.getLogger(__name__)
 
-AS_OF = "2026-12-03"
-SOURCES = ("anthropic SDK 0.x-2.x types.ModelParam and _data.DEPRECATED_MODELS",
-           "openai SDK types.shared.ChatModel (its 'Deprecated values')")
+AS_OF = "2026-12-06"
+SOURCES = ("anthropic SDK 2.17 types.ModelParam and _data.DEPRECATED_MODELS",
+           "openai SDK 3.63 types.shared.ChatModel (its 'Deprecated values')", "genai-prices 0.2.5 (bundled data)")
 # provider -> (model, why this one)
 DEFAULTS: dict[str, tuple[str, str]] = {
-    "anthropic": ("claude-sonnet-4-6", "the Sonnet tier the paper used (Claude Sonnet 4), listed with no end-of-life"),
-    "openai": ("gpt-5.5", "listed with a dated snapshot (gpt-5.5-2026-04-23) and no announced shutdown; gpt-5 shuts "
-                          "down on 2026-12-11"),
+    "anthropic": ("claude-sonnet-5-5", "the newest of the Sonnet tier the paper used (Claude Sonnet 4), listed "
+                                       "with no end-of-life; $2 in / $10 out per million tokens"),
+    "openai": ("gpt-6.2-sol", "the newest of the sol tier (complex coding and agentic work), listed with no "
+                              "announced shutdown; $2 in / $10 out per million tokens; a reasoning model, which "
+                              "takes only its default temperature"),
 }
 DEFAULT_MODEL: dict[str, str] = {provider: model for provider, (model, _) in DEFAULTS.items()}
 

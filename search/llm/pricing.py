@@ -1,12 +1,16 @@
 """Prices (USD per million tokens) and the cost estimate of one call.
 
-The defaults are search/llm/price_table.py (list prices, dated AS_OF). Override or extend them with the
-environment variable STARK_PRICES_JSON, holding either a JSON object or the path of a JSON file, e.g.
-`{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}}`, or per run with `--price
-MODEL=INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]]`. A key prices its model and that model's dated or
-versioned names, never another tier of it (see price_key). Unknown models cost 0 and are marked
-`price_known: false` in the call record (right for a local server; the LLM teams warn about hosted ones,
-and refuse a cost limit they cannot enforce).
+Where a price comes from, first to last (price_for):
+1. an override: the environment variable STARK_PRICES_JSON, holding either a JSON object or the path of a JSON
+   file, e.g. `{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05}}`, or per run `--price
+   MODEL=INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]]`;
+2. the maintained source, for Anthropic and OpenAI models: the genai-prices package's bundled data
+   (search.llm.maintained_prices; never fetched from the network);
+3. the dated table, search/llm/price_table.py (list prices, dated AS_OF), the fallback without the package.
+A key prices its model and that model's dated or versioned names, never another tier of it (see price_key).
+A hosted model none of them prices is priced conservatively by the LLM teams: the most expensive known price of
+its family (assumed_price), said at the start of the run and in every call record (`price_assumed`). A local
+server's unknown model costs 0 and is marked `price_known: false`.
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from search.llm.errors import ConfigError
-from search.llm.price_table import ROWS
+from search.llm.price_table import AS_OF, ROWS
 
 PRICES_ENV = "STARK_PRICES_JSON"
+# The cost limits a run of an LLM team gets when none is given: per run (one problem), and per suite (bench).
+DEFAULT_COST_LIMIT_USD = 25.0
+DEFAULT_SUITE_COST_LIMIT_USD = 200.0
 
 
 @dataclass(frozen=True)
@@ -32,13 +39,22 @@ class Price:
     output: float
     cache_read: float | None = None
     cache_write: float | None = None
+    source: str = field(default="", compare=False)  # where it came from, for messages and call records
+    assumed: bool = field(default=False, compare=False)  # a conservative stand-in for an unknown model's price
+
+    def describe(self) -> str:
+        cached = "" if self.cache_read is None else f", cache read {self.cache_read:g}"
+        return f"${self.input:g} in / ${self.output:g} out{cached} per million tokens"
 
 
-DEFAULT_PRICES: dict[str, Price] = {model: Price(*row) for model, row in ROWS.items()}
+TABLE_SOURCE = f"price table of {AS_OF}"
+OVERRIDES = (PRICES_ENV, "--price")  # the sources that beat the maintained prices
+DEFAULT_PRICES: dict[str, Price] = {model: Price(*row, source=TABLE_SOURCE) for model, row in ROWS.items()}
 # Words that name another tier or product of a model: a key never prices a longer name that adds one.
 TIER_WORDS = {"mini", "nano", "pro", "max", "turbo", "lite", "flash", "micro", "small", "medium", "large",
               "realtime", "audio", "search", "transcribe", "tts", "image", "vision", "deep", "research",
-              "opus", "sonnet", "haiku", "instruct", "embedding"}
+              "opus", "sonnet", "haiku", "fable", "mythos", "instruct", "embedding", "sol", "terra", "luna", "astra",
+              "cyber"}
 _WORD = re.compile(r"[a-z]+")
 
 def _parse_price(model: str, value: Any) -> Price:
@@ -48,7 +64,7 @@ def _parse_price(model: str, value: Any) -> Price:
     try:
         return Price(float(value["input"]), float(value["output"]),
                      None if value.get("cache_read") is None else float(value["cache_read"]),
-                     None if value.get("cache_write") is None else float(value["cache_write"]))
+                     None if value.get("cache_write") is None else float(value["cache_write"]), source=PRICES_ENV)
     except (TypeError, ValueError):
         raise ConfigError(f"{PRICES_ENV}: prices for {model!r} must be numbers, got {value!r}") from None
 
@@ -98,9 +114,64 @@ def price_key(model: str, table: dict[str, Price]) -> str | None:
     return best
 
 
-def price_for(model: str, table: dict[str, Price]) -> Price | None:
+def vendor(model: str, provider: str | None) -> str | None:
+    """The vendor whose maintained prices apply: the provider when it is one (anthropic, openai), else None (a
+    local or compatible server). Without a provider (a bare lookup) the model's name says it."""
+    if provider is None:
+        return "anthropic" if model.lower().startswith("claude") else "openai"
+    return provider if provider in ("anthropic", "openai") else None
+
+
+def price_for(model: str, table: dict[str, Price], provider: str | None = None) -> Price | None:
+    """The price of `model` (at `provider`): an override, else the maintained source, else the dated table (see
+    the module's docstring); None when none prices it."""
+    from search.llm.maintained_prices import maintained_price
+
     key = price_key(model, table)
+    if key is not None and (table[key].source in OVERRIDES or table[key].assumed):
+        return table[key]
+    who = vendor(model, provider)
+    found = maintained_price(who, model) if who else None
+    if found is not None:
+        return found
     return None if key is None else table[key]
+
+
+def charged_price(model: str, table: dict[str, Price], provider: str) -> Price | None:
+    """What a call is charged at: its known price, else for a hosted vendor (anthropic, openai) the assumed one;
+    None for a local server's unknown model (it costs 0)."""
+    known = price_for(model, table, provider)
+    if known is not None or vendor(model, provider) is None:
+        return known
+    return assumed_price(model, table, provider)
+
+
+def assumed_price(model: str, table: dict[str, Price], provider: str) -> Price | None:
+    """A conservative price for a hosted model nothing prices: each rate the highest among the known models of its
+    family (the same name words: `claude-sonnet-9` -> the Sonnets; else the same first word: `gpt-7` -> every
+    gpt model) in the maintained source and the dated table; None when no model of the family is known."""
+    from search.llm.maintained_prices import family, family_prices
+
+    known = list(family_prices(provider, model))
+    words = family(model)
+    for exact in (True, False):
+        rows = [(k, p) for k, p in table.items() if not p.assumed and p.source == TABLE_SOURCE
+                and ((family(k) == words) if exact else (bool(words) and family(k)[:1] == words[:1]))]
+        if rows:
+            known += rows
+            break
+    if not known:
+        return None
+
+    def most(name: str) -> float | None:
+        values = [getattr(p, name) for _, p in known if getattr(p, name) is not None]
+        return max(values) if values else None
+
+    dearest = max(known, key=lambda kp: (kp[1].output, kp[1].input))[0]
+    return Price(max(p.input for _, p in known), max(p.output for _, p in known), most("cache_read"),
+                 most("cache_write"), assumed=True,
+                 source=f"assumed: the highest rates of the {'-'.join(words) or model} family ({len(known)} known "
+                        f"model(s), the dearest {dearest})")
 
 
 def parse_price_option(values: str | list[str] | tuple[str, ...], models: list[str]) -> dict[str, Price]:
@@ -111,7 +182,9 @@ def parse_price_option(values: str | list[str] | tuple[str, ...], models: list[s
         model, sep, numbers = str(value).rpartition("=")
         parts = [p.strip() for p in numbers.split(",")]
         try:
-            price = Price(*(float(p) for p in parts)) if 2 <= len(parts) <= 4 else None
+            rates = [float(p) for p in parts] + [None] * (4 - len(parts))
+            price = Price(rates[0], rates[1], rates[2], rates[3], source="--price") \
+                if 2 <= len(parts) <= 4 and rates[0] is not None and rates[1] is not None else None
         except ValueError:
             price = None
         if price is None or min(x for x in (price.input, price.output, price.cache_read, price.cache_write)

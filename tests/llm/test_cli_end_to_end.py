@@ -122,3 +122,32 @@ def test_the_cost_limit_of_the_command_line_reaches_every_call(stub: StubLLMServ
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "cost limit reached" in proc.stdout and "raise --cost-limit" in proc.stdout
     assert not stub.requests
+
+
+@pytest.mark.slow
+def test_an_unknown_model_is_charged_an_assumed_price_said_at_the_start_and_stops_at_the_default_limit(
+        tmp_path: Path) -> None:
+    """No --cost-limit and a model no price data knows: the run says the price it assumes (the Sonnets' highest
+    rates) before the first attempt, and the default cost limit stops it once a call's reported usage passes it."""
+    from search.llm.pricing import DEFAULT_COST_LIMIT_USD
+
+    big = int(DEFAULT_COST_LIMIT_USD / 15 * 1e6) + 1  # output tokens that cost more than the limit at $15 / M
+    with StubLLMServer(lambda request: Reply("no plan here", input_tokens=1000, output_tokens=big)) as stub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+        env.update({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.url, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
+             "--model", "claude-sonnet-9", "--budget", "5", "--device", "cpu", "--timing-runs", "3",
+             "--no-compile-baseline", "--out", str(tmp_path / "tree.json")],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )
+        calls = len(stub.requests)
+    said = proc.stdout.index("Price: claude-sonnet-9 is not in the price data; it is charged at $3 in / $15 out")
+    assert said < proc.stdout.index("[1/5]"), proc.stdout  # at the start, before the first attempt
+    assert "assumed: the highest rates of the claude-sonnet family" in proc.stdout
+    assert "cost limit reached" in proc.stdout and calls == 1, proc.stdout + proc.stderr
+    tree = json.loads((tmp_path / "tree.json").read_text())
+    assert tree["settings"]["cost_limit_usd"] == DEFAULT_COST_LIMIT_USD
+    (record,) = [r for n in tree["nodes"] for r in (n.get("usage") or {}).get("calls", [])]
+    assert record["cost_usd"] > DEFAULT_COST_LIMIT_USD and not record["price_known"]
+    assert any("price of claude-sonnet-9 assumed" in note for note in record["notes"])

@@ -1,5 +1,6 @@
-"""The price table: dated defaults, tier-aware prefix match, overrides from STARK_PRICES_JSON (JSON or file)
-and --price."""
+"""Prices: the maintained source (genai-prices' bundled data) for both vendors, the dated table as its fallback with a
+tier-aware prefix match, overrides from STARK_PRICES_JSON (JSON or file) and --price, and a conservative assumed
+price for a hosted model nothing prices."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_it_matches_the_longest_prefix() -> None:
     assert price_for("claude-sonnet-4-20250514", table).input == 3.0
     assert price_for("claude-opus-4-5-20251101", table).output == 25.0
     assert price_for("claude-opus-4-1", table).output == 75.0
-    assert price_for("claude-sonnet-4-6", table).output == 15.0  # family price for a newer model
+    assert price_for("claude-sonnet-4-6", table).output == 15.0
     assert price_for("gpt-4.1-mini-2025", table).input == 0.4
     assert price_for("llama3:70b", table) is None
 
@@ -48,7 +49,8 @@ def test_a_key_prices_dated_and_versioned_names_but_never_another_tier(model: st
 @pytest.mark.parametrize("model", ["gpt-5-codex-mini", "gpt-4o-realtime-preview", "o3-deep-research", "o30",
                                    "gpt-4o-audio-preview"])
 def test_another_tier_or_product_is_unknown_not_mispriced(model: str) -> None:
-    assert price_for(model, load_prices({})) is None
+    # The dated table alone (a compatible server's lookup): no row prices another tier of its model.
+    assert price_for(model, load_prices({}), "openai-compatible") is None
 
 
 def test_the_table_is_dated_data() -> None:
@@ -69,7 +71,7 @@ def test_the_price_option_names_models_or_the_whole_run() -> None:
 
 
 def test_cost_counts_fresh_cached_and_written_tokens() -> None:
-    price = load_prices({})["claude-sonnet"]
+    price = load_prices({})["claude-sonnet-4-6"]
     cost = estimate_cost(price, input_tokens=10_000, output_tokens=1_000, cache_read_tokens=6_000,
                          cache_write_tokens=2_000)
     assert cost == pytest.approx((2_000 * 3 + 6_000 * 0.3 + 2_000 * 3.75 + 1_000 * 15) / 1e6)
@@ -82,7 +84,8 @@ def test_the_environment_overrides_and_extends_the_table(monkeypatch: pytest.Mon
     table = load_prices()
     assert table["gpt-4.1"].input == 1.0 and table["gpt-4.1"].cache_read is None
     assert price_for("my-local-7b", table).output == 0.2
-    assert table["claude-sonnet"].input == 3.0  # the rest of the defaults stay
+    assert table["claude-sonnet-4-6"].input == 3.0  # the rest of the defaults stay
+    assert price_for("gpt-4.1", table, "openai").input == 1.0  # an override beats the maintained source
 
 
 def test_the_override_may_be_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,3 +126,46 @@ def test_the_meter_holds_worst_cases_in_flight_and_waits_for_them() -> None:
     with pytest.raises(CostLimitReached, match=r"could cost up to \$0.8000.*raise --cost-limit"):
         meter.reserve(0.8)  # 0.3 spent + 0.8 > 1.0 even with nothing in flight
     assert meter.summary()["calls"] == 1
+
+
+def test_the_maintained_source_prices_current_models_of_both_vendors_offline() -> None:
+    from search.llm.maintained_prices import maintained_price, source
+
+    assert source() is not None and "bundled data" in (source() or "")
+    table = load_prices({})
+    gpt = price_for("gpt-5.5", table, "openai")  # no longer the gpt-5 row's $1.25 / $10
+    assert gpt is not None and (gpt.input, gpt.output) == (5.0, 30.0) and "genai-prices" in gpt.source
+    sonnet = price_for("claude-sonnet-5-5-20270101", table, "anthropic")  # a dated name of a listed model
+    assert sonnet is not None and (sonnet.input, sonnet.output, sonnet.cache_read) == (2.0, 10.0, 0.1)
+    assert maintained_price("openai-compatible", "gpt-5.5") is None  # a local server's model is not the vendor's
+
+
+def test_the_dated_table_agrees_with_the_maintained_source_where_both_price() -> None:
+    from search.llm.maintained_prices import maintained_price
+    from search.llm.pricing import DEFAULT_PRICES, vendor
+
+    differ = []
+    for model, row in DEFAULT_PRICES.items():
+        who = vendor(model, None)
+        found = maintained_price(who, model) if who else None
+        if found is not None and (found.input, found.output) != (row.input, row.output):
+            differ.append(f"{model}: table {row.describe()}, maintained {found.describe()}")
+    assert differ == [], "update search/llm/price_table.py (and AS_OF): " + "; ".join(differ)
+
+
+@pytest.mark.parametrize("provider, model, dearest", [
+    ("anthropic", "claude-sonnet-9", (3.0, 15.0)),  # the Sonnets' highest rates, not the newest one's $2 / $10
+    ("anthropic", "claude-opus-9-1", (15.0, 75.0)),
+    ("openai", "gpt-9-sol", (4.0, 20.0)),
+])
+def test_an_unknown_hosted_model_is_charged_its_familys_highest_rates(provider: str, model: str,
+                                                                      dearest: tuple) -> None:
+    from search.llm.pricing import assumed_price, charged_price
+
+    table = load_prices({})
+    assert price_for(model, table, provider) is None
+    assumed = assumed_price(model, table, provider)
+    assert assumed is not None and assumed.assumed and (assumed.input, assumed.output) == dearest
+    assert "assumed: the highest rates of the" in assumed.source
+    assert charged_price(model, table, provider) == assumed
+    assert charged_price("qwen2.5-coder:32b", table, "openai-compatible") is None  # a local model costs 0

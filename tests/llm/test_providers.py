@@ -17,7 +17,7 @@ _models = itertools.count()
 
 def client(stub: StubLLMServer, provider: str, stream: bool, role: str = "plan", **extra: object) -> LLMClient:
     options = {"provider": provider, "base_url": stub.url, "api_key": KEY, "stream": stream,
-               "model": f"claude-sonnet-4-test-{next(_models)}", "retry_base_s": 0.01, **extra}
+               "model": f"claude-sonnet-4-6-test-{next(_models)}", "retry_base_s": 0.01, **extra}
     return LLMClient(role_settings(options, role), prices=load_prices({}))
 
 

@@ -15,7 +15,7 @@ _models = itertools.count()
 
 def client(stub: StubLLMServer, provider: str, stream: bool, **extra: object) -> LLMClient:
     options = {"provider": provider, "base_url": stub.url, "api_key": "sk-test-0123456789abcdef", "stream": stream,
-               "model": f"claude-sonnet-4-r{next(_models)}", "max_tokens": 1000, **extra}
+               "model": f"claude-sonnet-4-6-r{next(_models)}", "max_tokens": 1000, **extra}
     return LLMClient(role_settings(options, "plan"), prices=load_prices({}))
 
 

@@ -54,7 +54,7 @@ def test_an_openai_reasoning_model_gets_headroom_and_its_reasoning_tokens_record
         assert body["max_completion_tokens"] == 1000 + THINKING_BUDGET["medium"] and "max_tokens" not in body
         assert record.reasoning_tokens == 700 and record.output_tokens == 710
         assert record.max_tokens_sent == 1000 + THINKING_BUDGET["medium"]
-        assert record.cost_usd == pytest.approx((record.input_tokens * 1.25 + 710 * 10.0) / 1e6)
+        assert record.cost_usd == pytest.approx((record.input_tokens * 5.0 + 710 * 30.0) / 1e6)  # gpt-5.5's own price
         client(stub, "openai", "gpt-4.1").complete("s", "q")  # not a reasoning model: the answer's limit only
         assert stub.requests[-1].body["max_completion_tokens"] == 1000
 

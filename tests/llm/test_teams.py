@@ -173,16 +173,23 @@ def test_the_cost_limit_holds_with_three_attempts_in_flight(stub: StubLLMServer,
     assert len(stub.requests) >= 4 and summary.attempts < 12
 
 
-def test_an_unpriced_hosted_model_warns_and_refuses_a_cost_limit(caplog: pytest.LogCaptureFixture) -> None:
-    hosted = {"provider": "openai", "model": "gpt-9-ultra", "api_key": SECRET}
+def test_an_unpriced_hosted_model_is_charged_its_familys_dearest_price_or_refuses_a_limit(
+        caplog: pytest.LogCaptureFixture) -> None:
+    hosted = {"provider": "openai", "model": "gpt-9-ultra", "api_key": SECRET, "cost_limit_usd": 1.0}
+    team = build_team("stark", hosted)  # a gpt model: every gpt model's highest rates, said at the start
+    (notice,) = [n for n in team.settings["notices"] if n.startswith("Price:")]
+    assumed = team.plan.client.prices["gpt-9-ultra"]
+    assert assumed.assumed and f"gpt-9-ultra is not in the price data; it is charged at {assumed.describe()}" in notice
+    assert "--price gpt-9-ultra=INPUT,OUTPUT" in notice
+    nameless = {**hosted, "model": "mystery-model"}  # no model of its family is known
     with caplog.at_level("WARNING"):
-        build_team("stark", hosted)
-    assert "NO PRICE for openai model 'gpt-9-ultra'" in caplog.text and "--price" in caplog.text
+        build_team("stark", {k: v for k, v in nameless.items() if k != "cost_limit_usd"})
+    assert "NO PRICE for openai model 'mystery-model'" in caplog.text and "--price" in caplog.text
     with pytest.raises(ConfigError) as info:
-        build_team("stark", {**hosted, "cost_limit_usd": 1.0})
-    assert "cannot be enforced" in str(info.value) and "--price gpt-9-ultra=INPUT,OUTPUT" in str(info.value)
-    team = build_team("stark", {**hosted, "cost_limit_usd": 1.0, "price": ["gpt-9-ultra=2,8"]})
-    assert team.plan.client.prices["gpt-9-ultra"].output == 8.0
+        build_team("stark", nameless)
+    assert "cannot be enforced" in str(info.value) and "--price mystery-model=INPUT,OUTPUT" in str(info.value)
+    team = build_team("stark", {**nameless, "price": ["mystery-model=2,8"]})
+    assert team.plan.client.prices["mystery-model"].output == 8.0 and "notices" not in team.settings
     # A local server's model has no price and needs none.
     build_team("stark", {"provider": "openai-compatible", "base_url": "http://localhost:8000", "model": "qwen",
                          "cost_limit_usd": 1.0})

@@ -8,6 +8,7 @@ from django import forms
 
 from search.app.pages.providers import any_ready
 from search.engine.limits import DEFAULT_BUDGET
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD
 from search.llm.settings import PROVIDERS
 from search.run_settings import (
     DEFAULT_BASELINES,
@@ -45,7 +46,9 @@ class NewRunForm(forms.Form):
     parallel = forms.IntegerField(min_value=1, max_value=MAX_PARALLEL, initial=1, label="Attempts in flight")
     seed = forms.IntegerField(required=False, min_value=0, initial=0)
     time_limit_s = forms.FloatField(required=False, min_value=1, label="Time limit (s)")
-    cost_limit_usd = forms.FloatField(required=False, min_value=0.01, label="Cost limit (USD)")
+    cost_limit_usd = forms.FloatField(  # empty: an LLM team gets the default (search.llm.pricing)
+        required=False, min_value=0.01, label=f"Cost limit (USD, default {DEFAULT_COST_LIMIT_USD:g} for LLM teams)",
+        widget=forms.NumberInput(attrs={"placeholder": f"{DEFAULT_COST_LIMIT_USD:g}", "step": "any"}))
     review_plans = forms.BooleanField(required=False, label="Review each plan before it is coded")
     review_timeout_s = forms.FloatField(required=False, min_value=1, label="Review timeout (s)")
     provider = forms.ChoiceField(required=False, choices=[("", "server default"), *((p, p) for p in PROVIDERS)])

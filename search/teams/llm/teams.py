@@ -27,11 +27,9 @@ from typing import Any
 
 from search.engine.agents import Team
 from search.engine.policies import AdaptiveEpsilonGreedy, Policy, get_policy
-from search.llm import ConfigError, CostMeter, LLMClient, RoleSettings, load_prices, price_for, role_settings
-from search.llm.client import HOSTED
+from search.llm import ConfigError, CostMeter, LLMClient, RoleSettings, load_prices, role_settings
 from search.llm.models import retirement
-from search.llm.price_table import AS_OF
-from search.llm.pricing import Price, parse_price_option
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD, Price, parse_price_option
 from search.llm.settings import flag
 from search.llm.streaming import StreamMemory
 from search.llm.temperature import SEED_OPTION, STRICT_OPTION, TemperatureMemory, strict_error
@@ -43,6 +41,7 @@ from search.teams.llm.agents import (
     LLMPlanAgent,
     SingleAgent,
 )
+from search.teams.llm.start import price_notices, temperature_notices
 
 log = logging.getLogger(__name__)
 
@@ -78,24 +77,16 @@ def _cost_limit(options: dict[str, Any]) -> float | None:
     return limit
 
 
-def _prices(options: dict[str, Any], role_set: dict[str, RoleSettings], limit: float | None) -> dict[str, Price]:
-    """The price table of the run: defaults, STARK_PRICES_JSON or options["prices"], then --price. A hosted
-    model without a price is warned about loudly, and refused when a cost limit could not be enforced."""
+def _prices(options: dict[str, Any], role_set: dict[str, RoleSettings], limit: float | None) -> tuple[
+        dict[str, Price], list[str]]:
+    """The price table of the run (defaults, STARK_PRICES_JSON or options["prices"], then --price) and the notices
+    of the prices it assumes (search.teams.llm.start.price_notices: a hosted model nothing prices is charged at its
+    family's dearest rates; one with no known family refuses a cost limit it could not enforce)."""
     prices = load_prices(options.get("prices"))
     if options.get("price"):
         prices.update(parse_price_option(options["price"], sorted({s.model for s in role_set.values()})))
-    unknown = sorted({(s.provider, s.model) for s in role_set.values()
-                      if s.provider in HOSTED and price_for(s.model, prices) is None})
-    for provider, model in unknown:
-        log.warning("NO PRICE for %s model %r (price table of %s): its calls count as $0 in usage and cost "
-                    "limits; give its price with --price %s=INPUT,OUTPUT (USD per million tokens)",
-                    provider, model, AS_OF, model)
-    if unknown and limit is not None:
-        names = ", ".join(model for _, model in unknown)
-        raise ConfigError(f"--cost-limit {limit:g} cannot be enforced: no price is known for {names} (price "
-                          f"table of {AS_OF}); give it with --price {unknown[0][1]}=INPUT,OUTPUT (USD per million "
-                          "tokens) or STARK_PRICES_JSON, or drop --cost-limit")
-    return prices
+    where = f"the cost limit (--cost-limit; default ${DEFAULT_COST_LIMIT_USD:g} per run)"
+    return prices, price_notices(role_set, prices, limit, where)
 
 
 def model_warnings(role_set: dict[str, RoleSettings]) -> list[str]:
@@ -120,7 +111,10 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
     roles = ("plan", "code", "debug") if name in ("stark", "ma-only") else ("single",)
     role_set = {role: role_settings(options, role) for role in roles}
     limit = _cost_limit(options)
-    prices = _prices(options, role_set, limit)
+    prices, notices = _prices(options, role_set, limit)
+    notices += temperature_notices(role_set)
+    for line in notices:
+        log.warning("%s", line)
     meter = CostMeter(limit, spent_usd=float(options.get("cost_spent_usd") or 0.0))  # the run's spend so far
     context_tokens = int(options.get("context_tokens") or DEFAULT_CONTEXT_TOKENS)
     target = options.get("target")
@@ -170,4 +164,6 @@ def build_team(name: str, options: dict[str, Any] | None = None) -> Team:
         settings["cost_limit_usd"] = meter.limit_usd
     if warnings:
         settings["model_warnings"] = warnings
+    if notices:
+        settings["notices"] = notices
     return Team(name=name, plan=plan, code=code, debug=debug, policy=policy, settings=settings)
