@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kernels import digest
+from kernels import digest, ops
 from kernels.child import bring_up, ceilings, compile_aside, device_lock, loading, probes, timing
 from kernels.child.channel import Channel
 
@@ -77,6 +77,31 @@ def problem_forward(model: torch.nn.Module, inputs: list[Any]) -> list[torch.Ten
                              "fix forward() or get_inputs() so they fit together") from exc
 
 
+class _PointwiseWork(torch.overrides.TorchFunctionMode):
+    """The FLOPs of the calls torch's FlopCounterMode counts as 0 (elementwise ops, reductions, normalizations):
+    kernels.ops.estimated_flops per top-level call forward() makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0.0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        ins = [t.numel() for t in _tensors((args, kwargs))]
+        self.flops += ops.estimated_flops(probes.op_name(func), max(ins, default=0), sum(t.numel() for t in _tensors(out)))
+        return out
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
 def summarize(module: Any, task: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Shapes, dtypes, parameter count, FLOPs (FlopCounterMode), minimum bytes moved and memory estimate."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -85,8 +110,8 @@ def summarize(module: Any, task: dict[str, Any], device: torch.device) -> dict[s
     inputs = problem_inputs(module, task["seeds"][0], device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    counter = FlopCounterMode(display=False)
-    with counter:
+    counter, pointwise = FlopCounterMode(display=False), _PointwiseWork()
+    with pointwise, counter:
         outputs = problem_forward(model, inputs)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -111,7 +136,7 @@ def summarize(module: Any, task: dict[str, Any], device: torch.device) -> dict[s
         "init_inputs": [repr(v)[:80] for v in loading.init_inputs(module, device)],
         "outputs": loading.describe(outputs),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "flops": float(counter.get_total_flops()),
+        "flops": float(counter.get_total_flops()) + pointwise.flops,
         "bytes": int(moved),
         "memory_mb": round(memory / 2**20, 2),
         "forward_ms": round(forward_ms, 3),
