@@ -40,3 +40,14 @@ def test_gemm_epilogue_runs_its_candidates_in_the_triton_interpreter(tmp_path: P
     assert {"eager", "fuse-all (triton)", "gemm=triton"} <= set(variants)
     wrong = {name: v.get("error") for name, v in variants.items() if not v.get("correct") or not v.get("median_ms")}
     assert not wrong, wrong
+
+
+def test_rules_rewrites_renders_and_times_every_rewrite_problem_correct(tmp_path: Path) -> None:
+    rendered = tmp_path / "rendered"
+    bench("rules-rewrites", "render", str(rendered), "--cpu-sizes")
+    problems = {p.stem for p in (ROOT / "benchmarks/problems/rewrites").glob("*.py")}
+    assert problems and problems <= {p.stem for p in rendered.glob("*.src")}
+    bench("rules-rewrites", "time", str(rendered), "--device", "cpu", "--runs", "3", "--rounds", "1",
+          "--json", str(tmp_path / "time.json"))
+    rows = json.loads((tmp_path / "time.json").read_text())["rows"]
+    assert rows and all(row["correct"] for row in rows), [row for row in rows if not row["correct"]]
