@@ -94,6 +94,7 @@ def at_end(run_id: int) -> None:
             return
         run.meta = {**(run.meta or {}), CONTENDERS: {"search_best": run.best_node, "nodes": contenders}}
         run.save(update_fields=["meta"])
+        store_event(run.pk, "run.progress", None, {"run": run.to_dict()})  # the pages name what is pending
     request_all(run, contenders)
     with locked_run(run.pk) as run:
         more = settle_winner(run)  # every contender may already have been re-timed (a "Re-time" before the end)
@@ -170,6 +171,7 @@ def settle_winner(run: Run) -> list[int]:
     if more:
         run.meta = {**run.meta, CONTENDERS: {**plan, "nodes": nodes + more}}
         run.save(update_fields=["meta"])
+        store_event(run.pk, "run.progress", None, {"run": run.to_dict()})  # the pages name what is pending
         return more
     figures = speeds(tree)
     winner = best_attempt(tree, figures)
