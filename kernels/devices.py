@@ -45,3 +45,43 @@ def cpu_name() -> str:
     import platform
 
     return platform.processor() or platform.machine()
+
+
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+             "avx_vnni", "sve", "sve2", "asimd")  # the /proc/cpuinfo flags a kernel writer picks instructions by
+
+
+def cpu_features() -> dict[str, str]:
+    """The CPU's instruction-set extensions (`cpu_isa`, e.g. "avx2 fma avx512f", and torch's dispatch level
+    `cpu_capability`) and its data caches per core and shared (`cpu_caches`, e.g. "L1d 32K, L2 1024K, L3 32768K"),
+    where the host reports them ({} parts left out otherwise)."""
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith(("flags", "Features")):
+                    have = set(line.split(":", 1)[1].split())
+                    out["cpu_isa"] = " ".join(f for f in ISA_FLAGS if f in have)
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        out["cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    caches = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    for index in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(f"{base}/{index}/level") as lv, open(f"{base}/{index}/type") as ty, \
+                    open(f"{base}/{index}/size") as sz:
+                level, kind, size = lv.read().strip(), ty.read().strip(), sz.read().strip()
+        except OSError:
+            continue
+        if kind != "Instruction":
+            caches.append(f"L{level}{'d' if kind == 'Data' else ''} {size}")
+    if caches:
+        out["cpu_caches"] = ", ".join(caches)
+    return out

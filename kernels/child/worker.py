@@ -35,11 +35,13 @@ def environment(device: str) -> dict[str, Any]:
         # what the agents' prompts state about the device (search.engine.engine.device_facts reads these keys)
         facts = {"capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count,
                  "memory_gb": round(props.total_memory / 2**30, 1)}
+        if getattr(props, "L2_cache_size", 0):
+            facts["l2_cache_mb"] = round(props.L2_cache_size / 2**20, 1)
     else:
-        from kernels.devices import cpu_name
+        from kernels.devices import cpu_features, cpu_name
 
         name = cpu_name()
-        facts = {"cpu_threads": len(os.sched_getaffinity(0))}  # the OpenMP threads a CPU kernel can use here
+        facts = {"cpu_threads": len(os.sched_getaffinity(0)), **cpu_features()}  # OpenMP threads, ISA, caches
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "device_name": name, **facts,
             "python": sys.version.split()[0], "hostname": socket.gethostname()}
 

@@ -368,7 +368,8 @@ def device_facts(device: str, result: dict[str, Any]) -> dict[str, Any]:
     ceiling, and the profile's GB/s over its % of the copy ceiling."""
     environment = result.get("environment") or {}
     facts: dict[str, Any] = {"device": device}
-    for key in ("device_name", "torch", "cuda", "capability", "multiprocessors", "memory_gb", "cpu_threads"):
+    for key in ("device_name", "torch", "cuda", "capability", "multiprocessors", "memory_gb", "l2_cache_mb",
+                "cpu_threads", "cpu_isa", "cpu_capability", "cpu_caches"):
         if environment.get(key) not in (None, "", {}):
             facts[key] = environment[key]
     roofline = result.get("roofline") or {}

@@ -91,7 +91,7 @@ def test_each_target_gets_its_guidance(name: str, expected: str) -> None:
 
 
 def test_versions_are_named() -> None:
-    assert VERSIONS == {"plan": "plan/4", "code": "code/3", "debug": "debug/2", "single": "single/3"}
+    assert VERSIONS == {"plan": "plan/5", "code": "code/4", "debug": "debug/3", "single": "single/4"}
 
 
 def plan_text(body: str = ANCHORED, lines: str = "INSTRUCTION 1: fuse relu and scale into one kernel") -> str:

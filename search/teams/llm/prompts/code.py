@@ -8,7 +8,7 @@ from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer, Pla
 from search.engine.anchors import BEGIN, END, AnchorError, parse_anchors
 from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
-VERSION = "code/3"
+VERSION = "code/4"
 
 ROLE = (
     "Your role: the CODE agent. The plan agent marked spans of node i's source and wrote one "

@@ -17,12 +17,16 @@ from search.teams.llm.prompts.examples import example_for
 
 TARGET_ALIASES = {"cpu": "cpp", "c++": "cpp"}
 
-TASK = (
-    "You are part of STARK, a team of agents that makes a PyTorch model faster by writing custom "
-    "kernels. A candidate is one Python file defining `class ModelNew(nn.Module)` with the same "
-    "constructor arguments and `forward` signature as the reference `Model`; it is compiled, checked "
-    "against the reference on fresh random inputs, and timed."
+CANDIDATE = (
+    "A candidate is one Python file defining `class ModelNew(nn.Module)` with the same constructor arguments and "
+    "`forward` signature as the reference `Model`; it is compiled, checked against the reference on fresh random "
+    "inputs, and timed."
 )
+TASK = ("You are part of STARK, a team of agents (a plan, a code and a debug agent over a search tree) that makes a "
+        "PyTorch model faster by writing custom kernels. " + CANDIDATE)
+# The single-agent baselines (search.teams.llm.agents.SingleAgent) are told what they are: one agent, no team.
+SINGLE_TASK = ("You are a single agent that makes a PyTorch model faster by writing custom kernels: you decide what "
+               "to optimize, write the code and fix your own failed attempts, with no other agent. " + CANDIDATE)
 
 TARGET_GUIDANCE = {
     "cuda": (
@@ -63,10 +67,12 @@ PRECISION_FLAG_FRACTION = 0.05
 # Verdicts other than "pass" (kernels.result.VERDICTS): a failed attempt, which the debug agent may fix.
 FAIL_VERDICTS = ("build_error", "runtime_error", "timeout", "incorrect", "rejected")
 # The integrity checks that fail a candidate (verdict "rejected"; kernels/judge.py) ...
-FAILING_CHECKS = ("forged_result", "timing_report", "harness_patched", "output_aliases_input", "mutates_inputs",
-                  "output_buffer_reused", "work_after_return", "output_ignores_inputs", "timed_outputs_correct")
+FAILING_CHECKS = ("forged_result", "timing_report", "timing_witness", "harness_patched", "output_aliases_input",
+                  "mutates_inputs", "output_buffer_reused", "work_after_return", "output_ignores_inputs",
+                  "timed_outputs_correct")
 # ... and the ones that only flag it (it still passes and is timed; kernels/judge.py, kernels/evaluate.py).
-FLAGGING_CHECKS = ("no_custom_kernel", "precision_lowered", "timing_unstable", "beyond_roofline", "isolation_reduced")
+FLAGGING_CHECKS = ("no_custom_kernel", "precision_lowered", "timing_unstable", "beyond_roofline", "reference_slowed",
+                   "isolation_reduced")
 
 RULES = f"""How the evaluator judges a candidate. It builds the file, runs it, compares it with the reference, then
 times it. Check names as they appear in the reasons are in parentheses.
@@ -89,8 +95,9 @@ FAILS the candidate (verdict build_error, runtime_error, timeout, incorrect or r
   on every call instead of fresh memory (output_buffer_reused); work still running after forward() returns, e.g. on
   an unsynchronized side stream or thread (work_after_return); cached or constant outputs (output_ignores_inputs);
   timed runs or a re-check after timing that give wrong outputs, e.g. a cache keyed on the input tensors
-  (timed_outputs_correct); writing to the harness's result channel (forged_result) or tampering with its timings
-  (timing_report). Outputs must be plain torch.Tensor objects.
+  (timed_outputs_correct); writing to the harness's result channel (forged_result), tampering with its timings
+  (timing_report), or times the harness's own clock contradicts (timing_witness). Outputs must be plain torch.Tensor
+  objects.
 
 Only FLAGGED (the candidate passes and is timed, but the flag is shown and its win is counted for what it is):
 - no_custom_kernel: forward() only calls the reference's own torch operators. Its speed-up is NOT a custom-kernel win:
@@ -101,9 +108,17 @@ Only FLAGGED (the candidate passes and is timed, but the flag is shown and its w
   allocate outputs and do glue.
 - precision_lowered: computing in float16/bfloat16/float8 where the reference does not, switching precision (TF32),
   or float32 outputs whose error uses more than {PRECISION_FLAG_FRACTION:.0%} of the tolerance.
-- timing_unstable (the timed runs spread widely: the device was busy) and beyond_roofline (faster than the device can
-  move or compute the data: a bug or an exploit) put the time itself in doubt; isolation_reduced says the harness
-  ran the candidate without its full sandbox (nothing the candidate did).
+- timing_unstable (the timed runs spread widely: the device was busy), beyond_roofline (faster than the device can
+  move or compute the data: a bug or an exploit) and reference_slowed (the reference ran slower beside the candidate
+  than before it was imported) put the time itself in doubt; isolation_reduced says the harness ran the candidate
+  without its full sandbox (nothing the candidate did).
+
+How speed is measured: speed-up = reference time / attempt time, both timed alternately in the same process (the
+reference, then the candidate, round after round, after warm-up runs), each the median of its timed runs; the
+harness's own clock witnesses the times. A win is a speed-up above 1 by more than the measurement's noise (the
+spread of the per-round ratios); within the noise it counts as no faster. torch.compile baselines of the reference
+are timed and reported beside it (speed-up vs compile): beating eager PyTorch is the goal, beating torch.compile is
+the stronger result.
 
 The file runs on its own in a sandbox: all imports inside it, no network, no files outside its work directory."""
 
@@ -159,9 +174,7 @@ def describe_problem(problem: dict[str, Any]) -> str:
     flops, moved = problem.get("flops"), problem.get("bytes")
     if isinstance(flops, (int, float)) and isinstance(moved, (int, float)) and moved > 0:
         lines.append(f"- Work per forward: {_si(flops, 'FLOP')}, {_si(moved, 'B')} moved at least, "
-                     f"arithmetic intensity {flops / moved:.3g} FLOP/byte")
-    if isinstance(problem.get("forward_ms"), (int, float)):
-        lines.append(f"- Reference forward: {problem['forward_ms']:.4g} ms on {problem.get('device', 'the device')}")
+                     f"arithmetic intensity {flops / moved:.3g} FLOP/byte (the harness's roofline estimate)")
     if isinstance(problem.get("ops"), list) and problem["ops"]:
         lines.append("- Operators in the reference: " + ", ".join(str(o) for o in problem["ops"]))
     rest = facts("- Other facts", problem, skip=("parameters", "flops", "bytes", "forward_ms", "device", "target"))
@@ -170,8 +183,9 @@ def describe_problem(problem: dict[str, Any]) -> str:
     return "Problem summary:\n" + "\n".join(lines) if lines else ""
 
 
-DEVICE_KEYS = ("device", "device_name", "capability", "multiprocessors", "memory_gb", "cpu_threads", "copy_gbps", "matmul_tflops",
-               "torch", "cuda", "reference_pct_of_roofline", "reference_bound")  # search.engine.engine.device_facts
+DEVICE_KEYS = ("device", "device_name", "capability", "multiprocessors", "memory_gb", "l2_cache_mb", "cpu_threads",
+               "cpu_isa", "cpu_capability", "cpu_caches", "copy_gbps", "matmul_tflops", "torch", "cuda",
+               "reference_pct_of_roofline", "reference_bound")  # search.engine.engine.device_facts
 
 
 def _number(value: Any) -> float | None:
@@ -200,8 +214,19 @@ def describe_device(device: dict[str, Any]) -> str:
     memory = _number(device.get("memory_gb"))
     if memory is not None:
         head.append(f"{memory:.4g} GB device memory")
+    l2 = _number(device.get("l2_cache_mb"))
+    if l2 is not None:
+        head.append(f"{l2:.4g} MB L2 cache")
     if any(head):
         lines.append("- " + ", ".join(h for h in head if h))
+    cpu = []
+    if device.get("cpu_isa"):
+        level = f" (torch's CPU kernels use {device['cpu_capability']})" if device.get("cpu_capability") else ""
+        cpu.append(f"instruction sets {device['cpu_isa']}{level}")
+    if device.get("cpu_caches"):
+        cpu.append(f"caches {device['cpu_caches']} (L1/L2 per core, L3 shared)")
+    if cpu:
+        lines.append("- CPU: " + "; ".join(cpu))
     ceilings = []
     copy, matmul = _number(device.get("copy_gbps")), _number(device.get("matmul_tflops"))
     if copy is not None:
@@ -225,10 +250,10 @@ def describe_device(device: dict[str, Any]) -> str:
     return "Device:\n" + "\n".join(lines) if lines else ""
 
 
-def system_prompt(role_text: str, answer_format: str, window: ContextWindow, target: str) -> str:
-    """The stable prefix: task, role, target, rules, answer format, the target's worked example, device and the
-    reference problem."""
-    parts = [TASK, role_text, TARGET_GUIDANCE[target], RULES, answer_format]
+def system_prompt(role_text: str, answer_format: str, window: ContextWindow, target: str, task: str = TASK) -> str:
+    """The stable prefix: task (the team's, or a single agent's), role, target, rules, answer format, the target's
+    worked example, device and the reference problem."""
+    parts = [task, role_text, TARGET_GUIDANCE[target], RULES, answer_format]
     example = example_for(target)
     if example:
         parts.append(example)

@@ -6,7 +6,7 @@ from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
 from search.teams.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
 
-VERSION = "debug/2"
+VERSION = "debug/3"
 
 ROLE = (
     "Your role: the DEBUG agent. Node i failed: it did not build, crashed, timed out, was incorrect or "

@@ -12,7 +12,7 @@ from search.engine.agents import ContextWindow, MalformedAnswer, PlanAnswer
 from search.engine.anchors import BEGIN, END, AnchorError, resolve_instructions
 from search.teams.llm.prompts.common import candidate_block, rejection_note, system_prompt
 
-VERSION = "plan/4"
+VERSION = "plan/5"
 
 ROLE = (
     "Your role: the PLAN agent. Study node i (its source, its measured runtime and speed-ups), the "

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
-from search.teams.llm.prompts.common import rejection_note, system_prompt, whole_file_answer
+from search.teams.llm.prompts.common import SINGLE_TASK, rejection_note, system_prompt, whole_file_answer
 
-VERSION = "single/3"
+VERSION = "single/4"
 
 ROLE = (
     "Your role: you are the only agent. Read node i (and the attempts shown), decide on the most "
@@ -48,7 +48,7 @@ def reflect_prompt(window_text: str, node_id: int) -> str:
 
 
 def system(window: ContextWindow, target: str) -> str:
-    return system_prompt(ROLE, FORMAT, window, target)
+    return system_prompt(ROLE, FORMAT, window, target, task=SINGLE_TASK)
 
 
 def parse(text: str, window: ContextWindow) -> CodeAnswer:
