@@ -78,16 +78,16 @@ def _range(record: dict[str, Any], key: str, custom: bool = False) -> tuple[floa
     """The figure's range against one baseline: the attempt's (low, high) over that baseline's ratio to the
     reference (its side-by-side spread when re-timed); None when not measured."""
     r = (record.get("custom") or {}) if custom else record
-    value = r.get("speedup_vs_eager") if not custom else r.get("value")
+    value = r.get("speedup_vs_eager")
     if value is None or (key != "eager" and r.get(f"speedup_vs_{key}") is None):
         return None
-    low = record.get("low") if not custom and record.get("low") is not None else value
-    high = record.get("high") if not custom and record.get("high") is not None else value
+    low = float(record["low"] if not custom and record.get("low") is not None else value)
+    high = float(record["high"] if not custom and record.get("high") is not None else value)
     if key == "eager":
-        return float(low), float(high)
+        return low, high
     ratio = float(value) / float(r[f"speedup_vs_{key}"])  # that compile mode's speed-up vs the reference
     spread = (((record.get("retime") or {}).get(key) or {}).get("spread")) or {}
-    return float(low) / float(spread.get("high") or ratio), float(high) / float(spread.get("low") or ratio)
+    return low / float(spread.get("high") or ratio), high / float(spread.get("low") or ratio)
 
 
 def suite_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

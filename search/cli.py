@@ -146,7 +146,7 @@ def load_tree_file(path: str) -> Tree:
         raise UsageError(f"cannot read tree file {path}: {exc}") from None
     if isinstance(doc, dict) and "problem" not in doc and isinstance(doc.get("run"), dict) and "nodes" in doc:
         run = doc["run"]
-        root = next((n for n in doc["nodes"] if n.get("parent") is None), {})
+        root: dict[str, Any] = next((n for n in doc["nodes"] if n.get("parent") is None), {})
         meta = {**(doc.get("meta") or {}), "status": run.get("status"), "stop_reason": run.get("stop_reason")}
         doc = {"problem": doc.get("problem_source") or root.get("source") or "", "settings": run.get("settings") or {},
                "meta": meta, "nodes": doc["nodes"]}
