@@ -43,7 +43,7 @@ def prompt_text(system: str, messages: list[Message]) -> str:
 
 
 # Anthropic's adaptive thinking takes an effort instead of a budget (output_config.effort has no "minimal").
-ANTHROPIC_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+ANTHROPIC_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 _CLAUDE_VERSION = re.compile(r"^claude-[a-z]+-(\d{1,2})(?:-(\d{1,2}))?(?:-\d{8})?$")
 
 

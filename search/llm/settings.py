@@ -22,10 +22,35 @@ PROVIDERS = ("anthropic", "openai", "openai-compatible")
 CONFIGURABLE_ROLES = ("plan", "code", "debug")  # the roles a run configures one by one (--plan-model, ...)
 ROLES = (*CONFIGURABLE_ROLES, "single")  # and the single-agent baselines' one role
 DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
-REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 # Tokens of reasoning per effort, on top of the answer's own limit: Anthropic's thinking budget (at least 1,024),
 # and the headroom added to OpenAI's max_completion_tokens (which counts the hidden reasoning too).
-THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768, "max": 65536}
+
+
+def sdk_efforts() -> tuple[str, ...]:
+    """The reasoning efforts the installed SDKs accept, lowest first: the openai SDK's ReasoningEffort and the
+    anthropic SDK's output_config effort ("none", reasoning off, is not offered: leave the option out instead)."""
+    import typing
+
+    found: set[str] = set()
+    try:
+        from openai.types.shared.reasoning_effort import ReasoningEffort
+
+        found |= {a for a in typing.get_args(typing.get_args(ReasoningEffort)[0]) if isinstance(a, str)}
+    except (ImportError, IndexError):
+        pass
+    try:
+        from anthropic.types.output_config_param import OutputConfigParam
+
+        hint = typing.get_type_hints(OutputConfigParam).get("effort")
+        found |= {a for arg in typing.get_args(hint) for a in typing.get_args(arg) if isinstance(a, str)}
+    except (ImportError, AttributeError, TypeError, NameError):
+        pass
+    known = [e for e in THINKING_BUDGET if e in found] or ["minimal", "low", "medium", "high"]
+    return tuple(known)
+
+
+REASONING_EFFORTS = sdk_efforts()
 # OpenAI models that reason even without reasoning_effort (their default effort is medium): gpt-5 and later
 # (not the -chat models), o1/o3/o4.
 OPENAI_REASONING_MODEL = re.compile(r"^(o[1-9]|gpt-([5-9]|\d{2}))(?!.*-chat)", re.IGNORECASE)

@@ -264,7 +264,7 @@ class SingleAgent(LLMAgent):
         budget = self.budget(window)
         text, record = self.call(window, system, lambda b: single_prompt.reflect_prompt(window_text(window, b), node.id),
                                  budget, single_prompt.VERSION)
-        line = f"REFLECTION on node {node.id} (attempt {node.attempt}): " + " ".join(text.split())[:1500]
+        line = f"REFLECTION on node {node.id} (attempt {node.attempt}): " + single_prompt.plain_reflection(text)
         self._reflected[key] = line
         return line, usage_of(record)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from search.engine.agents import CodeAnswer, ContextWindow, MalformedAnswer
 from search.engine.anchors import has_markers
+from search.engine.source_ast import parse
 from search.engine.targets import TARGETS
 from search.teams.llm.prompts.examples import example_for
 
@@ -276,9 +277,10 @@ def code_blocks(text: str) -> list[str]:
     return [m.group(3) for m in FENCE_RE.finditer(text)]
 
 
-def candidate_block(text: str) -> str:
+def candidate_block(text: str, check_syntax: bool = True) -> str:
     """The one fenced block holding the complete candidate (it defines ModelNew); the last one wins
-    when the answer repeats it. Raises ValueError naming what is wrong."""
+    when the answer repeats it. Raises ValueError naming what is wrong (with check_syntax, a file that does not
+    parse as Python too)."""
     blocks = code_blocks(text)
     if not blocks:
         if text.count("```") % 2 == 1:
@@ -288,7 +290,25 @@ def candidate_block(text: str) -> str:
     full = [b for b in blocks if "class ModelNew" in b]
     if not full:
         raise ValueError("no code block defines `class ModelNew`; return the complete file, not a fragment")
-    return full[-1].rstrip() + "\n"
+    source = full[-1].rstrip() + "\n"
+    syntax = syntax_error(source) if check_syntax else None
+    if syntax:
+        raise ValueError(syntax)
+    return source
+
+
+def syntax_error(source: str) -> str | None:
+    """Why the file is not valid Python, naming your line (the re-ask quotes it), or None. Checked before anything
+    is built, so a typo costs a re-ask, not an evaluation."""
+    try:
+        parse(source)
+    except SyntaxError as exc:
+        where = f"your line {exc.lineno}" if exc.lineno else "your file"
+        return (f"the file does not parse as Python: {where}: {exc.msg}; fix the syntax and return the complete "
+                "file")
+    except ValueError as exc:  # e.g. a null byte
+        return f"the file does not parse as Python: {exc}; return plain Python source"
+    return None
 
 
 def rejection_note(window: ContextWindow, previous_error: str | None, quoted: str = "") -> str:

@@ -50,7 +50,7 @@ def quote_rejected(message: str, answer: str, role: str, most: int = MAX_QUOTED)
     if not message or not answer:
         return ""
     try:
-        source = candidate_block(answer)
+        source = candidate_block(answer, check_syntax=False)
     except ValueError:
         text = [(no, t) for no, t in enumerate(answer.splitlines(), start=1) if t.strip()]
         cut = answer.count("```") % 2 == 1

@@ -4,6 +4,8 @@ prompt, same temperature) fixes a failed candidate when the policy selects one."
 
 from __future__ import annotations
 
+import re
+
 from search.engine.agents import CodeAnswer, ContextWindow
 from search.engine.anchors import BEGIN, END
 from search.teams.llm.prompts.common import SINGLE_TASK, rejection_note, system_prompt, whole_file_answer
@@ -45,6 +47,28 @@ def reflect_prompt(window_text: str, node_id: int) -> str:
             f"Task: before your next attempt, reflect on node {node_id}: what it tried, what its verdict, reasons, logs "
             "and timing show, and what the next attempt should do differently. Answer with the reflection only, in "
             "at most five sentences, without code.")
+
+
+REFLECTION_CHARS = 1500  # the most a kept reflection holds (whole lines: it is cut on a line boundary)
+_FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def plain_reflection(text: str, most: int = REFLECTION_CHARS) -> str:
+    """A reflection as Reflexion's memory keeps it: plain text on one line, its fenced code blocks (closed or cut
+    off) and stray fences left out, its lines kept whole up to `most` characters (a first line longer than that is
+    cut at a word), "…" when something was cut. No fence can reach a later prompt half open."""
+    text = _FENCED.sub(" (code left out) ", text).replace("```", "").replace("~~~", "")
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    kept: list[str] = []
+    for line in lines:
+        if len(" ".join([*kept, line])) > most:
+            break
+        kept.append(line)
+    if not kept and lines:
+        kept = [lines[0][:most].rsplit(" ", 1)[0]]
+    cut = len(" ".join(kept)) < len(" ".join(lines))
+    return " ".join(kept) + (" …" if cut else "")
 
 
 def system(window: ContextWindow, target: str) -> str:
