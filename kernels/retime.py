@@ -87,7 +87,7 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
         raise RetimeError(f"re-timing failed: {why}" + (f"; its output ends with:\n{tail}" if tail else ""))
     phases = clock.done()
     out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
-    witnessed(out, run, runs, task["timing"]["warmup"], settings.unstable_timing_fraction)
+    witnessed(out, run, runs, max(1, settings.warmup_runs // 2), settings.unstable_timing_fraction)
     out["phases"] = phases  # where its wall time went: start, build, waiting for the device, timing, ...
     env = run.last("environment")
     out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}

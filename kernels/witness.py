@@ -165,7 +165,7 @@ def assess(found: list[Block]) -> dict[str, Any]:
     def seen(block: Block) -> float:  # a block's per-run time on the parent's clock
         return _median(block.calls_ms) - latency
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for pair in rounds:
         ref, cand = pair[REFERENCE], pair[CANDIDATE]
         claimed = _median(ref.times) / max(_median(cand.times), 1e-9)

@@ -308,15 +308,22 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, r
         with hold.exclusive(), torch.no_grad():  # nobody else uses the device while this times
             channel.phase("timing")
             for name in order:
-                mine = sampler if name == CANDIDATE else other
-                offset = index * runs
-                fn = (lambda: model(*inputs)) if name == CANDIDATE else (lambda: reference(*inputs))
+                mine, offset = (sampler if name == CANDIDATE else other), index * runs
+                timed_model = model if name == CANDIDATE else reference
+
+                def fn(m: torch.nn.Module = timed_model) -> Any:
+                    return m(*inputs)
+
+                def before(i: int, s: TimingSampler = mine, o: int = offset) -> None:
+                    s.before(o + i)
+
+                def after(i: int, x: Any, s: TimingSampler = mine, o: int = offset) -> None:
+                    s.after(o + i, x)
+
                 try:
                     _, got, out = timing.time_callable(
-                        fn, device, runs, task["timing"]["warmup"], task["timing"]["flush"],
-                        before_run=lambda i, s=mine, o=offset: s.before(o + i),
-                        after_run=lambda i, x, s=mine, o=offset: s.after(o + i, x),
-                        on_block=block_sender(channel, send, name, index), tick=ticker(channel, send))
+                        fn, device, runs, task["timing"]["warmup"], task["timing"]["flush"], before_run=before,
+                        after_run=after, on_block=block_sender(channel, send, name, index), tick=ticker(channel, send))
                 except HarnessFailure:
                     raise
                 except BaseException as exc:  # noqa: BLE001
