@@ -29,7 +29,9 @@ from search.bench_metrics import BASELINES, P_VALUES, markdown, metrics, summari
 from search.bench_record import failed_record, problem_record
 from search.bench_retime import retime_text, retime_winner
 from search.inline import DeviceBusyUsage, UsageError, search_problem
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD, DEFAULT_SUITE_COST_LIMIT_USD
 from search.stop_signal import sigterm_stops_all
+from search.teams import LLM_TEAMS
 
 __all__ = ["BASELINES", "P_VALUES", "cmd_bench", "collect_problems", "failed_record", "markdown", "metrics",
            "problem_record", "summarize", "winner_words"]
@@ -50,6 +52,15 @@ def collect_problems(paths: list[str]) -> list[Path]:
     if not unique:
         raise UsageError(f"no .py problem files under {' '.join(paths)}")
     return unique
+
+
+def suite_cost_limit(args: argparse.Namespace) -> float | None:
+    """The suite's LLM cost limit (--suite-cost-limit; an LLM team's default DEFAULT_SUITE_COST_LIMIT_USD), None for
+    the offline team. Problems side by side each count what the suite had left when they started."""
+    if args.team not in LLM_TEAMS:
+        return None
+    limit = getattr(args, "suite_cost_limit", None)
+    return DEFAULT_SUITE_COST_LIMIT_USD if limit is None else float(limit)
 
 
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
@@ -86,12 +97,26 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
             out_path.with_suffix(".md").write_text(md)
             return md
 
+    suite_limit = suite_cost_limit(args)
+
     def one(k: int, path: Path, to: TextIO) -> None:
         print(f"== [{k}/{len(problems)}] {path.parent.name}/{path.name}", file=to, flush=True)
         started = time.monotonic()
         tree_file = str(trees_dir / f"{path.parent.name}__{path.stem}.json") if trees_dir else None
+        problem_args = args
+        if suite_limit is not None:  # each problem may spend at most what the suite has left when it starts
+            with written:
+                left = suite_limit - sum(float(r.get("cost_usd") or 0.0) for r in records.values())
+            if left <= 0:
+                why = f"suite cost limit reached: ${suite_limit - left:.4f} spent of ${suite_limit:g} (--suite-cost-limit)"
+                print(f"skipped: {why}", file=to, flush=True)
+                records[k] = failed_record(path, why, 0.0, False)
+                write()
+                return
+            own = args.cost_limit if args.cost_limit is not None else DEFAULT_COST_LIMIT_USD
+            problem_args = argparse.Namespace(**{**vars(args), "cost_limit": min(own, left)})
         try:
-            tree, summary = search_problem(str(path), args, to, tree_file=tree_file, gate=gate)
+            tree, summary = search_problem(str(path), problem_args, to, tree_file=tree_file, gate=gate)
         except UsageError as exc:  # a bad problem fails itself, not the whole suite
             print(f"skipped: {exc}", file=to, flush=True)
             records[k] = failed_record(path, str(exc), time.monotonic() - started, isinstance(exc, DeviceBusyUsage))

@@ -18,7 +18,7 @@ from search.engine.policies import POLICY_NAMES
 from search.engine.tree import Tree
 from search.engine.verdict import ordered, run_verdict, speeds
 from search.inline import UsageError, search_problem
-from search.llm.pricing import DEFAULT_COST_LIMIT_USD
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD, DEFAULT_SUITE_COST_LIMIT_USD
 from search.llm.settings import DEFAULT_TEMPERATURE, PROVIDERS, REASONING_EFFORTS
 from search.llm.streaming import notices as stream_notices
 from search.llm.temperature import dropped, notices
@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("paths", nargs="+", help="problem files and/or directories (searched recursively)")
     bench.add_argument("--out", required=True, help="results JSON; the Markdown table goes next to it (.md)")
     bench.add_argument("--trees", default=None, help="directory for each problem's tree JSON")
+    bench.add_argument("--suite-cost-limit", type=float, default=None, metavar="USD",
+                       help=f"LLM cost limit of the whole suite (LLM teams: default {DEFAULT_SUITE_COST_LIMIT_USD:g}); "
+                            "a problem may spend at most what is left when it starts")
     bench.add_argument("--resume", action="store_true",
                        help="continue each problem's tree already in --trees up to the budget (a search spread over "
                             "several calls, e.g. a device's per-call limit); its reference is not evaluated again")

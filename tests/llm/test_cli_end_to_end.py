@@ -151,3 +151,26 @@ def test_an_unknown_model_is_charged_an_assumed_price_said_at_the_start_and_stop
     (record,) = [r for n in tree["nodes"] for r in (n.get("usage") or {}).get("calls", [])]
     assert record["cost_usd"] > DEFAULT_COST_LIMIT_USD and not record["price_known"]
     assert any("price of claude-sonnet-9 assumed" in note for note in record["notes"])
+
+
+@pytest.mark.slow
+def test_a_suite_stops_at_its_cost_limit(tmp_path: Path) -> None:
+    """bench --suite-cost-limit: the first problem spends past it, so the second is skipped, naming the limit."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name in ("a_relu.py", "b_relu.py"):
+        (suite / name).write_text(PROBLEM.read_text())
+    with StubLLMServer(lambda request: Reply("no plan here", input_tokens=1000, output_tokens=200_000)) as stub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}
+        env.update({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.url, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "search", "bench", str(suite), "--team", "stark", "--provider", "anthropic",
+             "--model", "claude-sonnet-4-6", "--budget", "3", "--device", "cpu", "--timing-runs", "3",
+             "--no-compile-baseline", "--suite-cost-limit", "1", "--out", str(tmp_path / "bench.json")],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "bench.json").read_text())
+    first, second = results["problems"]
+    assert first["cost_usd"] >= 1.0  # 200,000 output tokens at $15 / M: $3 on its first call, then stopped
+    assert "suite cost limit reached" in second["winner_why"] and "(--suite-cost-limit)" in second["winner_why"]
