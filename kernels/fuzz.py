@@ -5,7 +5,8 @@ candidate's outputs for them (computed in the candidate's own child after its tr
 Only a candidate that passes the standard trials is judged on the variants (a lowered-precision one included:
 its flag never excuses a variant outside the tolerance); one that fails a variant is `incorrect`, its reasons
 naming the variant (input, change, seed) and the command that replays it. NaN/Inf in a variant's reference
-(special-value variants) must be matched position by position (kernels.correctness.compare, `specials`). The result's
+(special-value variants) must be matched position by position (kernels.correctness.compare, `specials`), or, for
+NaN inputs, the outputs with each NaN read as -Inf (what a NaN-ignoring max, IEEE maxNum, gives). The result's
 `fuzz` says the level, the seed, the variants run, skipped (with why) and failed, and the stage's cost in seconds.
 """
 
@@ -23,7 +24,7 @@ from kernels.result import EvalResult
 from kernels.settings import EvalSettings
 
 MAX_NAMED = 5  # failing variants named in the reasons (all are in result.fuzz)
-RECORDS = "records-2"  # the reference records' form (NaN/Inf kept for special values, nan_inputs): in the cache key
+RECORDS = "records-3"  # the reference records' form (NaN/Inf kept for special values, nan_inputs): in the cache key
 
 
 @dataclass
@@ -161,10 +162,7 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
         elif isinstance(got, str):
             reason = got
         else:
-            comparison = correctness.compare(got, record["outputs"], record["dtypes"], float(record["atol"]),
-                                             float(record["rtol"]), specials=True,
-                                             nan_drops=int(record.get("nan_inputs", 0)))
-            reason = "" if comparison.ok else comparison.reason
+            reason = judge_outputs(got, record)
         summary["run"] += 1
         if not reason:
             summary["passed"] += 1
@@ -191,6 +189,21 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
     else:
         result.reasons.append(f"fuzzing ({settings.fuzz}): correct on {summary['run']} variant(s)"
                               + (f", {len(state.skipped)} skipped" if state.skipped else ""))
+
+
+def judge_outputs(got: list[Any], record: dict[str, Any]) -> str:
+    """Why the candidate's outputs for one variant are wrong ("" when right): against the reference's, or against
+    one of its alternatives (a NaN input read as -Inf, as a NaN-ignoring max reads it)."""
+    drops = int(record.get("nan_inputs", 0))
+    first = ""
+    for want in [record["outputs"], *record.get("alternatives", [])]:
+        comparison = correctness.compare(got, want, record["dtypes"], float(record["atol"]), float(record["rtol"]),
+                                         specials=True, nan_drops=drops)
+        if comparison.ok:
+            return ""
+        first = first or comparison.reason
+    return first + ("; nor does it match the outputs with each NaN input read as -Inf (a NaN-ignoring max)"
+                    if record.get("alternatives") else "")
 
 
 def candidate_seconds(messages: list[dict[str, Any]]) -> float:

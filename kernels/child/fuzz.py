@@ -3,7 +3,8 @@
 - `reference` (task kind "fuzz_reference"): the problem's reference on every variant of the plan, in a process the
   candidate never runs in: float64 where the reference runs so (else its own dtype), the variant skipped where the
   reference cannot run it, returns NaN/Inf on finite inputs (special-value variants keep the reference's NaN/Inf:
-  they are matched), or returns more than the whole-output limit. A "params" variant builds its own models
+  they are matched; with NaN inputs, the outputs with those NaN read as -Inf are kept too, what a NaN-ignoring max
+  gives), or returns more than the whole-output limit. A "params" variant builds its own models
   (kernels.child.fuzz_params). Each variant's tolerance
   starts from the per-(op, dtype) table and is widened (x4 at a time, at most x64) until the reference in its own
   dtype passes against float64: a variant that is ill-conditioned for the problem itself never fails a candidate.
@@ -100,6 +101,34 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
         return f"its outputs ({digest.output_bytes(own) >> 20} MB) are larger than the whole-output limit"
     dtypes = [str(o.dtype) for o in own]
     atol, rtol, family = base_tolerance(task.get("ops") or [], dtypes, float(task["atol"]), float(task["rtol"]))
+    want, kind = expected(high, inputs, own)
+    widened = 1.0
+    if kind == "float64":
+        mine = [o.detach().to("cpu", copy=True) for o in own]
+        while not correctness.compare(mine, want, dtypes, atol * widened, rtol * widened, specials=True,
+                                      nan_drops=nan_inputs).ok:
+            widened *= WIDEN
+            if widened > MAX_WIDEN:
+                return (f"ill-conditioned: the reference in its own dtype differs from float64 by more than "
+                        f"{MAX_WIDEN:g}x the tolerance")
+    record = {"outputs": want, "dtypes": dtypes, "atol": atol * widened, "rtol": rtol * widened, "reference": kind,
+              "family": family, "nan_inputs": nan_inputs}
+    if nan_inputs and special:  # a NaN-ignoring max or min (IEEE maxNum: fmaxf, tl.maximum) treats NaN as -Inf
+        ignored = [torch.where(x.isnan(), float("-inf"), x) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                   else x for x in inputs]
+        try:
+            with torch.no_grad():
+                other = loading.flatten_outputs(native(*ignored))
+            record["alternatives"] = [expected(high, ignored, other)[0]]
+        except Exception:  # noqa: BLE001 - judged against the NaN-propagating reference alone
+            pass
+    return record
+
+
+def expected(high: torch.nn.Module | None, inputs: list[Any], own: list[torch.Tensor]
+             ) -> tuple[list[torch.Tensor], str]:
+    """The outputs a candidate is compared with: the float64 reference's where it runs (see `widest`), else the
+    reference's own; and which ("float64" or "native")."""
     want, kind = [o.detach().to("cpu", copy=True) for o in own], "native"
     if high is not None:
         try:
@@ -113,17 +142,7 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
                 kind = "float64"
         except Exception:  # noqa: BLE001 - compared against the reference in its own dtype instead
             pass
-    widened = 1.0
-    if kind == "float64":
-        mine = [o.detach().to("cpu", copy=True) for o in own]
-        while not correctness.compare(mine, want, dtypes, atol * widened, rtol * widened, specials=True,
-                                      nan_drops=nan_inputs).ok:
-            widened *= WIDEN
-            if widened > MAX_WIDEN:
-                return (f"ill-conditioned: the reference in its own dtype differs from float64 by more than "
-                        f"{MAX_WIDEN:g}x the tolerance")
-    return {"outputs": want, "dtypes": dtypes, "atol": atol * widened, "rtol": rtol * widened, "reference": kind,
-            "family": family, "nan_inputs": nan_inputs}
+    return want, kind
 
 
 def finite(o: torch.Tensor) -> bool:

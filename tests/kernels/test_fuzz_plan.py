@@ -210,3 +210,16 @@ def loading_build(cls: type) -> torch.nn.Module:
     from kernels.child import loading
 
     return loading.build_model(cls, [], 0, torch.device("cpu"))
+
+
+def test_a_nan_input_may_also_be_read_as_minus_inf_as_a_nan_ignoring_max_reads_it() -> None:
+    from kernels.fuzz import judge_outputs
+
+    nan = float("nan")
+    x = torch.tensor([[1.0, nan, 2.0], [0.5, 0.25, 0.0]])
+    record = {"outputs": [torch.softmax(x, -1)], "dtypes": ["torch.float32"], "atol": 1e-2, "rtol": 1e-2,
+              "nan_inputs": 1, "alternatives": [[torch.softmax(x.nan_to_num(nan=float("-inf")), -1)]]}
+    assert judge_outputs([torch.softmax(x, -1)], record) == ""  # propagated
+    assert judge_outputs([torch.softmax(x.nan_to_num(nan=float("-inf")), -1)], record) == ""  # ignored by the max
+    zeroed = judge_outputs([torch.softmax(x, -1).nan_to_num(0.0)], record)  # hidden
+    assert "NaN at 3 position(s)" in zeroed and "read as -Inf" in zeroed
