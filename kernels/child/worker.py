@@ -71,13 +71,15 @@ def become_subreaper() -> None:
 
 def main(argv: list[str]) -> None:
     become_subreaper()
-    shm_refused = refuse_sysv_shm()  # before anything of the task runs; inherited by all it starts
     task_path, fd = Path(argv[0]), int(argv[1])
     os.set_inheritable(fd, False)  # compilers and pools the candidate starts must not hold the channel open
     nonce = sys.stdin.readline().strip()
     sys.stdin.close()
     channel = Channel(fd, nonce)
     task = json.loads(task_path.read_text())
+    # before anything of the task runs; inherited by all it starts. Not under Nsight Compute (kind "ncu", the
+    # operator's opt-in profiler), whose injection into the process may use SysV shared memory
+    shm_refused = task.get("kind") != "ncu" and refuse_sysv_shm()
     work_dir = task_path.parent
     limit_memory(task)
     redirect_output(work_dir / "build.log")
