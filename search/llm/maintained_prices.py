@@ -74,21 +74,27 @@ def family(model: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(model.lower()))
 
 
+def same_family(theirs: tuple[str, ...], words: tuple[str, ...], level: int) -> bool:
+    """Level 0: the same name words; 1: the same first word; 2: any model of the vendor."""
+    return theirs == words if level == 0 else bool(words) and theirs[:1] == words[:1] if level == 1 else True
+
+
+LEVELS = ("family", "first word", "vendor")
+
+
 @functools.cache
-def family_prices(provider: str, model: str) -> tuple[tuple[str, Price], ...]:
-    """(name, price) of the maintained models of `model`'s family at `provider` (same words), else of its first
-    word (`gpt-7` -> every gpt model); deprecated ones left out."""
+def family_prices(provider: str, model: str) -> tuple[int, tuple[tuple[str, Price], ...]]:
+    """The level (LEVELS) and (name, price) of the maintained models nearest to `model`'s family at `provider`: the
+    same name words, else the same first word (`gpt-7` -> every gpt model), else every model of the vendor;
+    deprecated ones left out."""
     words = family(model)
-    out: list[tuple[str, Price]] = []
-    for exact in (True, False):
+    for level in range(len(LEVELS)):
+        out: list[tuple[str, Price]] = []
         for info in _models(provider):
-            if info.deprecated:
-                continue
-            theirs = family(info.id)
-            if (theirs == words) if exact else (bool(words) and theirs[:1] == words[:1]):
+            if not info.deprecated and same_family(family(info.id), words, level):
                 price = _price(info, "")
                 if price is not None:
                     out.append((info.id, price))
         if out:
-            break
-    return tuple(out)
+            return level, tuple(out)
+    return len(LEVELS), ()

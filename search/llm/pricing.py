@@ -147,18 +147,21 @@ def charged_price(model: str, table: dict[str, Price], provider: str) -> Price |
 
 
 def assumed_price(model: str, table: dict[str, Price], provider: str) -> Price | None:
-    """A conservative price for a hosted model nothing prices: each rate the highest among the known models of its
-    family (the same name words: `claude-sonnet-9` -> the Sonnets; else the same first word: `gpt-7` -> every
-    gpt model) in the maintained source and the dated table; None when no model of the family is known."""
-    from search.llm.maintained_prices import family, family_prices
+    """A conservative price for a hosted model nothing prices: each rate the highest among the known models nearest
+    to its family (the same name words: `claude-sonnet-9` -> the Sonnets; else the same first word: `gpt-7` -> every
+    gpt model; else every model of the vendor) in the maintained source and the dated table; None when neither
+    knows a model of the vendor."""
+    from search.llm.maintained_prices import LEVELS, family, family_prices, same_family
 
-    known = list(family_prices(provider, model))
     words = family(model)
-    for exact in (True, False):
+    level, found = family_prices(provider, model)
+    known = list(found)
+    for at in range(len(LEVELS)):
         rows = [(k, p) for k, p in table.items() if not p.assumed and p.source == TABLE_SOURCE
-                and ((family(k) == words) if exact else (bool(words) and family(k)[:1] == words[:1]))]
-        if rows:
-            known += rows
+                and vendor(k, None) == provider and same_family(family(k), words, at)]
+        if rows and at <= level:
+            known = (known if at == level else []) + rows
+            level = at
             break
     if not known:
         return None
@@ -168,10 +171,11 @@ def assumed_price(model: str, table: dict[str, Price], provider: str) -> Price |
         return max(values) if values else None
 
     dearest = max(known, key=lambda kp: (kp[1].output, kp[1].input))[0]
+    what = {0: f"the {'-'.join(words)} family", 1: f"the {words[0] if words else model} models"}.get(
+        level, f"the {provider} models")
     return Price(max(p.input for _, p in known), max(p.output for _, p in known), most("cache_read"),
                  most("cache_write"), assumed=True,
-                 source=f"assumed: the highest rates of the {'-'.join(words) or model} family ({len(known)} known "
-                        f"model(s), the dearest {dearest})")
+                 source=f"assumed: the highest rates of {what} ({len(known)} known model(s), the dearest {dearest})")
 
 
 def parse_price_option(values: str | list[str] | tuple[str, ...], models: list[str]) -> dict[str, Price]:
