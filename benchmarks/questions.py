@@ -38,7 +38,8 @@ _ALL = [
              "CPU or CUDA"),
     Question("profiling-gpu", "profiling_gpu.sh",
              "Do torch.profiler and Nsight Compute profiles of CUDA candidates work, and what do they cost?", "CUDA"),
-    Question("fuzz-cost", "fuzz_cost", "What does the fuzzing stage add to an evaluation?", "CPU or CUDA"),
+    Question("fuzz-cost", "fuzz_cost", "What does the fuzzing stage add to an evaluation, and what does each level catch "
+             "of a corpus of illusions and controls (`--corpus`)?", "CPU or CUDA"),
     Question("compile-seed", "compile_seed",
              "What does seeding a child with the reference worker's compiled code save?", "CPU or CUDA"),
     Question("own-seed", "own_seed",
