@@ -59,7 +59,10 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
         if unknown:
             raise ValueError(f"no variant {unknown} at fuzz level {settings.fuzz}; the plan has "
                              f"{[v['name'] for v in plan['variants']]}")
-        plan["variants"] = [v for v in plan["variants"] if v["name"] in only]
+        bases = {v["base_seed"] for v in plan["variants"] if v["name"] in only and v["kind"] == "partial"}
+        # a partial change replays after its base variant (a memo must have seen the base inputs first)
+        plan["variants"] = [v for v in plan["variants"] if v["name"] in only or v["seed"] in bases
+                            and v["kind"] == "base"]
     state = FuzzState(plan=plan, skipped=list(plan["skipped"]))
     if not plan["variants"]:
         return state

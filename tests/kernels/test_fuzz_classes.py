@@ -6,11 +6,13 @@ problems' reference children (cached per problem) and the warm zygote."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate
+from kernels.cli import main as cli_main
 
 pytestmark = pytest.mark.slow  # harness evaluations: children
 
@@ -66,7 +68,8 @@ def judged(candidate: str, settings: EvalSettings) -> EvalResult:
     return result
 
 
-def test_every_class_of_illusion_fails_a_named_variant_of_its_class_and_the_controls_pass(tmp_path: Path) -> None:
+def test_every_class_of_illusion_fails_a_named_variant_of_its_class_and_the_controls_pass(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert {p.stem for p in CORPUS.glob("*.py") if not p.stem.startswith("problem_")} == set(EXPECTED)
     settings = EvalSettings(cache_dir=str(tmp_path), correctness_trials=5, timing_runs=3, warmup_runs=0, baselines=(),
                             roofline=False, profile=False, build_timeout_s=120, run_timeout_s=120,
@@ -88,3 +91,10 @@ def test_every_class_of_illusion_fails_a_named_variant_of_its_class_and_the_cont
             assert "lowered precision (flag precision_lowered)" in result.reasons[0], why
         classes[candidate.split("_")[0]] = classes.get(candidate.split("_")[0], 0) + 1
     assert classes == {"special": 3, "size": 4, "params": 3, "offset": 3, "layout": 3, "memo": 3, "precision": 3}
+
+    # a partial change replayed alone from the command line runs after its base variant, and fails the same way
+    code = cli_main(["fuzz", str(CORPUS / "problem_relu.py"), str(CORPUS / "memo_relu_first_values.py"), "--variant",
+                     "x0.tail", "--json", "--cache-dir", str(tmp_path), "--sandbox", "none", "--memory-mb", "4096"])
+    replayed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 1 and [f["name"] for f in replayed["fuzz"]["failed"]] == ["x0.tail"], replayed
+    assert replayed["fuzz"]["run"] == 2 and replayed["verdict"] == "incorrect", replayed
