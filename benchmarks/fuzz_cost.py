@@ -72,13 +72,14 @@ def main() -> None:
                 assert a.verdict == b.verdict == "pass", (name, a.reasons, b.reasons)
                 off.append(a.wall_s)
                 on.append(b.wall_s)
-                fuzz_s.append(b.fuzz["cost_s"])
+                fuzz_s.append((b.fuzz or {})["cost_s"])
             eval_s, fuzz = statistics.median(off), statistics.median(fuzz_s)
+            stage = first.fuzz or {}
             rows.append({"problem": name, "device": args.device, "level": args.level, "eval_s": round(eval_s, 3),
-                         "fuzz_first_s": first.fuzz["cost_s"], "first_share": round(first.fuzz["cost_s"] / eval_s, 3),
+                         "fuzz_first_s": stage["cost_s"], "first_share": round(stage["cost_s"] / eval_s, 3),
                          "fuzz_s": round(fuzz, 3), "share": round(fuzz / eval_s, 3),
                          "wall_delta_s": round(statistics.median(on) - eval_s, 3),
-                         "variants": first.fuzz["run"], "skipped": len(first.fuzz["skipped"]),
+                         "variants": stage["run"], "skipped": len(stage["skipped"]),
                          "median_ms": first.timing["median_ms"] if first.timing else None})
             print(rows[-1], flush=True)
     finally:

@@ -113,7 +113,7 @@ def build(cls: type, args: list[Any], seed: int, device: torch.device, dtype: to
 
 def state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Floating parameters and buffers by qualified name."""
-    out = {n: p for n, p in model.named_parameters()}
+    out: dict[str, torch.Tensor] = dict(model.named_parameters())
     out.update({n: b for n, b in model.named_buffers() if b is not None})
     return {n: t for n, t in out.items() if t.is_floating_point()}
 
