@@ -27,7 +27,8 @@ What the parent concludes (`assess`):
   past SLOWED_REFERENCE the figure does not decide (the candidate may have slowed the reference in its process).
 
 `measurable(figure)`: a figure decides (orders attempts, picks a winner) only when its range is narrower than WIDE,
-the witness vouched for it and the reference was not slowed; else it is "not measurable on this host now".
+the witness vouched for it and the reference was not slowed; else it is "not measurable on this host now". Runs that
+spread widely within a round (unstable) do not block it by themselves: the per-round range says how sure the ratio is.
 """
 
 from __future__ import annotations
@@ -233,8 +234,6 @@ def measurable(low: float | None, high: float | None, *, unstable: bool = False,
         return False, "no range"
     if high / low > WIDE:
         return False, f"its rounds range from {low:.2f}× to {high:.2f}×, too wide to order it"
-    if unstable:
-        return False, "its timed runs spread widely"
     return True, ""
 
 

@@ -17,8 +17,9 @@ the attempt's (that older ratio is kept only for results that lack a side-by-sid
 
 Every figure carries `measurable` (bool) and `not_measurable` (why not, "" when measurable): a figure is not
 measurable on this host now when the harness's clock could not vouch for it or contradicted it, when the reference
-ran slower beside the attempt than before it, when its timed runs spread widely (unstable), or when its range is too
-wide (high/low above kernels.witness.WIDE) to order it against 1.0 and its rivals. Such a figure never decides: it is
+ran slower beside the attempt than before it, or when its range is too wide (high/low above kernels.witness.WIDE) to
+order it against 1.0 and its rivals (for an older search figure from two evaluations, only a wide range with 1.0
+inside it); timed runs that spread widely (unstable) block a figure only when it has no range. Such a figure never decides: it is
 never the run's best when a measurable attempt exists, and never the winner (the reference stays the answer, the
 run's `why` says so; a later side-by-side re-time may make it measurable).
 
@@ -171,7 +172,7 @@ def attempt_speed(tree: Tree, node: Node, retimed_run: bool | None = None) -> di
     if retimed_run is None:
         retimed_run = any_retimed(tree)
     not_retimed = provenance == SEARCH and retimed_run
-    unmeasured = not_measurable(low, high, unstable, why, blocked)
+    unmeasured = not_measurable(low, high, unstable, why, blocked, strict=provenance == RETIMED or bool(evaluated))
     return {"value": value, "low": low, "high": high, "provenance": provenance, "retimed": provenance == RETIMED,
             "measurable": not unmeasured, "not_measurable": unmeasured,
             "not_retimed": not_retimed, "unstable": unstable, "why": why, "outcome": outcome(value, low, high),
@@ -182,15 +183,24 @@ def attempt_speed(tree: Tree, node: Node, retimed_run: bool | None = None) -> di
             "short": f"{value:.2f}×", "reference": False}
 
 
-def not_measurable(low: float | None, high: float | None, unstable: bool, why: str, blocked: str = "") -> str:
-    """Why a figure cannot decide anything on this host now ("" when it can): `blocked` (the harness's witness),
-    an unstable figure, or a range too wide to order it against 1.0 and its rivals."""
+def not_measurable(low: float | None, high: float | None, unstable: bool, why: str, blocked: str = "",
+                   strict: bool = True) -> str:
+    """Why a figure cannot decide anything on this host now ("" when it can): `blocked` (the harness's witness), or
+    a range wider than WIDE (high/low). `strict` (figures timed side by side, whose range the witness widens when
+    it cannot vouch for every round): any range that wide; otherwise (a search figure from two evaluations, its range
+    from their IQRs) only one with 1.0 inside it: wholly on one side, it still orders the attempt against the
+    reference and ties with the rivals its range overlaps (`ordered`). A figure without a range whose runs spread
+    widely cannot decide either."""
     if blocked:
         return f"{NOT_MEASURABLE}: {blocked}"
+    if low is not None and high is not None and float(low) > 0:
+        lo, hi = float(low), float(high)
+        if hi / lo > WIDE and (strict or lo <= 1.0 <= hi):
+            because = f" ({why})" if unstable and why else ""
+            return f"{NOT_MEASURABLE}: its range {lo:.2f}–{hi:.2f}× is too wide to order it{because}"
+        return ""
     if unstable:
         return f"{NOT_MEASURABLE}: {why or 'its timed runs spread widely'}"
-    if low is not None and high is not None and float(low) > 0 and float(high) / float(low) > WIDE:
-        return f"{NOT_MEASURABLE}: its range {float(low):.2f}–{float(high):.2f}× is too wide to order it"
     return ""
 
 

@@ -48,7 +48,7 @@ def test_a_finished_run_with_a_slower_best_has_the_reference_as_its_winner(owner
     files = bundle(client, f"/api/runs/{slow.pk}/bundle.zip")
     note = "the reference is fastest: no attempt beat it in this run, so this file is the reference itself"
     assert note in files["README.txt"] and note in files["kernel.py"] and note in files["report.md"]
-    assert "fastest correct attempt, node 1, is downloadable with ?node=1" in files["README.txt"]
+    assert "the best correct attempt by the run's verdict, node 1, is downloadable with ?node=1" in files["README.txt"]
     assert "class ModelNew(Model):" in files["kernel.py"] and "clamp" not in files["kernel.py"].split("ModelNew")[1]
     assert "node 0" in files["kernel.py"].splitlines()[0]
     attempt = bundle(client, f"/api/runs/{slow.pk}/bundle.zip?node=1")
