@@ -27,11 +27,13 @@ class Comparison:
 
 
 def compare(candidate: list[Any], reference: list[Any], dtypes: list[str] | None,
-            atol: float, rtol: float, specials: bool = False, nan_drops: int = 0) -> Comparison:
+            atol: float, rtol: float, specials: bool = False, nan_drops: int = 0, spread: bool = False) -> Comparison:
     """Candidate outputs against reference outputs. NaN/Inf never pass, unless `specials` (the fuzzing stage's
     variants): then the candidate must be NaN/Inf where the reference is (`special_mismatch`), and the finite rest is
     compared with the tolerance. `nan_drops`: how many of the reference's NaN the candidate may give as finite
-    values in all (the NaN inputs there were: a NaN-ignoring max or min drops each where it meets it)."""
+    values in all (the NaN inputs there were: a NaN-ignoring max or min drops each where it meets it). `spread`
+    (NaN or Inf inputs): the candidate may have NaN/Inf at more positions than the reference (a prefix sum or a
+    blocked reduction spreads an Inf further, even into outputs whose windows skip it); it never hides one."""
     drops = [nan_drops]
     if len(candidate) != len(reference):
         return Comparison(False, reason=f"forward() returned {len(candidate)} output(s), expected {len(reference)}")
@@ -69,11 +71,11 @@ def compare(candidate: list[Any], reference: list[Any], dtypes: list[str] | None
         wide = torch.float64 if want.dtype == torch.float64 or got.dtype == torch.float64 else torch.float32
         g = got.to(wide) if not got.is_complex() else got
         w = want.to(wide) if not want.is_complex() else want
-        if specials and not want.is_complex() and not bool(torch.isfinite(w).all()):
+        if specials and not want.is_complex() and (spread or not bool(torch.isfinite(w).all())):
             mismatch, dropped = special_mismatch(g, w, i, drops)
             if mismatch:
                 return Comparison(False, reason=mismatch)
-            finite = torch.isfinite(w) & ~dropped
+            finite = torch.isfinite(w) & ~dropped & (torch.isfinite(g) if spread else True)
             if not bool(finite.any()):
                 continue
             g, w = g[finite], w[finite]

@@ -165,7 +165,7 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
         elif isinstance(got, str):
             reason = got
         else:
-            reason = judge_outputs(got, record)
+            reason = judge_outputs(got, record, spread=variant["change"] in ("nan", "inf"))
         summary["run"] += 1
         if not reason:
             summary["passed"] += 1
@@ -194,14 +194,15 @@ def judge_variants(result: EvalResult, state: FuzzState, saved: dict[str, Any] |
                               + (f", {len(state.skipped)} skipped" if state.skipped else ""))
 
 
-def judge_outputs(got: list[Any], record: dict[str, Any]) -> str:
+def judge_outputs(got: list[Any], record: dict[str, Any], spread: bool = False) -> str:
     """Why the candidate's outputs for one variant are wrong ("" when right): against the reference's, or against
-    one of its alternatives (a NaN input read as -Inf, as a NaN-ignoring max reads it)."""
+    one of its alternatives (a NaN input read as -Inf, as a NaN-ignoring max reads it). `spread`: NaN or Inf inputs,
+    which the candidate may spread further than the reference (kernels.correctness.compare)."""
     drops = int(record.get("nan_inputs", 0))
     first = ""
     for want in [record["outputs"], *record.get("alternatives", [])]:
         comparison = correctness.compare(got, want, record["dtypes"], float(record["atol"]), float(record["rtol"]),
-                                         specials=True, nan_drops=drops)
+                                         specials=True, nan_drops=drops, spread=spread)
         if comparison.ok:
             return ""
         first = first or comparison.reason

@@ -169,7 +169,12 @@ def test_special_values_are_judged_by_position_and_a_nan_may_be_dropped_only_whe
                              specials=True).reason
     assert not compare([torch.tensor([1.0, nan, -inf, -inf, 0.0])], want, None, 1e-2, 1e-2, specials=True).ok
     assert not compare([torch.tensor([2.0, nan, inf, -inf, 0.0])], want, None, 1e-2, 1e-2, specials=True).ok
-    assert not compare([torch.tensor([1.0, nan, inf, -inf, nan])], want, None, 1e-2, 1e-2, specials=True).ok
+    spread = [torch.tensor([1.0, nan, inf, -inf, nan])]  # NaN/Inf further than the reference's (a prefix sum)
+    assert not compare(spread, want, None, 1e-2, 1e-2, specials=True).ok
+    assert compare(spread, want, None, 1e-2, 1e-2, specials=True, spread=True).ok
+    assert not compare([torch.tensor([1.0, nan])], [torch.tensor([1.0, 2.0])], None, 1e-2, 1e-2, specials=True).ok
+    assert not compare([torch.tensor([1.5, nan])], [torch.tensor([1.0, 2.0])], None, 1e-2, 1e-2, specials=True,
+                       spread=True).ok  # the finite rest is still compared
 
 
 def test_redrawn_parameters_reach_a_cache_made_in_the_constructor_and_align_by_name_or_init_value() -> None:
