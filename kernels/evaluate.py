@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels import cache, compile_seed, device_busy, fuzz, judge, ncu, witness
+from kernels import cache, compile_seed, device_busy, fuzz, judge, ncu
 from kernels import profile as profiling
 from kernels.isolation.sandbox import run_worker
 from kernels.isolation.work_dirs import new_work_dir
@@ -106,12 +106,13 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
     seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox,
                                     candidate_source) if seed else 0
-    timed = witness.plan(settings.timing_runs, settings.warmup_runs)
+    timed = judge.timing_plan(settings, reference)  # from the reference's call time, before this child starts
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
             "outputs_path": str(work_dir / "outputs.pt"), "extensions_dir": str(work_dir / "cache"),
             "memory_limit_mb": settings.memory_limit_mb, "digest": reference.digest,
-            "timing": {"runs": timed.runs, "warmup": timed.warmup, "flush": settings.flush_cache},
+            "timing": {"runs": timed.runs, "warmup": timed.warmup, "flush": settings.flush_cache,
+                       "runs_per_tick": timed.runs_per_tick},
             "rounds": timed.rounds,  # side by side with the reference (kernels.witness.plan)
             "profile": {"deadline_s": profile_deadline(settings), "flush": settings.flush_cache} if settings.profile
             else None, "fuzz": fuzzing.task_part() if fuzzing else None}

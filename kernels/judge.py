@@ -105,7 +105,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
     checks.append(check("forged_result", "pass", "only authenticated harness messages were received"))
     message = run.last("result") or {}
     facts = message.get("facts", {})
-    timed = witness.plan(settings.timing_runs, settings.warmup_runs)
+    timed = timing_plan(settings, ref)
     times = stats.valid_times(message.get("times_ms"), timed.candidate_runs)
     if times is None:
         result.verdict, result.integrity = "rejected", checks
@@ -113,7 +113,8 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
                           "non-negative numbers (tampered with)"]
         return result
     try:
-        side = witness.figure(run.messages, run.holds, timed.runs, timed.warmup, settings.unstable_timing_fraction)
+        side = witness.figure(run.messages, run.holds, timed.runs, timed.warmup, settings.unstable_timing_fraction,
+                              timed.runs_per_tick)
     except witness.WitnessError as exc:
         result.verdict = "rejected"  # (a forged line that swallowed a harness message lands here too)
         result.integrity = [*checks, check("timing_witness", "fail", str(exc))]
@@ -328,6 +329,13 @@ def timing_stability(timing: dict[str, Any] | None, settings: EvalSettings, flag
                   f"(median {timing['median_ms']:.4g} ms, min {timing['min_ms']:.4g} ms), more than "
                   f"unstable_timing_fraction={settings.unstable_timing_fraction:g}; the device or host was busy "
                   "while timing, so re-time it alone before trusting this time and its speed-ups")]
+
+
+def timing_plan(settings: EvalSettings, ref: Reference) -> witness.Plan:
+    """The side-by-side plan of an evaluation (kernels.witness.plan): the same in the task the parent writes and in
+    the verdict that reads the child's blocks, from the reference's call time known before the child starts."""
+    return witness.plan(settings.timing_runs, settings.warmup_runs,
+                        witness.reference_call_ms(ref.summary, ref.baselines), settings.is_cuda, settings.flush_cache)
 
 
 def witness_checks(side: dict[str, Any], flags: list[str]) -> list[Check]:

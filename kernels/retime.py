@@ -6,7 +6,8 @@ Child:   task kind "retime" (kernels.child.worker -> kernels.child.retime.run): 
          BEFORE the candidate is imported (`reference_before`: a candidate that slows the reference down from its
          import shows as a slower reference later), then builds the candidate, checks its output against the
          reference's on the same inputs (atol/rtol of the settings), and times them in rounds, alternating which
-         goes first (ABBA...), each round under the exclusive device lock. Only raw per-run times come back;
+         goes first (ABBA...), each round under the exclusive device lock; the ticks wrap as many runs a window as
+         an evaluation's (kernels.witness.windows, from the reference's cached call time). Only raw per-run times come back;
          the parent makes every summary (kernels.stats).
 
 Answer: {"reference": summary, "candidate": summary, "reference_before": summary,   (summaries: kernels.stats)
@@ -35,6 +36,7 @@ from kernels.isolation.work_dirs import new_work_dir
 from kernels.isolation.worker_run import WorkerRun
 from kernels.phases import PhaseClock, Progress
 from kernels.problem import reference_candidate
+from kernels.reference import ensure_reference
 from kernels.settings import EvalSettings
 from kernels.stats import summarize, valid_times
 
@@ -54,15 +56,17 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     """Time the reference and `candidate_source` alternately in one child (None: the reference against itself)."""
     settings = EvalSettings.coerce(settings)
     rounds = max(2, int(rounds))
-    runs = max(3, settings.timing_runs // rounds)
     start = time.monotonic()
     clock = PhaseClock(progress)
     root = cache.cache_root(settings.cache_dir)
+    runs, per = witness.windows(max(3, settings.timing_runs // rounds), reference_call_ms(problem_source, settings),
+                                settings.is_cuda, settings.flush_cache)
     candidate = candidate_source or reference_candidate(problem_source)
     task = {"kind": "retime", "problem_source": problem_source, "candidate_source": candidate,
             "device": settings.device, "seed": settings.seed, "memory_limit_mb": settings.memory_limit_mb,
             "atol": settings.atol, "rtol": settings.rtol, "rounds": rounds,
-            "timing": {"runs": runs, "warmup": max(1, settings.warmup_runs // 2), "flush": settings.flush_cache}}
+            "timing": {"runs": runs, "warmup": max(1, settings.warmup_runs // 2), "flush": settings.flush_cache,
+                       "runs_per_tick": per}}
 
     def child(seed: bool) -> tuple[WorkerRun, int]:
         work_dir = new_work_dir(root, "retime-", settings.sandbox, settings.is_cuda)
@@ -87,7 +91,7 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
         raise RetimeError(f"re-timing failed: {why}" + (f"; its output ends with:\n{tail}" if tail else ""))
     phases = clock.done()
     out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
-    witnessed(out, run, runs, max(1, settings.warmup_runs // 2), settings.unstable_timing_fraction)
+    witnessed(out, run, runs, max(1, settings.warmup_runs // 2), settings.unstable_timing_fraction, per)
     out["phases"] = phases  # where its wall time went: start, build, waiting for the device, timing, ...
     env = run.last("environment")
     out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
@@ -99,12 +103,23 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
     return out
 
 
-def witnessed(out: dict[str, Any], run: WorkerRun, runs: int, warmup: int, unstable_fraction: float) -> None:
+def reference_call_ms(problem_source: str, settings: EvalSettings) -> float | None:
+    """The reference's call time from the evaluation's cached reference (its summary and baselines; computed when
+    missing), which sets how many runs a tick window wraps (kernels.witness.windows); None when it cannot be had."""
+    try:
+        reference, _ = ensure_reference(problem_source, settings, baselines=(), outputs=False)
+    except Exception:  # noqa: BLE001 - a problem that fails here fails in the child with its own message
+        return None
+    return witness.reference_call_ms(reference.summary, reference.baselines)
+
+
+def witnessed(out: dict[str, Any], run: WorkerRun, runs: int, warmup: int, unstable_fraction: float,
+              runs_per_tick: int = 1) -> None:
     """Hold the child's figures against the harness's clock (kernels.witness): a contradiction is a RetimeError
     (the figures are forged); the range becomes the union of the claimed and the witnessed per-round ratios, and a
     figure the witness cannot vouch for, or whose range is too wide, is `unstable` (it decides nothing)."""
     try:
-        side = witness.figure(run.messages, run.holds, runs, warmup, unstable_fraction)
+        side = witness.figure(run.messages, run.holds, runs, warmup, unstable_fraction, runs_per_tick)
     except witness.WitnessError as exc:
         raise RetimeError(f"re-timing failed: timing_witness: {exc}") from exc
     seen = side["witness"]

@@ -1,28 +1,33 @@
 """The parent's witness of a harness child's timing: what the child claims its timed runs took, held against what
 the parent's own clock saw, so that no figure that decides anything rests on the candidate's interpreter alone.
 
-The child (kernels.child.timing.time_callable, `on_block`) sends one "block" message right after each timing loop:
+The child (kernels.child.timing.time_callable) sends a "tick" message with edge 0 before the first run of each tick
+window and one with edge 1 after its last run, and one "block" message right after each timing loop:
 {"type": "block", "model": "reference_before" | "reference" | "candidate", "round": k, "times_ms": [...],
-"warmup_ms": [...]}. The parent stamps every authenticated message with its own arrival time (`received_s`,
-kernels.isolation.worker_run.authenticate) and every grant of the device lock with the time it granted it
-(`WorkerRun.holds`, kernels.isolation.sandbox). A block's window on the parent's clock runs from the later of its
-hold's grant and the previous block of the same hold to its own arrival: blocks inside one exclusive hold are
-contiguous, so no work of the child falls between them unseen.
+"warmup_ms": [...]}. How many timed runs one window wraps (`runs_per_tick`) is the parent's choice, written in the
+task before the child starts (`plan`, from the reference's call time: a window spans at least WINDOW_MS of work,
+about twenty times the channel's latency, so short calls are resolved); the parent checks the ticks against it.
+Each run inside a window keeps its own flush and CUDA events; the flushes and fresh inputs between the runs of a
+window lie inside both models' windows alike. The parent stamps every authenticated message with its own arrival
+time (`received_s`, kernels.isolation.worker_run.authenticate) and every grant of the device lock with the time it
+granted it (`WorkerRun.holds`). A block's window on the parent's clock runs from the later of its hold's grant and
+the previous block of the same hold to its own arrival: blocks inside one hold are contiguous.
 
 What the parent concludes (`assess`):
 - over-claim: the claims of a hold's blocks, summed from its grant, never exceed the time the parent saw pass
   (plus SLACK_MS and SLACK_FRACTION): a child that reports more time than passed is forging.
-- hidden time: each timed call's window between its two ticks less its claimed time is ~ the channel's latency
-  when honest. Within one round (one hold, the two models back to back), the candidate's median of that less the
-  reference's is ~0; a child that shrinks the candidate's times (or swells the reference's) shows it there, in every
-  round. Past HIDDEN_FRACTION of the candidate's claimed per-run time (and HIDDEN_FLOOR_MS) in every round:
-  `timing_witness` fails. Likewise for time the candidate's runs leave between calls beyond the reference's
-  identical harness work (past GAP_NOISE interquartile ranges and GAP_SHARE of the reference's gaps).
-- the witnessed ratio: each block's per-call time on the parent's clock (the median of its calls' windows between
-  their ticks, less the latency measured around the calls of the reference's block timed before the candidate was
-  imported, `reference_before`: honest, since no candidate code existed yet); time the candidate's runs leave between
-  calls beyond the reference's counts as its own (the parent cannot attribute it). The figure's range is the union of the claimed per-round ratios and the witnessed
-  ones, so a forgery too small to fail still widens the range until the figure cannot decide anything.
+- hidden time: a tick window less the claimed times of its runs is ~ the channel's latency (and the harness work
+  between its runs) when honest, the same for both models. Within one round (one hold, both models back to back),
+  the candidate's median of that less the reference's is ~0; a child that shrinks the candidate's times (or swells
+  the reference's) shows it there. Past the noise (`hidden_bar`: HIDDEN_NOISE interquartile ranges of the
+  reference's own values in this child, HIDDEN_FRACTION of the candidate's claimed window, HIDDEN_FLOOR_MS) in every
+  round: `timing_witness` fails. Only over-claims and hidden time make a figure forged.
+- the witnessed ratio: each block's per-run time on the parent's clock (its windows less the latency measured on
+  the reference's block timed before the candidate was imported, `reference_before`: honest, since no candidate
+  code existed yet, per run). Time the candidate's runs leave between windows beyond the reference's counts as its
+  own (the parent cannot attribute it: torch.compile, the allocator or output sampling may vary, so it is no proof
+  of forgery, but it widens the range). The figure's range is the union of the claimed per-round ratios and the
+  witnessed ones, so a forgery too small to fail still widens the range until the figure cannot decide anything.
 - reference slowed: the reference after the candidate's import against `reference_before`, claimed and witnessed;
   past SLOWED_REFERENCE the figure does not decide (the candidate may have slowed the reference in its process).
 
@@ -44,12 +49,16 @@ BEFORE, REFERENCE, CANDIDATE = "reference_before", "reference", "candidate"
 MODELS = (BEFORE, REFERENCE, CANDIDATE)
 SLACK_MS = 2.0  # pipe latency and the parent's stamping: claims may exceed a window by this much
 SLACK_FRACTION = 0.02  # ... plus this share of the window (two clocks: the child's and the parent's)
-HIDDEN_FRACTION = 0.5  # unaccounted time per candidate run beyond the reference's, as a share of its claimed time
-HIDDEN_FLOOR_MS = 0.25  # ... and at least this much per run, in every round, before it is called forged
+HIDDEN_FLOOR_MS = 0.05  # unaccounted time per tick window beyond the reference's: at least this much, in every round,
+HIDDEN_NOISE = 3.0  # ... past this many interquartile ranges of the reference's own (window - claimed) in the child,
+HIDDEN_FRACTION = 0.1  # ... and this share of the candidate's claimed time per window, before it is called forged
 SLOWED_REFERENCE = 1.25  # the reference after the candidate's import vs before: above this the figure never decides
-GAP_NOISE = 3.0  # the candidate's extra time between calls must pass this many IQRs of the reference's gaps
-GAP_SHARE = 0.5  # ... and this share of the reference's median gap (the flush and fresh inputs vary under load)
+GAP_NOISE = 3.0  # the candidate's extra time between windows is named past this many IQRs of the reference's gaps
+GAP_SHARE = 0.5  # ... and this share of the reference's median gap (it widens the range whether named or not)
 WIDE = 1.5  # a figure whose range's high/low is above this cannot be ordered against 1.0 or its rivals
+WINDOW_MS = 2.0  # a tick window wraps at least this much of the reference's work (~20x the channel's latency)
+MIN_WINDOWS = 4  # ... but every block keeps at least this many windows
+MAX_BLOCK_RUNS = 400  # short calls on a GPU get more runs per block, up to this many, to fill MIN_WINDOWS windows
 
 
 @dataclass
@@ -64,30 +73,47 @@ class Block:
     window_ms: float  # from its anchor (the hold's grant or the block before it in the same hold) to its arrival
     hold: int  # the index of the exclusive hold it ran in; -1 when the parent granted no lock (anchored on a phase)
     hold_start_ms: float
-    calls_ms: list[float]  # each timed call's window on the parent's clock: its tick 0 to its tick 1
-    gaps_ms: list[float]  # between one call's tick 1 and the next call's tick 0 (flush, fresh inputs, sampling)
+    windows_ms: list[float]  # each tick window on the parent's clock: its tick 0 to its tick 1
+    counts: list[int]  # the timed runs each window wraps
+    gaps_ms: list[float]  # between one window's tick 1 and the next one's tick 0 (flush, fresh inputs, sampling)
 
     @property
     def claimed_ms(self) -> float:
         return sum(self.times) + sum(self.warmup)
 
     @property
+    def per_window(self) -> list[float]:
+        """Each window less the claimed times of its runs: ~ the channel's latency (and the harness's work between
+        its runs) when honest."""
+        out, start = [], 0
+        for window, count in zip(self.windows_ms, self.counts):
+            out.append(window - sum(self.times[start:start + count]))
+            start += count
+        return out
+
+    @property
     def hidden_ms(self) -> float:
-        """The median over its runs of (call window - claimed time): ~ the channel's latency when honest."""
-        return _median([c - t for c, t in zip(self.calls_ms, self.times)])
+        return _median(self.per_window)
 
     @property
     def gap_ms(self) -> float:
         return _median(self.gaps_ms)
+
+    @property
+    def runs_per_window(self) -> float:
+        return _median([float(c) for c in self.counts]) or 1.0
 
 
 class WitnessError(ValueError):
     """The child's block messages are not what the protocol produces (tampered with)."""
 
 
-def blocks(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: int, warmup: int) -> list[Block]:
+def blocks(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: int, warmup: int,
+           runs_per_tick: int = 1) -> list[Block]:
     """The child's block messages with their windows on the parent's clock (WitnessError when malformed)."""
     grants = sorted(float(h["granted_s"]) * 1e3 for h in holds if h.get("mode") == "exclusive")
+    per = max(1, int(runs_per_tick))
+    counts = [min(per, runs - start) for start in range(0, runs, per)]
     out: list[Block] = []
     previous: Block | None = None
     timing_phase_ms: float | None = None
@@ -105,17 +131,19 @@ def blocks(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: in
         times, warm = valid_times(message.get("times_ms"), runs), valid_times(message.get("warmup_ms"), warmup)
         edges = [edge for edge, _ in ticks]
         if model not in MODELS or not isinstance(index, int) or isinstance(index, bool) or times is None \
-                or warm is None or edges != [0, 1] * runs:
-            raise WitnessError(f"a block message is not what the protocol produces ({runs} runs, each between two "
-                               f"ticks, and {warmup} warm-up calls of a named model): tampered with")
+                or warm is None or edges != [0, 1] * len(counts):
+            raise WitnessError(f"a block message is not what the protocol produces ({runs} runs in windows of "
+                               f"{per}, each window between two ticks, and {warmup} warm-up calls of a named "
+                               "model): tampered with")
         stamps = [at for _, at in ticks]
-        calls = [stamps[2 * i + 1] - stamps[2 * i] for i in range(runs)]
-        gaps = [stamps[2 * i] - stamps[2 * i - 1] for i in range(1, runs)]
+        windows = [stamps[2 * i + 1] - stamps[2 * i] for i in range(len(counts))]
+        gaps = [stamps[2 * i] - stamps[2 * i - 1] for i in range(1, len(counts))]
         ticks = []
         hold = max((i for i, g in enumerate(grants) if g <= arrived), default=-1)
         start = grants[hold] if hold >= 0 else (timing_phase_ms if timing_phase_ms is not None else 0.0)
         anchor = previous.arrived_ms if previous is not None and previous.arrived_ms >= start else start
-        block = Block(model, index, times, warm, arrived, max(0.0, arrived - anchor), hold, start, calls, gaps)
+        block = Block(model, index, times, warm, arrived, max(0.0, arrived - anchor), hold, start, windows,
+                      counts, gaps)
         out.append(block)
         previous = block
     return out
@@ -123,6 +151,14 @@ def blocks(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: in
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
+
+
+def _spread(values: list[float]) -> float:
+    """The interquartile range of `values` (0 for fewer than four)."""
+    if len(values) < 4:
+        return 0.0
+    q = statistics.quantiles(values, n=4)
+    return q[2] - q[0]
 
 
 def over_claims(found: list[Block]) -> list[str]:
@@ -139,12 +175,20 @@ def over_claims(found: list[Block]) -> list[str]:
     return problems
 
 
+def hidden_bar(references: list[Block], candidate_window_ms: float) -> float:
+    """How much more unaccounted time per window the candidate's blocks may show than the reference's before it is
+    forgery: past the noise of the reference's own (window - claimed) values in this child."""
+    noise = _spread([h for b in references for h in b.per_window])
+    return max(HIDDEN_FLOOR_MS, HIDDEN_NOISE * noise, HIDDEN_FRACTION * candidate_window_ms)
+
+
 def assess(found: list[Block]) -> dict[str, Any]:
     """The witness's findings on one child's blocks: {"state": "witnessed" | "forged" | "unwitnessed", "why",
     "rounds": [{"round", "claimed", "witnessed", "hidden_ms", "gap_ms"}], "low", "high" (the union of claimed and
     witnessed per-round ratios; None unless witnessed), "reference_slowed" (after/before, the larger of claimed and
-    witnessed), "latency_ms" (the trusted offset between a call's window and its time), "anchored" ("grant" |
-    "phase")}."""
+    witnessed), "latency_ms" (the trusted offset between a window and its claimed times), "hidden_bar_ms",
+    "runs_per_tick", "anchored" ("grant" | "phase"), "gap_note" (time the candidate left between windows beyond
+    the reference's, counted as its own; "" when within the noise)}."""
     before = [b for b in found if b.model == BEFORE]
     pairs: dict[int, dict[str, Block]] = {}
     for block in found:
@@ -152,7 +196,8 @@ def assess(found: list[Block]) -> dict[str, Any]:
             pairs.setdefault(block.round, {})[block.model] = block
     rounds = [p for _, p in sorted(pairs.items()) if REFERENCE in p and CANDIDATE in p]
     out: dict[str, Any] = {"state": "unwitnessed", "why": "", "rounds": [], "low": None, "high": None,
-                           "reference_slowed": None, "latency_ms": None,
+                           "reference_slowed": None, "latency_ms": None, "hidden_bar_ms": None, "gap_note": "",
+                           "runs_per_tick": max((max(b.counts, default=1) for b in found), default=1),
                            "anchored": "grant" if found and all(b.hold >= 0 for b in found) else "phase"}
     forged = over_claims(found)
     if not before or not rounds:
@@ -162,46 +207,38 @@ def assess(found: list[Block]) -> dict[str, Any]:
         return out
     latency = _median([b.hidden_ms for b in before])  # trusted: no candidate code existed yet
     out["latency_ms"] = round(latency, 4)
-
-    def seen(block: Block) -> float:  # a block's per-run time on the parent's clock
-        return _median(block.calls_ms) - latency
-
     rows: list[dict[str, Any]] = []
     for pair in rounds:
         ref, cand = pair[REFERENCE], pair[CANDIDATE]
-        claimed = _median(ref.times) / max(_median(cand.times), 1e-9)
-        w_ref, w_cand = seen(ref), seen(cand)
-        witnessed = w_ref / w_cand if w_ref > 0 and w_cand > 0 else None
-        # time the candidate's runs left between calls beyond the reference's: not attributable, so counted as its own
-        extra = max(0.0, cand.gap_ms - ref.gap_ms)
-        if witnessed is not None and extra > 0:
-            witnessed = min(witnessed, w_ref / (w_cand + extra))
+        per_ref, per_cand = _median(ref.times), _median(cand.times)
+        claimed = per_ref / max(per_cand, 1e-9)
+        # the reference's windows in the same hold are the candidate's latency: no drift between them. Unaccounted
+        # time beyond the reference's, and time left between windows beyond the reference's, count as the
+        # candidate's own (never credited: a child swelling the reference's claims pays for it here too)
+        hidden = cand.hidden_ms - ref.hidden_ms
+        gap = cand.gap_ms - ref.gap_ms
+        charged = per_cand + max(0.0, hidden) / cand.runs_per_window + max(0.0, gap) / cand.runs_per_window
+        witnessed = per_ref / charged if per_ref > 0 and charged > 0 else None
         rows.append({"round": ref.round, "claimed": round(claimed, 4),
                      "witnessed": None if witnessed is None else round(witnessed, 4),
-                     "hidden_ms": round(cand.hidden_ms - ref.hidden_ms, 4),
-                     "gap_ms": round(cand.gap_ms - ref.gap_ms, 4), "candidate_ms": _median(cand.times)})
-    out["rounds"] = [{k: v for k, v in r.items() if k != "candidate_ms"} for r in rows]
-    claimed_cand = _median([r["candidate_ms"] for r in rows])
-    threshold = max(HIDDEN_FRACTION * claimed_cand, HIDDEN_FLOOR_MS)
+                     "hidden_ms": round(hidden, 4), "gap_ms": round(gap, 4),
+                     "window_ms": per_cand * cand.runs_per_window})
+    out["rounds"] = [{k: v for k, v in r.items() if k != "window_ms"} for r in rows]
+    claimed_window = _median([r["window_ms"] for r in rows])
+    bar = hidden_bar(before + [p[REFERENCE] for p in rounds], claimed_window)
+    out["hidden_bar_ms"] = round(bar, 4)
     least_hidden = min(r["hidden_ms"] for r in rows)
-    if least_hidden > threshold:
-        forged.append(f"in every round the candidate's timed calls took at least {least_hidden:.4g} ms longer each "
-                      f"on the harness's clock than its reported {claimed_cand:.4g} ms accounts for, beyond the "
-                      "reference's (its reported times are shorter than the time that passed)")
+    if least_hidden > bar:
+        forged.append(f"in every round the candidate's tick windows took at least {least_hidden:.4g} ms longer each "
+                      f"on the harness's clock than its reported times ({claimed_window:.4g} ms a window) account "
+                      f"for, beyond the reference's (noise bar {bar:.4g} ms: its reported times are shorter than the "
+                      "time that passed)")
     reference_gaps = [g for p in rounds for g in p[REFERENCE].gaps_ms] + [g for b in before for g in b.gaps_ms]
     least_gap = min(r["gap_ms"] for r in rows)
-    gap_bar = max(threshold, GAP_NOISE * _spread(reference_gaps), GAP_SHARE * _median(reference_gaps))
-    if out["anchored"] == "grant" and least_gap > gap_bar:
-        forged.append(f"in every round the candidate's runs left {least_gap:.4g} ms more each between its timed "
-                      "calls than the reference's, where both run the same harness work (work moved out of the "
-                      "timed calls)")
-    reference_times = [t for p in rounds for t in p[REFERENCE].times]
-    before_times = [t for b in before for t in b.times]
-    slowed_claimed = _median(reference_times) / max(_median(before_times), 1e-9)
-    w_before = _median([seen(b) for b in before])
-    w_after = _median([seen(p[REFERENCE]) for p in rounds])
-    slowed_witnessed = w_after / w_before if w_before > 0 and w_after > 0 else slowed_claimed
-    out["reference_slowed"] = round(max(slowed_claimed, slowed_witnessed), 4)
+    if least_gap > max(bar, GAP_NOISE * _spread(reference_gaps), GAP_SHARE * _median(reference_gaps)):
+        out["gap_note"] = (f"in every round the candidate's runs left at least {least_gap:.4g} ms more between its "
+                           "tick windows than the reference's (counted as its own time)")
+    out["reference_slowed"] = round(slowed(before, [p[REFERENCE] for p in rounds], latency), 4)
     if forged:
         out.update(state="forged", why="; ".join(forged[:2]))
         return out
@@ -209,16 +246,21 @@ def assess(found: list[Block]) -> dict[str, Any]:
         out["why"] = "the harness's clock could not resolve the timed calls in every round"
         return out
     ratios = [r["claimed"] for r in rows] + [r["witnessed"] for r in rows]
-    out.update(state="witnessed", low=round(min(ratios), 4), high=round(max(ratios), 4))
+    out.update(state="witnessed", low=round(min(ratios), 4), high=round(max(ratios), 4), why=out["gap_note"])
     return out
 
 
-def _spread(values: list[float]) -> float:
-    """The interquartile range of `values` (0 for fewer than four)."""
-    if len(values) < 4:
-        return 0.0
-    q = statistics.quantiles(values, n=4)
-    return q[2] - q[0]
+def slowed(before: list[Block], after: list[Block], latency: float) -> float:
+    """The reference's time after the candidate's import over its time before: claimed, and witnessed (windows less
+    the trusted latency, per run) where the work of a window is at least that latency (else its noise decides)."""
+    claimed = _median([t for b in after for t in b.times]) / max(_median([t for b in before for t in b.times]), 1e-9)
+
+    def seen(block: Block) -> float:
+        return (_median(block.windows_ms) - latency) / block.runs_per_window
+
+    w_before, w_after = _median([seen(b) for b in before]), _median([seen(b) for b in after])
+    resolved = w_before > 0 and w_after > 0 and w_before * _median([b.runs_per_window for b in before]) >= latency
+    return max(claimed, w_after / w_before) if resolved else claimed
 
 
 def measurable(low: float | None, high: float | None, *, unstable: bool = False, witness: str = "witnessed",
@@ -240,25 +282,52 @@ def measurable(low: float | None, high: float | None, *, unstable: bool = False,
 @dataclass(frozen=True)
 class Plan:
     """An evaluation's side-by-side timing: `rounds` exclusive holds, each timing the reference and the candidate
-    `runs` times (after `warmup` calls), ABBA; the candidate's timing_runs budget split across both models."""
+    `runs` times (after `warmup` calls), ABBA; the candidate's timing_runs budget split across both models; each
+    pair of ticks wraps `runs_per_tick` timed runs (the parent's choice, never the child's)."""
 
     rounds: int
     runs: int
     warmup: int
+    runs_per_tick: int = 1
 
     @property
     def candidate_runs(self) -> int:
         return self.rounds * self.runs
 
 
-def plan(timing_runs: int, warmup_runs: int) -> Plan:
-    """The side-by-side plan for `timing_runs` and `warmup_runs` (kernels.settings.EvalSettings)."""
+def windows(runs: int, call_ms: float | None, cuda: bool, flush: bool = True) -> tuple[int, int]:
+    """(runs per block, runs per tick window) for calls of about `call_ms` (the reference's, measured before the
+    child starts): a window wraps WINDOW_MS of work, every block keeps MIN_WINDOWS windows, and on a GPU short calls
+    get more runs per block (up to MAX_BLOCK_RUNS) to fill them. On a CPU with the cache flush on, a window wraps one
+    run (the flush between runs is host work as long as the call: a window wrapping it only adds its noise)."""
+    if call_ms is None or not math.isfinite(call_ms) or call_ms <= 0 or (flush and not cuda):
+        return runs, 1
+    need = math.ceil(WINDOW_MS / call_ms)
+    if cuda and need > 1:
+        runs = max(runs, min(MAX_BLOCK_RUNS, MIN_WINDOWS * need))
+    per = max(1, min(need, runs // MIN_WINDOWS))
+    return math.ceil(runs / per) * per, per
+
+
+def reference_call_ms(summary: dict[str, Any], baselines: dict[str, Any]) -> float | None:
+    """The reference's call time as the parent knows it before the candidate's child starts: the eager baseline's
+    median when measured, else the problem summary's one timed forward() (kernels.reference)."""
+    eager = (baselines.get("eager") or {}).get("ms")
+    value = eager if isinstance(eager, (int, float)) else summary.get("forward_ms")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def plan(timing_runs: int, warmup_runs: int, call_ms: float | None = None, cuda: bool = False,
+         flush: bool = True) -> Plan:
+    """The side-by-side plan for `timing_runs` and `warmup_runs` (kernels.settings.EvalSettings) and the
+    reference's call time (`reference_call_ms`; None: one run per tick window)."""
     rounds = 2 if timing_runs < 16 else 4
-    return Plan(rounds, max(2, timing_runs // (2 * rounds)), max(1, warmup_runs // 2) if warmup_runs > 0 else 0)
+    runs, per = windows(max(2, timing_runs // (2 * rounds)), call_ms, cuda, flush)
+    return Plan(rounds, runs, max(1, warmup_runs // 2) if warmup_runs > 0 else 0, per)
 
 
 def figure(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: int, warmup: int,
-           unstable_fraction: float) -> dict[str, Any]:
+           unstable_fraction: float, runs_per_tick: int = 1) -> dict[str, Any]:
     """The side-by-side figure of one child's blocks (WitnessError when they are malformed or missing):
     {"speedup": the reference's median over the candidate's, all rounds; "low", "high": its range (the witnessed
     union, kernels.witness.assess; the claimed per-round ratios when the witness could not vouch); "rounds",
@@ -266,7 +335,7 @@ def figure(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: in
     "unstable", "unstable_why"; "measurable", "why" (`measurable`); "witness" (`assess`'s findings); "protocol"}."""
     from kernels.stats import summarize
 
-    found = blocks(messages, holds, runs, warmup)
+    found = blocks(messages, holds, runs, warmup, runs_per_tick)
     ref_all = [t for b in found if b.model == REFERENCE for t in b.times]
     cand_all = [t for b in found if b.model == CANDIDATE for t in b.times]
     before_all = [t for b in found if b.model == BEFORE for t in b.times]
@@ -287,10 +356,10 @@ def figure(messages: list[dict[str, Any]], holds: list[dict[str, Any]], runs: in
     if claimed and speedup > 0 and (max(claimed) - min(claimed)) / speedup > unstable_fraction:
         reasons.append(f"the per-round speed-ups range from {min(claimed):.2f}× to {max(claimed):.2f}×")
     ok, why = measurable(low, high, unstable=bool(reasons), witness=seen["state"], slowed=seen["reference_slowed"])
-    if not ok and seen["state"] != "witnessed" and seen["why"]:
+    if not ok and seen["why"]:
         why += f" ({seen['why']})"
     rounds = len(seen["rounds"])
-    return {"speedup": round(speedup, 4), "low": low, "high": high, "rounds": rounds, "runs_per_round": runs,
+    return {"speedup": round(speedup, 4), "low": low, "high": high, "rounds": rounds, "runs_per_round": runs, "runs_per_tick": runs_per_tick,
             "reference_ms": ref["median_ms"], "candidate_ms": cand["median_ms"],
             "reference_before_ms": statistics.median(before_all), "unstable": bool(reasons),
             "unstable_why": "; ".join(reasons), "measurable": ok, "why": why if not ok else "", "witness": seen,

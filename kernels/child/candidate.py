@@ -271,7 +271,8 @@ def reference_before(task: dict[str, Any], problem: Any, device: torch.device, h
         with torch.no_grad():
             timing.time_callable(lambda: model(*inputs), device, task["timing"]["runs"], task["timing"]["warmup"],
                                  task["timing"]["flush"], before_run=sampler.before, after_run=sampler.after,
-                                 on_block=block_sender(channel, send, BEFORE, 0), tick=ticker(channel, send))
+                                 on_block=block_sender(channel, send, BEFORE, 0), tick=ticker(channel, send),
+                                 runs_per_tick=runs_per_tick(task))
     return model
 
 
@@ -282,8 +283,13 @@ def block_sender(channel: Channel, send: Any, model: str, index: int) -> Callabl
     return report
 
 
+def runs_per_tick(task: dict[str, Any]) -> int:
+    """How many timed runs one pair of ticks wraps: the parent's choice, in the task (kernels.witness.plan)."""
+    return max(1, int(task["timing"].get("runs_per_tick") or 1))
+
+
 def ticker(channel: Channel, send: Any) -> Callable[[int], None]:
-    """The "tick" messages around each timed call, stamped by the parent (kernels.witness)."""
+    """The "tick" messages around each window of timed calls, stamped by the parent (kernels.witness)."""
     def tick(edge: int) -> None:
         send(channel, "tick", edge=edge)
     return tick
@@ -323,7 +329,8 @@ def time_on_device(task: dict[str, Any], problem: Any, model: torch.nn.Module, r
                 try:
                     _, got, out = timing.time_callable(
                         fn, device, runs, task["timing"]["warmup"], task["timing"]["flush"], before_run=before,
-                        after_run=after, on_block=block_sender(channel, send, name, index), tick=ticker(channel, send))
+                        after_run=after, on_block=block_sender(channel, send, name, index), tick=ticker(channel, send),
+                        runs_per_tick=runs_per_tick(task))
                 except HarnessFailure:
                     raise
                 except BaseException as exc:  # noqa: BLE001

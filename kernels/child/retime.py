@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing
-from kernels.child.candidate import block_sender, build, ticker
+from kernels.child.candidate import block_sender, build, runs_per_tick, ticker
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference import load_problem, problem_forward, problem_inputs, problem_model
 from kernels.witness import BEFORE
@@ -25,6 +25,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     shared, exclusive = hold.shared, hold.exclusive
     device = torch.device(task["device"])
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]
+    per = runs_per_tick(task)  # the parent's choice (kernels.witness.plan)
     problem = load_problem(task, work_dir)
     bring_up.before_holding(task, device, sources=(task["problem_source"], task["candidate_source"]))
     channel.phase("queue")
@@ -37,7 +38,8 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     with exclusive(), torch.no_grad():
         channel.phase("timing")
         before = time_callable(lambda: reference(*inputs), device, runs, warmup, flush,
-                               on_block=block_sender(channel, send, BEFORE, 0), tick=ticker(channel, send))[1]
+                               on_block=block_sender(channel, send, BEFORE, 0), tick=ticker(channel, send),
+                               runs_per_tick=per)[1]
     channel.phase("build")
     guard = probes.HarnessSnapshot()
     cls = build(task, work_dir, device)
@@ -63,7 +65,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
                 model = models[name]
                 rounds[name].append(time_callable(partial(model, *inputs), device, runs, warmup, flush,
                                                   on_block=block_sender(channel, send, name, i),
-                                                  tick=ticker(channel, send))[1])
+                                                  tick=ticker(channel, send), runs_per_tick=per)[1])
     patched = guard.changes()
     if patched:
         raise RuntimeError("the candidate replaced the timer, torch's functions or the harness's own ("

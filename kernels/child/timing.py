@@ -70,17 +70,21 @@ def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup
                   flush: bool = True, before_run: Callable[[int], None] | None = None,
                   after_run: Callable[[int, Any], None] | None = None,
                   on_block: Callable[[list[float], list[float]], None] | None = None,
-                  tick: Callable[[int], None] | None = None) -> tuple[dict[str, Any], list[float], Any]:
+                  tick: Callable[[int], None] | None = None, runs_per_tick: int = 1,
+                  ) -> tuple[dict[str, Any], list[float], Any]:
     """Time `fn` with the protocol above; returns (summary, per-run ms, the last run's output).
 
     `before_run(i)` (fresh inputs) and `after_run(i, output)` (sampling outputs for a re-check) run outside the
     timed window. The clocks are read into locals before any timed call, so swapping the module's globals while
     the loop runs changes nothing; the parent recomputes the summary from the raw per-run times anyway.
     `on_block(times, warmup_times)` is told the raw times right after the loop (the block message the parent's
-    clock witnesses, kernels.witness); the warm-up calls are timed too, without a flush. `tick(0)` and `tick(1)`
-    run right before and right after each timed call (after its flush, before its outputs are sampled), outside the
-    timed window: the parent stamps them, so every run has a window on a clock the child cannot reach.
+    clock witnesses, kernels.witness); the warm-up calls are timed too, without a flush. `tick(0)` runs right before
+    the first timed call of each window of `runs_per_tick` runs (after its flush) and `tick(1)` right after the last
+    one (before its outputs are sampled), outside the timed windows: the parent stamps them, so every window of runs
+    has a span on a clock the child cannot reach. Each run keeps its own flush and timer; `runs_per_tick` comes from
+    the parent's task (kernels.witness.plan), which checks the ticks against it.
     """
+    per = max(1, int(runs_per_tick))
     perf_counter, cuda_event, cuda_synchronize = _perf_counter, _cuda_event, _cuda_synchronize
     flusher = make_flusher(device, flush)
     cuda = device.type == "cuda"
@@ -107,13 +111,13 @@ def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup
             if before_run:
                 before_run(i)
             flusher()
-            if tick:
+            if tick and i % per == 0:
                 tick(0)
             starts[i].record()
             out = fn()
             ends[i].record()
             cuda_synchronize(device)
-            if tick:
+            if tick and (i % per == per - 1 or i == runs - 1):
                 tick(1)
             if after_run:
                 after_run(i, out)
@@ -123,12 +127,12 @@ def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup
             if before_run:
                 before_run(i)
             flusher()
-            if tick:
+            if tick and i % per == 0:
                 tick(0)
             t0 = perf_counter()
             out = fn()
             times.append((perf_counter() - t0) * 1e3)
-            if tick:
+            if tick and (i % per == per - 1 or i == runs - 1):
                 tick(1)
             if after_run:
                 after_run(i, out)
