@@ -7,8 +7,10 @@ floating parameters and buffers (a norm's weight and bias, running statistics, a
 its init value (zero: uniform in [-0.5, 0.5]; c: c x uniform in [0.5, 1.5], so a variance stays positive), from a
 generator keyed by the module's class, the tensor's name and shape and its occurrence, never the global one. So a
 candidate that builds the reference's modules sees the re-drawn values in its own constructor (a transposed or
-folded copy it caches there is right). The reference's remaining constant parameters (made directly with
-`torch.ones`/`torch.zeros`) are re-drawn after construction, by name.
+folded copy it caches there is right). A parameter or buffer assigned with its final value (`nn.Parameter(torch.ones(n))`,
+`register_buffer(..., torch.zeros(n))`) is re-drawn as it is assigned (torch's registration hooks), keyed by its name,
+shape and occurrence, so a candidate that subclasses or mirrors the reference gets the same values before its
+constructor caches anything.
 
 The candidate's state is then matched to the reference's (`align`): an entry with the reference's name and shape,
 else (2-d) its transpose, else the one reference entry whose value at the problem's own seed it had, gets the
@@ -50,19 +52,28 @@ def _key_seed(seed: int, *parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
 
 
-def redraw(t: torch.Tensor, seed: int, *key: Any) -> bool:
-    """Re-draw a constant floating tensor around its value, in place; False when it is not one."""
+def redrawn(t: torch.Tensor, seed: int, *key: Any) -> torch.Tensor | None:
+    """A constant floating tensor's re-draw around its value (a new tensor); None when it is not one."""
     if not t.is_floating_point() or t.numel() == 0:
-        return False
+        return None
     with torch.no_grad():
         first = t.reshape(-1)[0]
         if not bool((t == first).all()):
-            return False
+            return None
         value = float(first)
         gen = torch.Generator().manual_seed(_key_seed(seed, *key, tuple(t.shape)))
         u = torch.rand(tuple(t.shape), generator=gen, dtype=torch.float64)
         new = (u - 0.5) if value == 0 else value * (0.5 + u)
-        t.copy_(new.to(t.dtype))
+        return new.to(device=t.device, dtype=t.dtype)
+
+
+def redraw(t: torch.Tensor, seed: int, *key: Any) -> bool:
+    """Re-draw a constant floating tensor around its value, in place; False when it is not one."""
+    new = redrawn(t, seed, *key)
+    if new is None:
+        return False
+    with torch.no_grad():
+        t.copy_(new)
     return True
 
 
@@ -88,24 +99,44 @@ def redrawing(seed: int) -> Iterator[None]:
             return out
         return reset
 
+    def registered(kind: str) -> Callable[..., Any]:
+        def hook(module: torch.nn.Module, name: str, value: Any) -> Any:
+            # a parameter or buffer made with its final value (torch.ones, torch.zeros) when assigned: a new tensor,
+            # never the one given (it may be shared with module-level code); the names, not the class, key it, so
+            # a candidate subclassing or mirroring the reference gets the same values
+            if not isinstance(value, torch.Tensor):
+                return None
+            key = ("assigned", f"{kind}.{name}", tuple(value.shape))
+            counts[key] = counts.get(key, 0) + 1
+            new = redrawn(value.detach(), seed, *key, counts[key])
+            if new is None:
+                return None
+            if isinstance(value, torch.nn.Parameter):
+                return torch.nn.Parameter(new, requires_grad=value.requires_grad)
+            return new
+        return hook
+
+    from torch.nn.modules import module as nn_module
+
+    handles = []
     try:
         for (cls, name), original in originals.items():
             setattr(cls, name, wrap(original, cls))
+        handles = [nn_module.register_module_parameter_registration_hook(registered("p")),
+                   nn_module.register_module_buffer_registration_hook(registered("b"))]
         yield
     finally:
+        for handle in handles:
+            handle.remove()
         for (cls, name), original in originals.items():
             setattr(cls, name, original)
 
 
 def build(cls: type, args: list[Any], seed: int, device: torch.device, dtype: torch.dtype | None = None,
           reference: bool = False) -> torch.nn.Module:
-    """`cls(*args)` under `seed` with the re-drawing on; the reference's remaining constants re-drawn by name."""
+    """`cls(*args)` under `seed` with the re-drawing on (`reference`: the problem's Model, said for the reader)."""
     with redrawing(seed):
         model = loading.build_model(cls, args, seed, device)
-    if reference:
-        for kind, items in (("p", model.named_parameters()), ("b", model.named_buffers())):
-            for name, t in items:
-                redraw(t.data, seed, "model", f"{kind}.{name}")
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()
