@@ -12,6 +12,7 @@ NaN inputs, the outputs with each NaN read as -Inf (what a NaN-ignoring max, IEE
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shutil
 import time
@@ -24,7 +25,9 @@ from kernels.result import EvalResult
 from kernels.settings import EvalSettings
 
 MAX_NAMED = 5  # failing variants named in the reasons (all are in result.fuzz)
-RECORDS = "records-3"  # the reference records' form (NaN/Inf kept for special values, nan_inputs): in the cache key
+# the code that makes the reference's records (their inputs, models and form) is part of their cache key
+RECORDS = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes() for name in (
+    "fuzz_plan.py", "child/fuzz.py", "child/fuzz_inputs.py", "child/fuzz_params.py"))).hexdigest()[:16]
 
 
 @dataclass
