@@ -206,18 +206,21 @@ def assess(found: list[Block]) -> dict[str, Any]:
             out.update(state="forged", why="; ".join(forged[:2]))
         return out
     latency = _median([b.hidden_ms for b in before])  # trusted: no candidate code existed yet
+    before_gap = _median([g for b in before for g in b.gaps_ms]) if any(b.gaps_ms for b in before) else math.inf
     out["latency_ms"] = round(latency, 4)
     rows: list[dict[str, Any]] = []
     for pair in rounds:
         ref, cand = pair[REFERENCE], pair[CANDIDATE]
         per_ref, per_cand = _median(ref.times), _median(cand.times)
         claimed = per_ref / max(per_cand, 1e-9)
-        # the reference's windows in the same hold are the candidate's latency: no drift between them. Unaccounted
-        # time beyond the reference's, and time left between windows beyond the reference's, count as the
-        # candidate's own (never credited: a child swelling the reference's claims pays for it here too)
-        hidden = cand.hidden_ms - ref.hidden_ms
+        hidden = cand.hidden_ms - ref.hidden_ms  # the same hold: no drift between them
         gap = cand.gap_ms - ref.gap_ms
-        charged = per_cand + max(0.0, hidden) / cand.runs_per_window + max(0.0, gap) / cand.runs_per_window
+        # unaccounted time beyond the reference's (or beyond the trusted latency, whichever is less: a child that
+        # also hides time in the reference's windows, or swells its claims, pays for it), and time left between
+        # windows beyond the reference's, count as the candidate's own; never credited
+        unaccounted = max(0.0, cand.hidden_ms - min(ref.hidden_ms, latency))
+        between = max(0.0, cand.gap_ms - min(ref.gap_ms, before_gap))
+        charged = per_cand + (unaccounted + between) / cand.runs_per_window
         witnessed = per_ref / charged if per_ref > 0 and charged > 0 else None
         rows.append({"round": ref.round, "claimed": round(claimed, 4),
                      "witnessed": None if witnessed is None else round(witnessed, 4),

@@ -33,7 +33,7 @@ class Stream:
         self.messages.append({"type": "tick", "edge": edge, "received_s": self.now / 1e3})
 
     def block(self, model: str, index: int, real: float, claim: float, gap: float = 3.0,
-              extra_gap: float = 0.0) -> None:
+              extra_gap: float = 0.0, hide: float = 0.0) -> None:
         self.now += WARMUP * real
         for i in range(self.runs):
             self.now += gap + (extra_gap if i % self.per == 0 else 0.0)
@@ -41,7 +41,7 @@ class Stream:
                 self.tick(0)
             self.now += real
             if i % self.per == self.per - 1 or i == self.runs - 1:
-                self.now += 0.05 + self.random.uniform(0.0, self.jitter)
+                self.now += 0.05 + hide + self.random.uniform(0.0, self.jitter)
                 self.tick(1)
         self.now += 0.1
         self.messages.append({"type": "block", "model": model, "round": index, "times_ms": [claim] * self.runs,
@@ -49,7 +49,8 @@ class Stream:
 
 
 def child(ref: float, cand: float, claim_ref: float | None = None, claim_cand: float | None = None,
-          rounds: int = 2, slowed: float = 1.0, extra_gap: float = 0.0, **kwargs: Any) -> Stream:
+          rounds: int = 2, slowed: float = 1.0, extra_gap: float = 0.0, hide: float = 0.0, **kwargs: Any) -> Stream:
+    """`hide` ms more in every window of both models after the candidate's import (time kept out of the claims)."""
     stream = Stream(**kwargs)
     stream.grant()
     stream.block(BEFORE, 0, ref, ref)
@@ -60,7 +61,7 @@ def child(ref: float, cand: float, claim_ref: float | None = None, claim_cand: f
             real = ref * slowed if model == REFERENCE else cand
             claim = (claim_ref if claim_ref is not None else real) if model == REFERENCE else \
                 (claim_cand if claim_cand is not None else cand)
-            stream.block(model, index, real, claim, extra_gap=extra_gap if model == CANDIDATE else 0.0)
+            stream.block(model, index, real, claim, extra_gap=extra_gap if model == CANDIDATE else 0.0, hide=hide)
     return stream
 
 
@@ -118,6 +119,15 @@ def test_time_left_between_calls_widens_the_figure_but_is_no_forgery() -> None:
     assert "between its tick windows" in seen["gap_note"]
     found = side(child(ref=2.0, cand=1.0, extra_gap=5.0))
     assert not found["measurable"] and "between its tick windows" in found["why"]
+
+
+def test_time_hidden_in_the_reference_s_windows_too_is_charged_to_the_candidate() -> None:
+    """A child that keeps 1 ms out of every window of both models (its own runs reported at half their time): the
+    two models' windows agree, but not with the latency trusted from before the import, so the figure decides
+    nothing."""
+    found = side(child(ref=2.0, cand=2.0, claim_cand=1.0, hide=1.0))
+    assert found["witness"]["state"] == "witnessed" and found["witness"]["low"] <= 1.01, found["witness"]
+    assert not found["measurable"]
 
 
 def test_claims_beyond_the_parents_clock_are_forged() -> None:
