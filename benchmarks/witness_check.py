@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         row = {"problem": problem, "candidate": name, "expect": expect, "verdict": result.verdict,
                "timing_witness": check.get("status"), "speedup": side.get("speedup"), "low": side.get("low"),
                "high": side.get("high"), "measurable": side.get("measurable"), "runs_per_tick": side.get("runs_per_tick"),
-               "runs_per_round": side.get("runs_per_round"), "why": side.get("why") or check.get("detail", ""),
+               "runs_per_round": side.get("runs_per_round"), "reference_ms": side.get("reference_ms"),
+               "candidate_ms": side.get("candidate_ms"), "why": side.get("why") or check.get("detail", ""),
                "reasons": result.reasons[:3], "speedup_vs_eager": result.speedup_vs_eager,
                "witness": side.get("witness"), "device": (result.environment or {}).get("device_name"),
                "seconds": round(time.monotonic() - start, 1)}
