@@ -83,6 +83,22 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+_HARNESS_VERSION: list[str] = []
+
+
+def harness_version() -> str:
+    """A digest of the harness's own code (every .py file under kernels/): stored verdicts and problem summaries
+    keyed on it are never reused by a harness that judges or estimates differently."""
+    if not _HARNESS_VERSION:
+        digest = hashlib.sha256()
+        package = Path(__file__).resolve().parent
+        for path in sorted(package.rglob("*.py")):
+            digest.update(str(path.relative_to(package)).encode() + b"\0")
+            digest.update(path.read_bytes())
+        _HARNESS_VERSION.append(digest.hexdigest()[:16])
+    return _HARNESS_VERSION[0]
+
+
 def torch_version() -> str:
     """torch's version without importing torch (the parent may stay torch-free until it compares tensors)."""
     try:

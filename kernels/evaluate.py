@@ -71,7 +71,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     root = cache.cache_root(settings.cache_dir)
     stored_path = root / "results" / (cache.sha(cache.source_hash(problem_source), cache.source_hash(candidate_source),
                                                 settings.to_dict(), cache.torch_version(),
-                                                cache.host_key(settings.device), reference.outputs_sha) + ".json")
+                                                cache.host_key(settings.device), reference.outputs_sha,
+                                                cache.harness_version()) + ".json")
     stored = cache.read_json(stored_path) if settings.reuse_results and not fuzz_variants else None
     if stored:
         result = EvalResult.from_dict(stored)

@@ -224,7 +224,8 @@ def ensure_reference(problem_source: str, settings: EvalSettings,
     baselines = settings.baselines if baselines is None else baselines
     outputs_path = root / "reference" / (cache.sha(phash, settings.trial_seeds(), settings.device,
                                                    settings.reference_dtype, settings.seed, tv) + ".pt")
-    meta_path = root / "problems" / (cache.sha(phash, settings.device, settings.seed, tv) + ".json")
+    meta_path = root / "problems" / (cache.sha(phash, settings.device, settings.seed, tv, cache.harness_version())
+                                     + ".json")
     base_path = root / "baselines" / (cache.sha(phash, settings.device, settings.seed, tv, settings.timing_runs,
                                                 settings.warmup_runs, settings.flush_cache) + ".json")
     ceil_path = root / "ceilings" / (cache.host_key(settings.device) + ".json")
