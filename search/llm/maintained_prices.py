@@ -15,7 +15,7 @@ import functools
 import re
 from typing import Any
 
-from search.llm.pricing import Price
+from search.llm.price import Price
 
 VENDORS = ("anthropic", "openai")  # the providers whose prices the package has; openai-compatible servers are not
 _WORD = re.compile(r"[a-z]+")

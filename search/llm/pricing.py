@@ -18,33 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from search.llm.errors import ConfigError
+from search.llm.price import Price
 from search.llm.price_table import AS_OF, ROWS
 
 PRICES_ENV = "STARK_PRICES_JSON"
 # The cost limits a run of an LLM team gets when none is given: per run (one problem), and per suite (bench).
 DEFAULT_COST_LIMIT_USD = 25.0
 DEFAULT_SUITE_COST_LIMIT_USD = 200.0
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per million tokens; cache reads/writes default to the input price when not given."""
-
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
-    source: str = field(default="", compare=False)  # where it came from, for messages and call records
-    assumed: bool = field(default=False, compare=False)  # a conservative stand-in for an unknown model's price
-
-    def describe(self) -> str:
-        cached = "" if self.cache_read is None else f", cache read {self.cache_read:g}"
-        return f"${self.input:g} in / ${self.output:g} out{cached} per million tokens"
 
 
 TABLE_SOURCE = f"price table of {AS_OF}"

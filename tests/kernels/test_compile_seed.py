@@ -103,6 +103,7 @@ def test_a_re_time_plants_the_candidates_seed_only_beside_a_reference_that_build
 
     monkeypatch.setattr(retime_module.compile_seed, "plant_for", plant_for)
     monkeypatch.setattr(retime_module, "run_candidate_child", child)
+    monkeypatch.setattr(retime_module, "reference_call_ms", lambda problem_source, settings: None)  # no reference child
     monkeypatch.setattr(retime_module, "new_work_dir", lambda root, prefix, mode, cuda: tmp_path / "work")
     settings = EvalSettings(cache_dir=str(tmp_path))
     plain = fixture_source(PROBLEM)
