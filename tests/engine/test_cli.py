@@ -123,7 +123,9 @@ def test_run_prints_progress_to_the_given_stream(tmp_path, monkeypatch):
     shown = io.StringIO()
     assert main(["show", str(out)], out=shown) == 0
     lines = shown.getvalue().splitlines()
-    assert len(lines) == 8 and lines[1].startswith("#0 root pass") and sum("*" in ln for ln in lines) == 1
+    order = lines.index("order:")  # the tree, then the verdict's order of the correct attempts
+    assert order == 8 and lines[1].startswith("#0 root pass") and sum("*" in ln for ln in lines[:order]) == 1
+    assert len(lines) - order - 1 == sum(" pass " in ln for ln in lines[2:order])  # one row per correct attempt
     verdict = run_verdict(Tree.load(out))  # the outline's figures are the verdict's, the page's and the API's
     assert lines[0] == f"verdict: {verdict['kind']} — {verdict['why']}" and verdict["speed"]["text"] in shown.getvalue()
     assert main(["show", str(tmp_path / "missing.json")]) == 2
