@@ -338,6 +338,8 @@ def plan(timing_runs: int, warmup_runs: int, call_ms: float | None = None, cuda:
          flush: bool = True) -> Plan:
     """The side-by-side plan for `timing_runs` and `warmup_runs` (kernels.settings.EvalSettings) and the
     reference's call time (`reference_call_ms`; None: one run per tick window)."""
+    if timing_runs < 4:  # a deliberately small budget (huge inputs, smoke runs): one round of what was asked
+        return Plan(1, max(1, timing_runs), max(1, warmup_runs // 2) if warmup_runs > 0 else 0, 1)
     rounds = 2 if timing_runs < 16 else 4
     runs, per = windows(max(2, timing_runs // (2 * rounds)), call_ms, cuda, flush)
     return Plan(rounds, runs, max(1, warmup_runs // 2) if warmup_runs > 0 else 0, per)
