@@ -60,4 +60,6 @@ def test_it_finds_a_correct_fused_kernel_with_the_real_evaluator(tmp_path: Path)
     assert "no_custom_kernel" not in (first["result"]["flags"] or [])
     recipe = recipe_of(first["source"])
     assert recipe is not None and recipe.fused == (0,) and recipe.backend == "cpp-omp"
-    assert first["runtime_ms"] > 0 and first["speedup_vs_eager"] is not None
+    side = first["result"]["side_by_side"]  # timed beside the reference; on a busy host it may not be measurable
+    assert first["runtime_ms"] > 0 and side["speedup"] > 0
+    assert (first["speedup_vs_eager"] is not None) == bool(side["measurable"]), side
