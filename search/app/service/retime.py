@@ -143,7 +143,8 @@ def apply_verdict(run: Run, settled: str | None = None) -> None:
     if (run.best_node != before and run.best_node is not None) or settled:
         search_best = (run.verdict or {}).get("search_best")
         reason = "; ".join(filter(None, (run.stop_reason, settled and f"settled: {settled}")))
-        if run.best_node != before and run.best_node is not None:
+        moved = run.best_node != before or (settled and search_best is not None)
+        if moved and run.best_node is not None and run.best_node != search_best:
             reason += (f"; side by side with the reference, attempt #{run.best_node} is faster than the search's "
                        f"fastest #{search_best}, so it is the run's best")
         store_event(run.pk, "run.status", None, {"status": run.status, "reason": reason, "best": run.best_node,
