@@ -21,21 +21,10 @@ from datetime import timedelta
 from django.conf import settings
 from rq import Worker
 
-from search.app.service import queues
+from search.app.service import leases, queues
 
 STEP_AGAIN_S = 3.0
 LEASE_S = 30
-
-# Atomically: drop expired leases; refuse at the share (returns the count), else add this job's lease (returns -1).
-_CLAIM = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-local running = redis.call('ZCARD', KEYS[1])
-if running >= tonumber(ARGV[3]) then return running end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-return -1
-"""
-
 
 def search_workers() -> int:
     return Worker.count(connection=queues.connection(), queue=queues.queue(queues.SEARCH_QUEUE))
@@ -54,10 +43,7 @@ def _key(user_id: int) -> str:
 
 def claim(user_id: int, holder: str, limit: int | None = None) -> int | None:
     """Take one of the user's slots for `holder`: None when taken, else how many of their steps run already."""
-    now = time.time()
-    got = queues.connection().eval(_CLAIM, 1, _key(user_id), now, now + LEASE_S,
-                                   limit if limit is not None else share(), holder, LEASE_S)
-    return None if int(got) < 0 else int(got)
+    return leases.claim(queues.connection(), _key(user_id), holder, limit if limit is not None else share(), LEASE_S)
 
 
 def release(user_id: int, holder: str) -> None:

@@ -15,17 +15,6 @@ CLOSE_TOO_MANY = 4429  # too many sockets for this user: close one, then reconne
 CLOSE_UNAVAILABLE = 4503  # the channel layer (Redis) is unavailable or busy: reconnect after retry_after_s
 RETRY_AFTER_S = 5
 
-# Atomically: drop expired leases, refuse at the cap (returns the count), else add this socket's lease (returns -1).
-_CLAIM = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-local open = redis.call('ZCARD', KEYS[1])
-if open >= tonumber(ARGV[3]) then return open end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-return -1
-"""
-
-
 def lease_s() -> int:
     return 3 * int(settings.STARK_SOCKET_AUTH_S) + 5
 
@@ -44,10 +33,9 @@ def _key(user_id: int) -> str:
 
 def claim(user_id: int, channel: str) -> int | None:
     """Take a slot for `channel`: None when taken, else how many sockets the user already has open."""
-    now = time.time()
-    got = _conn().eval(_CLAIM, 1, _key(user_id), now, now + lease_s(), settings.STARK_MAX_SOCKETS_PER_USER,
-                       channel, lease_s())
-    return None if int(got) < 0 else int(got)
+    from search.app.service import leases
+
+    return leases.claim(_conn(), _key(user_id), channel, settings.STARK_MAX_SOCKETS_PER_USER, lease_s())
 
 
 def renew(user_id: int, channel: str) -> None:
