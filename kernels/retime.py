@@ -40,8 +40,6 @@ from kernels.reference import ensure_reference
 from kernels.settings import EvalSettings
 from kernels.stats import summarize, valid_times
 
-SLOWED_REFERENCE = 1.25  # the reference's median after the candidate loaded vs before: above this, it is flagged
-
 
 class RetimeError(Exception):
     """The side-by-side timing gave no numbers; the message says why (and the candidate's output tail)."""
@@ -166,7 +164,7 @@ def summarize_rounds(answer: dict[str, Any], runs: int, unstable_fraction: float
         reasons.append(f"the per-round speed-ups range from {min(ratios):.2f}× to {max(ratios):.2f}×")
     before_summary = summarize(before, 0)
     slowed = ref["median_ms"] / max(before_summary["median_ms"], 1e-9)
-    flags = ["reference_slowed"] if slowed > SLOWED_REFERENCE else []
+    flags = ["reference_slowed"] if slowed > witness.SLOWED_REFERENCE else []
     if flags:
         reasons.append(f"the reference ran {slowed:.2f}× slower once the candidate was loaded (check the candidate)")
     return {"reference": ref, "candidate": cand, "reference_before": before_summary,
