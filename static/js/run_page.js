@@ -200,7 +200,7 @@ function drawBest(best) {
     box.textContent = "—";
     box.className = "";
     spread.textContent = "";
-  } else if (!s.reference && s.value > 1) {
+  } else if (!s.reference && s.value > 1 && s.measurable !== false) {
     box.textContent = `${s.short} (#${best.id})`;
     box.className = "";
     spread.textContent = [`${s.text} · ${s.how}`, tieNote(state.verdict().order, best.id)].filter(Boolean).join(" · ");

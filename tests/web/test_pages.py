@@ -197,3 +197,24 @@ def test_missing_and_foreign_pages_are_styled_404s(client, owner, stranger, relu
         assert response.status_code == 404 and 'id="error-page"' in html and 'class="topnav"' in html, url
     assert f"no run {run.pk} that you can see" in client.get(reverse("pages:run", args=[run.pk])).content.decode()
     assert "Resolver404" not in client.get("/no/such/page/").content.decode()
+
+
+def test_a_figure_too_wide_to_measure_reads_none_faster_in_the_runs_list_as_on_the_run_page(client, owner):
+    """A side-by-side re-time whose range is wider than the witness allows (0.69-1.51x) is not measurable: the run's
+    verdict keeps the reference, and the runs list and the run header say so instead of printing 1.24x."""
+    run = seeded_run(owner, best_ms=30.0, roofline_pct=None)
+    node = Node.objects.get(run=run, node_id=1)
+    node.result = {**node.result, "retime": {
+        "state": "done", "speedup": 1.24, "spread": {"low": 0.69, "high": 1.51}, "unstable": True,
+        "unstable_why": "the rounds disagree", "rounds": 4, "runs_per_round": 3, "flags": ["timing_unstable"],
+        "reference": {"median_ms": 37.2, "iqr_ms": 9.0, "min_ms": 25.0, "mean_ms": 37.2, "runs": 12},
+        "candidate": {"median_ms": 30.0, "iqr_ms": 8.0, "min_ms": 22.0, "mean_ms": 30.0, "runs": 12},
+        "protocol": "reference and candidate alternately in one process"}}
+    node.save()
+    run = store_verdict(run)
+    assert run.verdict["kind"] == "reference" and run.verdict["best_speed"]["value"] > 1.0, run.verdict
+    client.force_login(owner)
+    row = client.get(reverse("pages:runs")).content.decode().split(f'data-run="{run.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert "none faster" in row and "1.24×</td>" not in row, row
+    page = client.get(reverse("pages:run", args=[run.pk])).content.decode()
+    assert "The reference is fastest" in page

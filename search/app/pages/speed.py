@@ -51,7 +51,10 @@ def short(s: dict[str, Any] | None) -> str:
 
 
 def faster(s: dict[str, Any] | None) -> bool:
-    return s is not None and not s.get("reference") and float(s.get("value") or 0.0) > 1.0
+    """An attempt's figure that beats the reference: above 1.0 and measurable (search.engine.verdict: a figure that
+    is not measurable on this host never decides; static/js/run_page.js drawBest says the same)."""
+    return (s is not None and not s.get("reference") and float(s.get("value") or 0.0) > 1.0
+            and s.get("measurable", True) is not False)
 
 
 CLASS_WORDS = {"custom_kernel": "custom kernel", "configuration": "compiler/library configuration",

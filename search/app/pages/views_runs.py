@@ -32,9 +32,13 @@ def runs_context(user) -> dict[str, Any]:
     best = {n.run_id: n for n in Node.objects.filter(run_id__in=ids, node_id=F("run__best_node"))}
     rows = []
     for r in runs:
-        speed = speeds.speed(best.get(r.pk))
-        rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": speeds.faster(speed),
-                     "untrusted": (r.verdict or {}).get("kind") == "untrusted", "why": (r.verdict or {}).get("why"),
+        verdict = r.verdict or {}
+        speed = verdict.get("best_speed") or speeds.speed(best.get(r.pk))
+        # The run's verdict decides the word, as on the run page: a figure above 1.0 that is not measurable, or a
+        # run that kept the reference, reads "none faster".
+        faster = speeds.faster(speed) and verdict.get("kind") not in ("reference", "untrusted")
+        rows.append({"run": r, "best": best.get(r.pk), "speed": speed, "faster": faster,
+                     "untrusted": verdict.get("kind") == "untrusted", "why": verdict.get("why"),
                      "marks": speeds.marks(speed, skip=("unstable",))})
     return {"rows": rows, "active": any(r.status in Run.ACTIVE or r.status == Run.Status.PAUSED for r in runs)}
 
