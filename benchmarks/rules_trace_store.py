@@ -1,6 +1,6 @@
 """How many tracing children the offline team starts over a run's expand steps, and how long they take: the service
 builds the team afresh in every expand job (a new RQ work-horse), so without a store each job traced the problem
-again; with the run's trace store (search.app.service.trace_store) a job asks a child only for renders no earlier
+again; with the run's trace store (stark_web.studio.service.trace_store) a job asks a child only for renders no earlier
 job made. The CLI keeps one team for the whole run (the floor).
 
     python -m benchmarks rules-trace-store [--budget 8] [--out benchmarks/results/rules-trace-store/cpu.json]

@@ -34,7 +34,7 @@ def start_workers(count: int, url: str, queue: str, log_dir: Path) -> list[subpr
         log = open(log_dir / f"worker-{count}-{gpu}.log", "ab")  # noqa: SIM115
         workers.append(subprocess.Popen([sys.executable, "-m", "rq.cli", "worker", queue, "--url", url, "--name",
                                          f"bench-{count}-{gpu}-{time.monotonic_ns()}",
-                                         "--worker-class", "search.app.service.worker.Worker"], cwd=ROOT, env=env,
+                                         "--worker-class", "stark_web.studio.service.worker.Worker"], cwd=ROOT, env=env,
                                         stdout=log, stderr=subprocess.STDOUT))
     return workers
 

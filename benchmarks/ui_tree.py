@@ -25,7 +25,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from search.app.pages import static_server
+from stark_web.studio.pages import static_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -171,7 +171,7 @@ def synthetic_events(n_nodes: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def serve_static(harness: str = HARNESS) -> tuple[ThreadingHTTPServer, int]:
-    """The benchmark's page served beside static/ (search/app/pages/static_server.py)."""
+    """The benchmark's page served beside static/ (stark_web/studio/pages/static_server.py)."""
     return static_server.serve_static(harness)
 
 

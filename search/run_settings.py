@@ -1,7 +1,7 @@
 """One run's settings (above the engine and the teams registry, which it names), the same shape for `python -m search run`, `manage.py stark_run`, the JSON API and the
 new-run form: `RunSettings`, a frozen dataclass that checks itself. Each constant of a run (targets, roles, team
 options, bounds) is defined here once; the web service adds only the operator's rules (evaluation ceilings, the
-allowed LLM endpoints, no keys) in search/app/service/settings.py.
+allowed LLM endpoints, no keys) in stark_web/studio/service/settings.py.
 
 Every bad value raises SettingError naming the field, what is wrong and what would be accepted.
 """

@@ -13,11 +13,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from search.app.sockets.auth import TokenAuthMiddleware  # noqa: E402
-from search.app.sockets.handshake import HandshakeGate  # noqa: E402
 from stark_web.body_limit import BodyLimitMiddleware, install_daphne_limit  # noqa: E402
 from stark_web.routing import websocket_urlpatterns  # noqa: E402
 from stark_web.static_files import StaticFiles  # noqa: E402
+from stark_web.studio.sockets.auth import TokenAuthMiddleware  # noqa: E402
+from stark_web.studio.sockets.handshake import HandshakeGate  # noqa: E402
 
 install_daphne_limit()  # daphne reads a whole body before calling the app: refuse it there, from Content-Length
 

@@ -1,7 +1,7 @@
 """The channel layer: channels_redis with a connection pool of a known size that waits for a free connection
 (STARK_CHANNEL_POOL_SIZE connections per server process, a wait of up to STARK_CHANNEL_POOL_WAIT_S) instead of
 failing at once when a burst of sockets takes them all. What still fails reaches the socket as an error frame and
-close 4503 (search/app/sockets/guard.py), never 1011."""
+close 4503 (stark_web/studio/sockets/guard.py), never 1011."""
 
 from __future__ import annotations
 

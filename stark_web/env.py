@@ -5,7 +5,7 @@ what would be accepted, so a typo stops start-up instead of running with a surpr
 every variable of the Django side at start-up; the few read again outside it have one reader here, called by
 settings.py (so `manage.py check` and every process start validate them) and by their user.
 
-The readers need no Django: a GPU host's bare `rq worker` (search/app/service/worker.py) uses them without it.
+The readers need no Django: a GPU host's bare `rq worker` (stark_web/studio/service/worker.py) uses them without it.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def envfloat(name: str, default: float, minimum: float | None = None, maximum: f
 
 def eval_ceilings() -> dict[str, tuple[float, str]]:
     """Ceilings of the evaluation settings a web/API run may ask for: name -> (ceiling, variable).
-    A run above one gets a 400 naming the field and the variable (search/app/service/settings.py)."""
+    A run above one gets a 400 naming the field and the variable (stark_web/studio/service/settings.py)."""
     return {
         "correctness_trials": (envint("STARK_EVAL_MAX_TRIALS", 100, minimum=1), "STARK_EVAL_MAX_TRIALS"),
         "timing_runs": (envint("STARK_EVAL_MAX_TIMING_RUNS", 10000, minimum=1), "STARK_EVAL_MAX_TIMING_RUNS"),
@@ -242,7 +242,7 @@ def proxy_ssl_header(name: str) -> tuple[str, str] | None:
 
 
 def job_heartbeat_s() -> int:
-    """How often a worker (search.app.service.worker.Worker) beats while it runs a job."""
+    """How often a worker (stark_web.studio.service.worker.Worker) beats while it runs a job."""
     return envint("STARK_JOB_HEARTBEAT_S", 30, minimum=1)
 
 

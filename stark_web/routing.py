@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from search.app.routing import websocket_urlpatterns as search_websockets
+from stark_web.studio.routing import websocket_urlpatterns as search_websockets
 
 websocket_urlpatterns = [*search_websockets]

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from search.app.startup import device_busy_settings, llm_base_urls, llm_prices, rules_analysis_limits
 from stark_web.env import (
     database_config,
     envbool,
@@ -27,6 +26,7 @@ from stark_web.env import (
     redis_url,
     secret_key,
 )
+from stark_web.studio.startup import device_busy_settings, llm_base_urls, llm_prices, rules_analysis_limits
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("STARK_VAR_DIR", str(BASE_DIR / "var")))
@@ -52,7 +52,7 @@ INSTALLED_APPS = [
     "channels",
     "stark_web",  # before django_rq: its `rqworker` maps the names search/gpu to this instance's queues
     "django_rq",
-    "search.app.apps.SearchConfig",
+    "stark_web.studio.apps.SearchConfig",
 ]
 
 MIDDLEWARE = [
@@ -110,11 +110,11 @@ RQ_QUEUES = {
                                   "DEFAULT_TIMEOUT": envint("STARK_SEARCH_JOB_TIMEOUT", 1800, minimum=10)},
     STARK_QUEUE_NAMES["gpu"]: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": envint("STARK_GPU_JOB_TIMEOUT", 1800, minimum=10)},
 }
-RQ = {"WORKER_CLASS": "search.app.service.worker.Worker"}
+RQ = {"WORKER_CLASS": "stark_web.studio.service.worker.Worker"}
 # That worker's heartbeat (it reads them through the same readers: a GPU host's bare worker has no settings).
 STARK_JOB_HEARTBEAT_S = job_heartbeat_s()
 STARK_JOB_HEARTBEAT_GRACE_S = job_heartbeat_grace_s()
-# Seconds between passes of the reaper (search/app/service/reaper.py).
+# Seconds between passes of the reaper (stark_web/studio/service/reaper.py).
 STARK_REAP_INTERVAL_S = envint("STARK_REAP_INTERVAL_S", 30, minimum=1)
 # Queues whose workers /healthz requires; a web-only host may relax this.
 STARK_REQUIRED_QUEUES = envlist("STARK_REQUIRED_QUEUES", ["search", "gpu"])
@@ -189,9 +189,9 @@ STARK_CHECKS_PER_USER = envint("STARK_CHECKS_PER_USER", 2, minimum=1, maximum=10
 STARK_CHECKS_TOTAL = envint("STARK_CHECKS_TOTAL", 4, minimum=1, maximum=1000)
 STARK_CHECK_TIMEOUT_S = envint("STARK_CHECK_TIMEOUT_S", 30, minimum=5, maximum=3600)
 # A run for a device no live gpu worker serves: refused (400 naming the devices available), or created to wait for
-# such a worker when this is on (search/app/service/devices.py).
+# such a worker when this is on (stark_web/studio/service/devices.py).
 STARK_QUEUE_ABSENT_DEVICES = envbool("STARK_QUEUE_ABSENT_DEVICES", False)
-# A finished run's best attempt is re-timed side by side with the reference (search/app/service/retime.py).
+# A finished run's best attempt is re-timed side by side with the reference (stark_web/studio/service/retime.py).
 STARK_RETIME_AT_END = envbool("STARK_RETIME_AT_END", True)
 STARK_SOCKET_AUTH_S = envint("STARK_SOCKET_AUTH_S", 2, minimum=1, maximum=60)
 STARK_SOCKET_POLL_S = envfloat("STARK_SOCKET_POLL_S", 5.0, minimum=0.1, maximum=3600)
@@ -199,11 +199,11 @@ STARK_SOCKET_POLL_S = envfloat("STARK_SOCKET_POLL_S", 5.0, minimum=0.1, maximum=
 STARK_MAX_QUEUED_RETIMES = envint("STARK_MAX_QUEUED_RETIMES", 3, minimum=0, maximum=1000)  # 0: no limit
 STARK_MAX_QUEUED_PINGS = envint("STARK_MAX_QUEUED_PINGS", 2, minimum=1, maximum=1000)
 STARK_MAX_SOCKETS_PER_USER = envint("STARK_MAX_SOCKETS_PER_USER", 20, minimum=1, maximum=10000)
-# Websocket handshakes in flight per credential and per client address, per server process (search/app/sockets/handshake.py).
+# Websocket handshakes in flight per credential and per client address, per server process (stark_web/studio/sockets/handshake.py).
 STARK_HANDSHAKES_PER_USER = envint("STARK_HANDSHAKES_PER_USER", 8, minimum=1, maximum=10000)
 STARK_HANDSHAKES_PER_ADDRESS = envint("STARK_HANDSHAKES_PER_ADDRESS", 64, minimum=1, maximum=100000)
 # Agents' steps one user may run at once on the search workers; 0: every live search worker but one, at least one
-# (search/app/service/search_share.py).
+# (stark_web/studio/service/search_share.py).
 STARK_SEARCH_SHARE_PER_USER = envint("STARK_SEARCH_SHARE_PER_USER", 0, minimum=0, maximum=10000)
 STARK_CHANNEL_POOL_SIZE = envint("STARK_CHANNEL_POOL_SIZE", 500, minimum=10, maximum=100000)
 STARK_CHANNEL_POOL_WAIT_S = envfloat("STARK_CHANNEL_POOL_WAIT_S", 5.0, minimum=0.1, maximum=60)

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from search.app import diagnostics, health
+from stark_web.studio import diagnostics, health
 from stark_web.throttle import AdminLoginForm, LoginForm
 
 handler400 = "stark_web.views.bad_request"
@@ -21,5 +21,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
-    path("", include("search.app.urls")),  # the service's API and the UI pages live in the search app
+    path("", include("stark_web.studio.urls")),  # the service's API and the UI pages live in the search app
 ]

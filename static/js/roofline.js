@@ -1,4 +1,4 @@
-// A result's roofline in words (the same rules as search/app/pages/nodes.py roofline_view): the bound, how close
+// A result's roofline in words (the same rules as stark_web/studio/pages/nodes.py roofline_view): the bound, how close
 // the time is to it, and above 100% "exceeds the measured ceiling — check" (never a full green bar): the
 // ceilings are measured on this host and are rough (CPU especially); the harness flags beyond_roofline only past
 // the margin.

@@ -162,7 +162,7 @@ function drawSummary() {
   drawLeaderboard();
 }
 
-// "Declined nodes are free" and, once a run ended short of its budget, why (search/app/pages/views_runs.py
+// "Declined nodes are free" and, once a run ended short of its budget, why (stark_web/studio/pages/views_runs.py
 // attempts_note says the same on the server).
 function attemptsNote(run, attempts, free) {
   const parts = FREE_VERDICTS.filter((v) => free[v]).map((v) => `${free[v]} ${FREE_WORDS[v]}, not counted`);
@@ -172,7 +172,7 @@ function attemptsNote(run, attempts, free) {
   return parts.join(" · ");
 }
 
-// The run's best as its stored verdict says (search/app/pages/views_runs.py header_context says the same): the
+// The run's best as its stored verdict says (stark_web/studio/pages/views_runs.py header_context says the same): the
 // best attempt's figure with its marks; "No faster kernel found yet" while no attempt beats the reference; once the
 // run finished so, "The reference is fastest: no attempt beat it"; "No trustworthy winner" (and why) when the
 // best runs beyond its roofline and no side-by-side re-time cleared it.

@@ -1,6 +1,6 @@
 // The speed-up the UI shows is the one the server stored: search/engine/verdict.py decides every figure (on the
 // node as `speed`, on the run as `verdict`) and the browser renders it, with no arithmetic of its own. The same
-// words and marks as search/app/pages/speed.py (the inspector, compare and the runs list are server-rendered).
+// words and marks as stark_web/studio/pages/speed.py (the inspector, compare and the runs list are server-rendered).
 
 export const DECLINED = "declined"; // a free attempt: its team had nothing left to try (never counted)
 // Attempts that do not spend the budget (search/engine/node.py FREE_VERDICTS; docs/metrics.md "Attempt"): nothing
@@ -8,7 +8,7 @@ export const DECLINED = "declined"; // a free attempt: its team had nothing left
 export const FREE_VERDICTS = ["declined", "plan_rejected", "exhausted"];
 export const FREE_WORDS = { declined: "declined", plan_rejected: "plan rejected", exhausted: "nothing left to try" };
 
-// A settling run's headline (search/app/pages/speed.py settling_text and SETTLING_WHY say the same): what is
+// A settling run's headline (stark_web/studio/pages/speed.py settling_text and SETTLING_WHY say the same): what is
 // pending, never a figure that may be withdrawn.
 export const SETTLING_WHY = "the search ended; its contenders are re-timed side by side with the reference, and the verdict is final once their figures are in";
 export function settlingText(pending) {
@@ -16,7 +16,7 @@ export function settlingText(pending) {
   return `Settling: re-timing ${pending.map((p) => `#${p.node} (${p.state})`).join(", ")}`;
 }
 
-// "a tie with #7 and #9 …" when attempts share the best's rank (search/app/pages/speed.py tie_note), else "".
+// "a tie with #7 and #9 …" when attempts share the best's rank (stark_web/studio/pages/speed.py tie_note), else "".
 export function tieNote(order, best) {
   const tied = (order || []).filter((e) => e.tie_with === best).map((e) => `#${e.id}`);
   return tied.length ? `a tie with ${tied.join(" and ")}: cannot be told apart beyond the noise` : "";
@@ -38,7 +38,7 @@ export function speedOf(n) {
   return (n && n.speed) || null;
 }
 
-// A figure's class of win in words (search/app/pages/speed.py CLASS_WORDS).
+// A figure's class of win in words (stark_web/studio/pages/speed.py CLASS_WORDS).
 export const CLASS_WORDS = { custom_kernel: "custom kernel", configuration: "compiler/library configuration",
   reference_equivalent: "reference-equivalent" };
 const CLASS_WHY = {
@@ -47,7 +47,7 @@ const CLASS_WHY = {
   reference_equivalent: "it computes the way the reference does: no kernel of its own and no configuration change",
 };
 
-// The marks a figure carries, in the order shown (search/app/pages/speed.py marks says the same).
+// The marks a figure carries, in the order shown (stark_web/studio/pages/speed.py marks says the same).
 export function marks(s) {
   if (!s) return [];
   const out = [];

@@ -19,7 +19,7 @@ def test_on_a_gpu_rules_write_triton_and_llm_teams_cuda() -> None:
 
 
 def test_the_service_fills_in_the_same_default(monkeypatch) -> None:
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service.settings import parse_run_settings
 
     monkeypatch.setenv("STARK_LLM_BASE_URLS", "http://127.0.0.1:9/v1")  # the operator's allow-list (docs/llm.md)
 

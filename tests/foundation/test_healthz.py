@@ -38,7 +38,7 @@ def test_it_is_healthy_with_a_worker_per_queue(client, redis_client, start_worke
     assert body["queues"]["search"]["workers"] == 1 and body["queues"]["gpu"]["workers"] == 1
     # the devices the gpu worker registered
     assert "cpu" in body["queues"]["gpu"]["devices"]
-    from search.app.service.devices import served
+    from stark_web.studio.service.devices import served
 
     assert served().devices == tuple(body["queues"]["gpu"]["devices"])
 

@@ -1,4 +1,4 @@
-"""The import graph: no cycles in kernels/ or search/ (the pure core and the Django app in search/app/ alike), counting imports inside functions too (a function-level import
+"""The import graph: no cycles in kernels/ or search/ (the pure core and the Django app in stark_web/studio/ alike), counting imports inside functions too (a function-level import
 that only hides a cycle is still a cycle). Imports under `if TYPE_CHECKING:` are not followed at run time and are
 left out. The Django line itself is ruff's banned-api rule (pyproject.toml), checked here too."""
 
@@ -117,16 +117,15 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 ENGINE = "search.engine"
 LOWER_TO_UPPER = (  # (layer, what it must never import): each layer imports only those below it
     ("kernels", ("search", "stark_web")),
-    (ENGINE, ("search.teams", "search.llm", "search.app", "search.run_settings", "search.inline", "search.cli",
+    (ENGINE, ("search.teams", "search.llm", "stark_web.studio", "search.run_settings", "search.inline", "search.cli",
               "search.bench", "kernels", "stark_web")),
-    ("search.teams", ("search.app", "stark_web")),
-    ("search.llm", ("search.teams", "search.app", "stark_web")),
-    ("search.app", ("stark_web",)),
+    ("search.teams", ("stark_web.studio", "stark_web")),
+    ("search.llm", ("search.teams", "stark_web.studio", "stark_web")),
     ("stark_web.env", ("search", "kernels")),
 )
 # The one exception, each with why: the worker class reads its heartbeat through the project's env readers (a leaf
 # that imports nothing of the project), on hosts without Django settings too.
-ALLOWED = {("search.app.service.worker", "stark_web.env")}
+ALLOWED = {("stark_web.studio.service.worker", "stark_web.env")}
 
 
 def under(module: str, package: str) -> bool:
@@ -169,14 +168,14 @@ def test_the_django_line_is_enforced_by_ruff(tmp_path: Path) -> None:
                            capture_output=True, text=True)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     probe = ROOT / "search" / "engine" / "_probe_django_line.py"
-    probe.write_text("from django.db import models\n\nimport search.app.models\n")
+    probe.write_text("from django.db import models\n\nimport stark_web.studio.models\n")
     try:
         dirty = subprocess.run([ruff, "check", "--no-cache", "--select", "TID251", str(probe)], cwd=ROOT,
                                capture_output=True, text=True)
     finally:
         probe.unlink()
     assert dirty.returncode != 0
-    assert "django" in dirty.stdout and "search.app" in dirty.stdout
+    assert "django" in dirty.stdout and "stark_web.studio" in dirty.stdout
 
 
 def test_tests_and_benchmarks_import_nothing_of_each_other() -> None:
@@ -230,7 +229,7 @@ def python_files_outside_tests() -> list[Path]:
 
 def test_only_the_child_imports_the_childs_code() -> None:
     """The harness's process line (ruff's TID251 "kernels.child", checked here for the files ruff lets through:
-    search/app/, stark_web/, scripts/, benchmarks/): outside kernels/child/ and the tests, nothing imports
+    stark_web/studio/, stark_web/, scripts/, benchmarks/): outside kernels/child/ and the tests, nothing imports
     kernels.child. The parent starts a child by module name only (`python -m kernels.child.worker`)."""
     wrong = sorted(f"{path.relative_to(ROOT)} imports {name}" for path in python_files_outside_tests()
                    if CHILD_DIR not in path.parents for name in absolute_imports(path) if under(name, CHILD))

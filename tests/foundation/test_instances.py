@@ -28,14 +28,14 @@ def in_other_instance(tmp_path: Path, code: str) -> str:
 
 
 ENQUEUE_PROBES = """
-from search.app.service import queues
+from stark_web.studio.service import queues
 for role in ("search", "gpu"):
     queues.queue(role).enqueue("os.getppid", job_id=queues.make_job_id("probe", role), result_ttl=600)
 """
 
 RESULTS = """
 import json
-from search.app.service import queues
+from stark_web.studio.service import queues
 results = {role: queues.fetch(queues.make_job_id("probe", role)).latest_result() for role in ("search", "gpu")}
 print(json.dumps(None if None in results.values() else {role: r.return_value for role, r in results.items()}))
 """
@@ -52,7 +52,7 @@ print(json.dumps(Client().get("/healthz").json()["queues"]))
 def test_two_instances_sharing_a_redis_never_take_each_others_jobs(client, redis_client, start_worker, tmp_path):
     from rq import Worker
 
-    from search.app.service import queues
+    from stark_web.studio.service import queues
     from tests.service.helpers import wait_for
 
     # Jobs with the same logical ids in both installations, before any worker runs.
@@ -107,7 +107,7 @@ def test_the_instance_name_comes_from_the_var_dir_or_a_checked_variable(tmp_path
 SEND_RUN_EVENT = """
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from search.app.events import group_name
+from stark_web.studio.events import group_name
 async_to_sync(get_channel_layer().group_send)(group_name(1), {"type": "run.event", "event": {"from": "them"}})
 """
 
@@ -119,7 +119,7 @@ def test_websocket_groups_of_another_instance_stay_apart(redis_client, tmp_path)
 
     from channels.layers import get_channel_layer
 
-    from search.app.events import group_name
+    from stark_web.studio.events import group_name
 
     async def scenario() -> dict:
         layer = get_channel_layer()

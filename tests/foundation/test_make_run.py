@@ -83,7 +83,7 @@ def scheduler_running(conn, lock: str) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    from search.app.service.worker import pid_alive as alive
+    from stark_web.studio.service.worker import pid_alive as alive
 
     return alive(pid)
 

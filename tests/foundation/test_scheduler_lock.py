@@ -26,8 +26,8 @@ def lock_holder(redis_client, queue_name: str) -> str | None:
 def test_the_scheduler_lock_of_a_dead_worker_is_cleared_on_start(redis_client, start_worker):
     from rq.scheduler import RQScheduler
 
-    from search.app.service import queues
-    from search.app.service.worker import clear_stale_scheduler_locks
+    from stark_web.studio.service import queues
+    from stark_web.studio.service.worker import clear_stale_scheduler_locks
     from tests.service.helpers import wait_for
 
     name = queues.queue_name("search")
@@ -60,7 +60,7 @@ def test_a_fresh_lock_without_a_hash_is_watched_until_its_hash_comes_or_cannot(r
 
     from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 
-    from search.app.service.worker import clear_stale_scheduler_locks
+    from stark_web.studio.service.worker import clear_stale_scheduler_locks
 
     gone, key = "stark-test-gone", RQScheduler.get_locking_key("stark-test-gone")
     redis_client.set(key, "ghost-scheduler", px=58_000)  # taken 3 s ago, holder killed before its hash

@@ -73,9 +73,9 @@ READ = re.compile(r"""\b(?:env\w+|redis_url|database_config|secret_key|instance_
 
 def variables_read_at_start_up() -> set[str]:
     found: set[str] = set()
-    for path in ("stark_web/settings.py", "stark_web/env.py", "search/app/startup.py"):
+    for path in ("stark_web/settings.py", "stark_web/env.py", "stark_web/studio/startup.py"):
         found.update(READ.findall((ROOT / path).read_text()))
-    # read by search/teams/rules/remote.py and validated through it by search/app/startup.py rules_analysis_limits()
+    # read by search/teams/rules/remote.py and validated through it by stark_web/studio/startup.py rules_analysis_limits()
     return found | {"STARK_RULES_ANALYSIS_TIMEOUT_S", "STARK_RULES_ANALYSIS_MEMORY_MB"}
 
 
@@ -160,7 +160,7 @@ def test_the_worker_reads_its_heartbeat_through_env_py_at_start(monkeypatch, red
     import redis
     from django.core.exceptions import ImproperlyConfigured
 
-    from search.app.service.worker import Worker
+    from stark_web.studio.service.worker import Worker
 
     conn = redis.Redis.from_url(redis_url)
     monkeypatch.setenv("STARK_JOB_HEARTBEAT_S", "7")

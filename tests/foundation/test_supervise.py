@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from search.app.service.worker import pid_alive
+from stark_web.studio.service.worker import pid_alive
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from search.app.pages.forms import NewRunForm
 from search.run_settings import RunSettings
+from stark_web.studio.pages.forms import NewRunForm
 from tests.kernels.conftest import RELU
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-WORKER_CLASS = ("--worker-class", "search.app.service.worker.Worker")
+WORKER_CLASS = ("--worker-class", "stark_web.studio.service.worker.Worker")
 # A killed worker's job is found abandoned after 1 + 3 s; the scheduled reaper passes every 2 s.
 FAST_HEARTBEAT = {"STARK_JOB_HEARTBEAT_S": "1", "STARK_JOB_HEARTBEAT_GRACE_S": "3", "STARK_REAP_INTERVAL_S": "2"}
 

@@ -31,8 +31,8 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
 
 def make_run(owner, team: str = "scripted", budget: int = 3, parallel: int = 1, **options: Any):
     """A run stored and queued through the same path as the API."""
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
 
     problem = problem_for(owner, problem_source(), PROBLEM_PATH.name)
     settings = parse_run_settings({"team": team, "budget": budget, "parallel": parallel, "eval": CHEAP_EVAL,
@@ -41,7 +41,7 @@ def make_run(owner, team: str = "scripted", budget: int = 3, parallel: int = 1, 
 
 
 def run_finished(run_id: int) -> Callable[[], Any]:
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     def check():
         run = Run.objects.get(pk=run_id)
@@ -52,7 +52,7 @@ def run_finished(run_id: int) -> Callable[[], Any]:
 
 def assert_tree_consistent(run) -> None:
     """attempts = budget, one node per attempt, every node finished, each event seq once in order."""
-    from search.app.models import Event, Node
+    from stark_web.studio.models import Event, Node
 
     nodes = list(Node.objects.filter(run=run).order_by("node_id"))
     attempts = [n.attempt for n in nodes]
@@ -64,7 +64,7 @@ def assert_tree_consistent(run) -> None:
 
 def work_one(queue_name: str) -> None:
     """Run the next job of a queue in this process (rq's SimpleWorker), to drive a run step by step."""
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     queue = queues.queue(queue_name)
     assert in_process_worker()([queue], connection=queue.connection).work(burst=True, max_jobs=1)
@@ -72,9 +72,9 @@ def work_one(queue_name: str) -> None:
 
 def in_process_worker() -> type:
     """rq's SimpleWorker with the product worker's quick unsubscribe: rq's own waits up to 60 s after its job when
-    its pubsub thread saw the unsubscription first (search.app.service.worker.PUBSUB_POLL_S)."""
+    its pubsub thread saw the unsubscription first (stark_web.studio.service.worker.PUBSUB_POLL_S)."""
     from rq import SimpleWorker
 
-    from search.app.service.worker import QuickUnsubscribe
+    from stark_web.studio.service.worker import QuickUnsubscribe
 
     return type("InProcessWorker", (QuickUnsubscribe, SimpleWorker), {})

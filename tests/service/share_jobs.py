@@ -1,6 +1,6 @@
 """Jobs for tests/service/test_search_share.py, run by real search workers: a step of one user that holds its worker
 (as a hanging analysis does) and a quick step of another user, both through the share gate the agents' step uses
-(search.app.service.search_share.run_in_share)."""
+(stark_web.studio.service.search_share.run_in_share)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from search.app.service import queues, search_share
+from stark_web.studio.service import queues, search_share
 
 
 def step(user_id: int, seconds: float, marks: str, name: str) -> str:

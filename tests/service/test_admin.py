@@ -8,8 +8,8 @@ from django.test import Client
 
 @pytest.mark.django_db
 def test_admin_pages_open(django_user_model, redis_client):
-    from search.app.models import Event, Node, Problem, Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Event, Node, Problem, Run
+    from stark_web.studio.tokens import create_token
 
     admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
     problem = Problem.objects.create(owner=admin, name="p", source="# p\n", hash="2" * 64)

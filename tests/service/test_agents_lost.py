@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 
 def lose(job_id: str) -> None:
     """What a worker dying mid-job leaves behind once rq gave up on it: a failed job, not queued."""
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     job = queues.fetch(job_id)
     queues.queue(queues.SEARCH_QUEUE).remove(job)
@@ -23,8 +23,8 @@ def lose(job_id: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_lost_agents_are_retried_once_then_recorded(owner, redis_client):
-    from search.app.models import Node, Run
-    from search.app.service.reaper import reap
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.service.reaper import reap
 
     run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"})
     work_one("search")  # start: the root goes to the gpu queue

@@ -9,13 +9,13 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from search.app.service import queues
+from stark_web.studio.service import queues
 from tests.service.helpers import CHEAP_EVAL, PROBLEM_PATH, problem_source
 
 
 @pytest.fixture
 def token(owner):
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     return create_token(owner)
 
@@ -28,7 +28,7 @@ def api(token: str | None = None) -> Client:
 
 
 def queue_key(role: str) -> str:
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     return queues.queue(role).key
 
@@ -77,7 +77,7 @@ def test_stark_token_creates_the_user_and_a_working_token(redis_client, capsys):
 ])
 @pytest.mark.slow
 def test_bad_requests_name_the_field_and_queue_nothing(token, redis_client, fields, field, status):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     fields = {k: (problem_source() if v == "PROBLEM" else v) for k, v in fields.items()}
     response = create(api(token), **fields)
@@ -113,8 +113,8 @@ def test_oversized_uploads_are_refused(token, redis_client, settings):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client):
-    from search.app.models import Node, Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.tokens import create_token
 
     with PROBLEM_PATH.open("rb") as f:
         response = create(api(token), problem=f, parallel="2", seed="3")
@@ -140,7 +140,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     assert [r["id"] for r in api(token).get("/api/runs").json()["runs"]] == [run.pk]
     kernel = api(token).get(f"/api/runs/{run.pk}/nodes/0/kernel.py")
     assert kernel.status_code == 200 and b"class ModelNew" in kernel.content
-    from search.app.service.background_check import check_queued_run
+    from stark_web.studio.service.background_check import check_queued_run
 
     assert check_queued_run(run.pk) is None  # what the start job does first: the full check, which passes
     run.refresh_from_db()
@@ -170,7 +170,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_pause_resume_cancel_follow_the_run_state(token, owner, redis_client):
-    from search.app.models import Event, Run
+    from stark_web.studio.models import Event, Run
     from tests.service.helpers import make_run
 
     run = make_run(owner)

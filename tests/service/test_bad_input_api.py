@@ -15,7 +15,7 @@ LONE = "\ud800"  # json.dumps writes it as the escape "\\ud800", which json.load
 
 @pytest.fixture
 def client(owner) -> Client:
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     return Client(HTTP_AUTHORIZATION=f"Bearer {create_token(owner)}")
 
@@ -27,9 +27,9 @@ def post(client: Client, url: str, body: dict | bytes):
 
 def stored_run(owner, status: str = "finished"):
     """A run stored through the service's own path, without the problem check's child process."""
-    from search.app.models import Run
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.models import Run
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
 
     problem = problem_for(owner, problem_source(), PROBLEM_PATH.name, summary={})
     run = create_run(owner, problem, parse_run_settings({"team": "scripted", "budget": 2, "eval": CHEAP_EVAL}))
@@ -46,7 +46,7 @@ def assert_400(response, field: str, words: str) -> None:
 
 @pytest.mark.django_db
 def test_lone_surrogates_are_400s_naming_the_field(client, owner, stranger):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     assert_400(post(client, "/api/runs", {"team": "scripted", "problem_source": problem_source() + f"# {LONE}\n"}),
                "problem_source", "lone surrogate")
@@ -63,7 +63,7 @@ def test_lone_surrogates_are_400s_naming_the_field(client, owner, stranger):
 
 @pytest.mark.django_db
 def test_booleans_are_not_numbers(client, owner):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     run = stored_run(owner)
     assert_400(post(client, f"/api/runs/{run.pk}/extend", {"budget": True}), "budget", "not a whole number")
@@ -86,7 +86,7 @@ def test_booleans_are_not_numbers(client, owner):
 
 @pytest.mark.django_db
 def test_invalid_utf8_in_a_json_body_is_a_400(client, owner):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     body = b'{"team": "scripted", "name": "caf\xe9", "problem_source": ' + json.dumps(problem_source()).encode() + b"}"
     assert_400(post(client, "/api/runs", body), "body", "not valid UTF-8")

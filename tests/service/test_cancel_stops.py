@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow  # starts processes (workers, harness children)
 @pytest.mark.django_db(transaction=True)
 def test_a_cancel_during_the_reference_evaluation_kills_its_child_at_once(start_worker, redis_client, owner,
                                                                           tmp_path: Path) -> None:
-    from search.app.models import Node, Run
-    from search.app.service import control, queues
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.service import control, queues
 
     cache = tmp_path / "cache"
     workers = Workers(start_worker)

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from search.app.models import Run
-from search.app.service import background_check, checks
-from search.app.service.settings import SettingError
+from stark_web.studio.models import Run
+from stark_web.studio.service import background_check, checks
+from stark_web.studio.service.settings import SettingError
 from tests.service.helpers import problem_source
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -39,8 +39,8 @@ def test_a_timed_out_check_on_a_busy_host_is_retried_once_and_never_kept(owner, 
 
     # The start job of a run of that file: the run fails with the message, and nothing is kept about the file, so
     # the next run checks it again instead of refusing it at once.
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
 
     problem = problem_for(owner, source, "slow.py", background=True)
     for _ in range(2):

@@ -31,9 +31,9 @@ def busy_run(owner, busy_for_s: float, attempts_only: bool = False):  # noqa: AN
     """A scripted run of one attempt on a problem whose GPU is full for `busy_for_s` seconds from now (with
     `attempts_only`, for the attempt's evaluations only). The problem is stored with the plain problem's check (the
     upload check would find the GPU full as well)."""
-    from search.app.service import checks
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service import checks
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
 
     summary = checks.check_problem(PROBLEM, owner.pk)
     source = busy_problem(PROBLEM, busy_until=time.time() + busy_for_s, attempts_only=attempts_only)
@@ -44,7 +44,7 @@ def busy_run(owner, busy_for_s: float, attempts_only: bool = False):  # noqa: AN
 
 
 def statuses(run_id: int) -> list[str]:
-    from search.app.models import Event
+    from stark_web.studio.models import Event
 
     return [e.payload.get("reason", "") for e in Event.objects.filter(run_id=run_id, type="run.status").order_by("seq")]
 
@@ -52,7 +52,7 @@ def statuses(run_id: int) -> list[str]:
 @pytest.mark.django_db(transaction=True)
 def test_a_reference_the_gpu_refuses_at_first_is_evaluated_again_and_the_run_finishes(start_worker, redis_client,
                                                                                        owner):
-    from search.app.models import Node
+    from stark_web.studio.models import Node
 
     start_workers(start_worker, first_wait_s=2, wait_s=300)
     run = busy_run(owner, busy_for_s=20)
@@ -75,7 +75,7 @@ def test_a_reference_the_gpu_refuses_at_first_is_evaluated_again_and_the_run_fin
 @pytest.mark.django_db(transaction=True)
 def test_a_reference_the_gpu_refuses_for_ever_fails_the_run_with_the_device_busy_message(start_worker, redis_client,
                                                                                          owner):
-    from search.app.models import Node
+    from stark_web.studio.models import Node
 
     start_workers(start_worker, first_wait_s=1, wait_s=3)
     run = busy_run(owner, busy_for_s=10**6)
@@ -93,7 +93,7 @@ def test_a_reference_the_gpu_refuses_for_ever_fails_the_run_with_the_device_busy
 
 @pytest.mark.django_db(transaction=True)
 def test_an_attempt_the_gpu_refuses_once_is_evaluated_again_not_debugged(start_worker, redis_client, owner):
-    from search.app.models import Node
+    from stark_web.studio.models import Node
 
     # The attempt's GPU is full for 25 s from now: its first evaluation falls in them (the reference's evaluation
     # and the scripted agents take far less), and the first wait, 25 s, takes the second one past them.

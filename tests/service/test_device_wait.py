@@ -15,11 +15,11 @@ from tests.service.helpers import CHEAP_EVAL, PROBLEM_PATH, problem_source
 def test_the_waiting_line_goes_when_a_worker_serves_the_device(owner, redis_client, settings) -> None:
     from rq import Worker
 
-    from search.app.models import Event, Run
-    from search.app.service import devices, queues, reaper
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
-    from search.app.service.worker import DEVICES_FIELD
+    from stark_web.studio.models import Event, Run
+    from stark_web.studio.service import devices, queues, reaper
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
+    from stark_web.studio.service.worker import DEVICES_FIELD
 
     settings.STARK_QUEUE_ABSENT_DEVICES = True
     run_settings = parse_run_settings({"team": "scripted", "budget": 2, "device": "cuda:3", "eval": CHEAP_EVAL})

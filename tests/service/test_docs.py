@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from search.app.events import SERVICE_EVENT_TYPES
 from search.engine.events import EVENT_TYPES
 from search.run_settings import LOCAL_ONLY_OPTIONS, ROLE_OPTIONS, ROLES, RUN_FIELDS, TEAM_OPTIONS
+from stark_web.studio.events import SERVICE_EVENT_TYPES
 from tests.service.helpers import CHEAP_EVAL, problem_source
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -96,7 +96,7 @@ def test_the_llm_doc_names_only_options_the_service_has() -> None:
 
 @pytest.fixture
 def api(owner, monkeypatch) -> Client:
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     monkeypatch.setenv("STARK_LLM_BASE_URLS", LLM_URL)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
@@ -122,7 +122,7 @@ def body_with(option: str) -> dict[str, Any]:
 def created(client: Client, body: dict[str, Any]) -> dict[str, Any]:
     response = client.post("/api/runs", json.dumps(body), content_type="application/json")
     assert response.status_code == 201, f"{sorted(body)}: {response.status_code} {response.content[:400]!r}"
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     run_id = response.json()["id"]
     assert client.post(f"/api/runs/{run_id}/cancel").status_code == 200  # within the active runs' limit

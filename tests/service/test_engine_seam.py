@@ -15,8 +15,8 @@ ROOT_RESULT = {"verdict": "pass", "reasons": [], "timing": {"median_ms": 2.0}, "
 @pytest.fixture
 def llm_run(owner, monkeypatch):
     """A stark run created while the server has a key; then the key is gone (as in a web process without keys)."""
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     problem = problem_for(owner, problem_source(), PROBLEM_PATH.name)
@@ -32,15 +32,15 @@ def test_the_run_records_its_teams_selection(llm_run) -> None:
 
 
 def test_building_the_team_now_fails_without_a_key(llm_run) -> None:
-    from search.app.service.runs import make_team
+    from stark_web.studio.service.runs import make_team
 
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
         make_team(llm_run)
 
 
 def test_cancel_builds_no_team(llm_run) -> None:
-    from search.app.models import Node, Run
-    from search.app.service import control
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.service import control
 
     control.cancel(llm_run.pk)
     llm_run.refresh_from_db()
@@ -51,9 +51,9 @@ def test_cancel_builds_no_team(llm_run) -> None:
 
 def record_root_and_schedule(llm_run):
     """The run running, its reference recorded as passed, and its first attempts scheduled: the engine used."""
-    from search.app.models import Run
-    from search.app.service import steps
-    from search.app.service.runs import locked_run
+    from stark_web.studio.models import Run
+    from stark_web.studio.service import steps
+    from stark_web.studio.service.runs import locked_run
 
     with locked_run(llm_run.pk) as run:
         run.status = Run.Status.RUNNING
@@ -65,7 +65,7 @@ def record_root_and_schedule(llm_run):
 
 
 def test_recording_and_scheduling_build_no_team(llm_run) -> None:
-    from search.app.models import Node
+    from stark_web.studio.models import Node
 
     assert not record_root_and_schedule(llm_run).team_built
     children = list(Node.objects.filter(run=llm_run, node_id__gt=0).order_by("node_id"))
@@ -73,8 +73,8 @@ def test_recording_and_scheduling_build_no_team(llm_run) -> None:
 
 
 def test_a_lost_phase_is_retried_through_the_engine(llm_run) -> None:
-    from search.app.models import Node
-    from search.app.service import steps
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import steps
 
     record_root_and_schedule(llm_run)
     child = Node.objects.filter(run=llm_run, node_id=1).get()
@@ -88,9 +88,9 @@ def test_a_lost_phase_is_retried_through_the_engine(llm_run) -> None:
 
 def test_each_expand_jobs_team_starts_its_meter_at_the_runs_spend(owner, monkeypatch) -> None:
     """Every expand job builds its own team; with a cost limit, its meter starts at what the run spent so far."""
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.runs import make_team
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.runs import make_team
+    from stark_web.studio.service.settings import parse_run_settings
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
     problem = problem_for(owner, problem_source(), PROBLEM_PATH.name)

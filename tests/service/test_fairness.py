@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.app.service.fairness import max_min_shares
+from stark_web.studio.service.fairness import max_min_shares
 
 
 @pytest.mark.parametrize("capacity, demands, shares", [
@@ -21,8 +21,8 @@ def test_shares_are_max_min_fair(capacity, demands, shares):
 
 @pytest.mark.django_db
 def test_a_lone_run_keeps_its_whole_parallelism(owner, redis_client):
-    from search.app.models import Problem, Run
-    from search.app.service.fairness import parallel_now
+    from stark_web.studio.models import Problem, Run
+    from stark_web.studio.service.fairness import parallel_now
 
     problem = Problem.objects.create(owner=owner, name="p", source="# p\n", hash="1" * 64)
     alone = Run.objects.create(owner=owner, problem=problem, team="scripted", parallel=4, status="running")

@@ -16,8 +16,8 @@ ROOT_RESULT = {"verdict": "pass", "reasons": [], "timing": {"median_ms": 2.0}, "
 
 def passed_run(owner):
     """A stored run whose reference passed (a node that can be re-timed), without a worker."""
-    from search.app.service import steps
-    from search.app.service.runs import locked_run
+    from stark_web.studio.service import steps
+    from stark_web.studio.service.runs import locked_run
 
     run = stored_run(owner, status="running")
     with locked_run(run.pk) as row:
@@ -38,8 +38,8 @@ def assert_429(response, field: str, variable: str) -> dict:
 
 
 def test_retimes_beyond_the_users_cap_are_429(owner, stranger, settings, redis_client):
-    from search.app.service import queues
-    from search.app.tokens import create_token
+    from stark_web.studio.service import queues
+    from stark_web.studio.tokens import create_token
 
     settings.STARK_MAX_ACTIVE_RUNS = 0
     settings.STARK_MAX_QUEUED_RETIMES = 2
@@ -56,7 +56,7 @@ def test_retimes_beyond_the_users_cap_are_429(owner, stranger, settings, redis_c
 
 
 def test_diagnostics_pings_beyond_the_users_cap_are_429(owner, stranger, settings, redis_client):
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     settings.STARK_MAX_QUEUED_PINGS = 2
     redis_client.delete(queues.queue(queues.SEARCH_QUEUE).key)
@@ -74,7 +74,7 @@ def test_diagnostics_pings_beyond_the_users_cap_are_429(owner, stranger, setting
 
 def test_the_active_runs_429_comes_before_the_problem_check(owner, settings):
     """No check child is started (the spawn guard would fail this unmarked test): the limit answers first."""
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     settings.STARK_MAX_ACTIVE_RUNS = 1
     stored_run(owner, status="queued")

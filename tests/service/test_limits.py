@@ -37,8 +37,8 @@ def api_post(token: str, **fields):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_active_runs_per_user_are_limited_through_the_api(redis_client, owner, stranger, settings):
-    from search.app.models import Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Run
+    from stark_web.studio.tokens import create_token
 
     settings.STARK_MAX_ACTIVE_RUNS = 2
     ada, eve = create_token(owner), create_token(stranger)
@@ -72,8 +72,8 @@ def test_active_runs_per_user_are_limited_through_the_api(redis_client, owner, s
 def test_a_check_without_redis_answers_503_naming_the_problem(owner, monkeypatch):
     import redis
 
-    from search.app.service import queues
-    from search.app.tokens import create_token
+    from stark_web.studio.service import queues
+    from stark_web.studio.tokens import create_token
 
     closed_port = socket.socket()
     closed_port.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
@@ -150,7 +150,7 @@ def check_processes(root: int) -> dict[str, list[int]]:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "search.app.service.check_child" in cmdline:
+        if "stark_web.studio.service.check_child" in cmdline:
             found["check"].append(pid)
         elif "kernels.child.worker" in cmdline:
             found["harness"].append(pid)
@@ -167,7 +167,7 @@ def alive(pid: int) -> bool:
 
 
 def slots(redis_client) -> int:
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     return redis_client.zcard(queues.redis_key("checks"))
 
@@ -176,7 +176,7 @@ def slots(redis_client) -> int:
 @pytest.mark.django_db(transaction=True)
 def test_a_users_sleeping_check_blocks_neither_them_long_nor_another_user(check_server, redis_client, owner,
                                                                           stranger, settings):
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     settings.STARK_CHECKS_PER_USER = 1  # the API call below runs in this process
     server, daphne_pid = check_server

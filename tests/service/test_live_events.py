@@ -9,7 +9,7 @@ import json
 import pytest
 import websockets
 
-from search.app.events import apply_events
+from stark_web.studio.events import apply_events
 from tests.service.helpers import make_run
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -72,8 +72,8 @@ async def follow_to_end(socket, client: Client) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_two_clients_end_with_the_database_tree(daphne_server, workers, owner):
-    from search.app.models import Node, Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.tokens import create_token
 
     token = create_token(owner)
     run = make_run(owner, team="scripted", budget=3, parallel=2, team_options={"script": "ok:0.5,fail"})
@@ -115,7 +115,7 @@ def test_two_clients_end_with_the_database_tree(daphne_server, workers, owner):
 
 @pytest.mark.django_db(transaction=True)
 def test_strangers_and_anonymous_sockets_are_refused(daphne_server, redis_client, owner, stranger):
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     run = make_run(owner, team="scripted", budget=1)
     headers = {"Origin": daphne_server}

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 def test_the_socket_sends_the_evaluation_phase_of_a_node_in_flight(daphne_server, redis_client, owner):
     from rq.job import Job
 
-    from search.app.models import Node
-    from search.app.service import queues
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
+    from stark_web.studio.tokens import create_token
 
     run = make_run(owner, team="scripted", budget=1)
     job_id = queues.eval_job_id(9999, 1)

@@ -17,14 +17,14 @@ from django.test import Client
 
 from kernels.problem import reference_candidate
 from search import cli
-from search.app.models import Node, Problem, Run, source_hash
-from search.app.pages.views_runs import header_context
-from search.app.service import retime
-from search.app.service.runs import load_tree, locked_run
-from search.app.suites.export import results_csv
-from search.app.tokens import create_token
 from search.bench_metrics import markdown, summarize
 from search.bench_record import problem_record
+from stark_web.studio.models import Node, Problem, Run, source_hash
+from stark_web.studio.pages.views_runs import header_context
+from stark_web.studio.service import retime
+from stark_web.studio.service.runs import load_tree, locked_run
+from stark_web.studio.suites.export import results_csv
+from stark_web.studio.tokens import create_token
 from tests.engine.fixtures.contenders import PROBLEM
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from search.app.service import queues
+from stark_web.studio.service import queues
 from tests.service.helpers import assert_tree_consistent, make_run, work_one
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -14,8 +14,8 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 
 @pytest.mark.django_db(transaction=True)
 def test_pause_finishes_the_attempt_in_flight_and_resume_goes_on(owner, redis_client):
-    from search.app.models import Node, Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.tokens import create_token
 
     client = Client()
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {create_token(owner)}"

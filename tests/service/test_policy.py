@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def client(owner) -> Client:
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     assert not owner.is_staff and not owner.is_superuser
     c = Client(enforce_csrf_checks=True)
@@ -34,7 +34,7 @@ def run_body(**fields) -> dict:
 
 
 def assert_refused(response, field: str, *words: str, status: int = 400) -> dict:
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     assert response.status_code == status, response.content[:500]
     body = response.json()
@@ -53,8 +53,8 @@ def test_the_evaluators_security_settings_are_the_operators(client, redis_client
 
 @pytest.mark.slow
 def test_the_operators_values_are_accepted_and_not_stored_with_the_run(client, redis_client):
-    from search.app.models import Run
-    from search.app.service.runs import eval_settings
+    from stark_web.studio.models import Run
+    from stark_web.studio.service.runs import eval_settings
 
     body = run_body(eval={**CHEAP_EVAL, "sandbox": "auto", "cache_dir": None, "exclusive_device": True})
     response = post_json(client, body)
@@ -87,7 +87,7 @@ def test_eval_numbers_beyond_the_ceilings_or_of_the_wrong_type_are_refused(clien
 
 @pytest.mark.slow
 def test_a_lower_ceiling_also_lowers_the_default(client, redis_client, settings):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     settings.STARK_EVAL_CEILINGS = {**settings.STARK_EVAL_CEILINGS, "build_timeout_s": (60.0, "X")}
     eval_ = {k: v for k, v in CHEAP_EVAL.items() if k != "build_timeout_s"}

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_redis_losing_everything(workers, reaper, owner, redis_client):
-    from search.app.models import Event, Node
+    from stark_web.studio.models import Event, Node
     from tests.service.helpers import CHEAP_EVAL
 
     # an evaluation of seconds (a harness child's start alone takes a few), so Redis is flushed while one is in

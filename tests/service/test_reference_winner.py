@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 def client_for(owner) -> Client:
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     client = Client()
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {create_token(owner)}"
@@ -61,7 +61,7 @@ def test_a_finished_run_with_a_slower_best_has_the_reference_as_its_winner(owner
 
 
 def test_the_run_page_header_says_the_reference_is_fastest_once_the_run_finished(owner) -> None:
-    from search.app.pages.views_runs import header_context
+    from stark_web.studio.pages.views_runs import header_context
 
     slow = seeded_run(owner, best_ms=81.8, name="slower winner")
     header = header_context(slow)

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kernels.problem import reference_candidate
-from search.app.models import Event, Node, Problem, Run, source_hash
-from search.app.service import queues, retime
+from stark_web.studio.models import Event, Node, Problem, Run, source_hash
+from stark_web.studio.service import queues, retime
 from tests.engine.fixtures.contenders import FAST, PROBLEM, SLOW
 from tests.service.helpers import work_one
 

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 
 @pytest.mark.django_db(transaction=True)
 def test_it_completes_a_scripted_run(workers, owner, tmp_path):
-    from search.app.models import Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Run
+    from stark_web.studio.tokens import create_token
 
     run = make_run(owner, team="scripted", budget=3, parallel=2, team_options={"script": "ok:0.5,fail,ok"})
     other = make_run(owner, team="scripted", budget=1, seed=7)  # a second run shares the same workers

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from search.app.models import Problem, Run, source_hash
-from search.app.tokens import create_token
+from stark_web.studio.models import Problem, Run, source_hash
+from stark_web.studio.tokens import create_token
 from tests.service.helpers import problem_source
 
 pytestmark = pytest.mark.django_db

@@ -26,7 +26,7 @@ def start_bare_gpu_worker(processes, redis_url: str, tmp_path: Path):
     name = f"bare-gpu-{time.monotonic_ns()}"
     queue = f"stark-{settings.STARK_INSTANCE}-gpu"  # the name docs/scale-out.md tells a GPU host to listen on
     proc = processes.start([rq, "worker", queue, "--url", redis_url, "--name", name,
-                            "--worker-class", "search.app.service.worker.Worker"], name,
+                            "--worker-class", "stark_web.studio.service.worker.Worker"], name,
                            PYTHONPATH=str(no_django), DJANGO_SETTINGS_MODULE="", **FAST_HEARTBEAT)
     return proc, name
 

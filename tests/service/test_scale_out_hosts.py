@@ -54,7 +54,7 @@ def start_gpu_host(processes, redis_url: str, tmp_path: Path, host: str):
             *[f"{k}={v}" for k, v in {**env, "PYTHONPATH": str(no_django), "STARK_CACHE_DIR": str(tmp_path / host),
                                        **FAST_HEARTBEAT}.items()],
             rq, "worker", queue, "--url", redis_url, "--name", host, "--worker-class",
-            "search.app.service.worker.Worker"]
+            "stark_web.studio.service.worker.Worker"]
     return processes.start(argv, host)
 
 
@@ -65,14 +65,14 @@ def test_two_gpu_hosts_serve_a_suite_and_one_takes_over_a_killed_ones_attempt(st
         pytest.skip(why)
     from rq import Worker
 
-    from search.app.models import Node, Run
-    from search.app.service import queues
-    from search.app.service.worker import HOST_FIELD, host_identity
-    from search.app.suites import service
-    from search.app.suites.models import Suite
-    from search.app.suites.uploads import Upload
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.service import queues
+    from stark_web.studio.service.worker import HOST_FIELD, host_identity
+    from stark_web.studio.suites import service
+    from stark_web.studio.suites.models import Suite
+    from stark_web.studio.suites.uploads import Upload
 
-    start_worker("search", "--worker-class", "search.app.service.worker.Worker", "--with-scheduler", **FAST_HEARTBEAT)
+    start_worker("search", "--worker-class", "stark_web.studio.service.worker.Worker", "--with-scheduler", **FAST_HEARTBEAT)
     hosts = {name: start_gpu_host(processes, redis_url, tmp_path, name) for name in (f"host-a-{time.monotonic_ns()}",
                                                                                       f"host-b-{time.monotonic_ns()}")}
     wait_for(lambda: {w.name for w in Worker.all(connection=redis_client)} >= set(hosts)

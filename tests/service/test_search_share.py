@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from search.app.service import queues, search_share
+from stark_web.studio.service import queues, search_share
 from tests.service.conftest import Workers
 
 
@@ -34,8 +34,8 @@ def test_a_users_slots_are_counted_across_workers_and_leases_end(redis_client, s
 def test_an_agents_step_over_its_users_share_is_scheduled_again_with_the_node(redis_client, settings, owner) -> None:
     from rq.registry import ScheduledJobRegistry
 
-    from search.app import jobs
-    from search.app.models import Node, Problem, Run
+    from stark_web.studio import jobs
+    from stark_web.studio.models import Node, Problem, Run
 
     problem = Problem.objects.create(owner=owner, name="p", source="# p\n", hash="2" * 64)
     run = Run.objects.create(owner=owner, problem=problem, team="scripted", status="running")

@@ -19,14 +19,14 @@ AUTH_S = 2  # STARK_SOCKET_AUTH_S of the server (the default)
 
 def new_run(owner):
     """A stored run without a check or a worker: these tests only need its socket and its events."""
-    from search.app.models import Problem, Run
+    from stark_web.studio.models import Problem, Run
 
     problem = Problem.objects.create(owner=owner, name="p", source="# p\n", hash=f"{owner.pk:064d}")
     return Run.objects.create(owner=owner, problem=problem, team="scripted")
 
 
 def add_event(run_id: int, attempts: int) -> None:
-    from search.app.events import store_event
+    from stark_web.studio.events import store_event
 
     store_event(run_id, "run.progress", None, {"attempts": attempts})
 
@@ -57,7 +57,7 @@ def session_cookie(user) -> tuple[object, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_revoked_token_closes_the_socket_within_seconds(daphne_server, redis_client, owner):
-    from search.app.tokens import create_token, revoke
+    from stark_web.studio.tokens import create_token, revoke
 
     run = new_run(owner)
     url = daphne_server.replace("http", "ws") + f"/ws/runs/{run.pk}/?token={create_token(owner)}"
@@ -82,8 +82,8 @@ def test_a_revoked_token_closes_the_socket_within_seconds(daphne_server, redis_c
 
 @pytest.mark.django_db(transaction=True)
 def test_unsharing_closes_the_other_users_socket(daphne_server, redis_client, owner, stranger):
-    from search.app.service import control
-    from search.app.tokens import create_token
+    from stark_web.studio.service import control
+    from stark_web.studio.tokens import create_token
 
     run = new_run(owner)
     control.share(run.pk, stranger.username)
@@ -173,7 +173,7 @@ BAD_FRAMES = [
 
 @pytest.mark.django_db(transaction=True)
 def test_bad_frames_get_an_error_naming_the_field_and_the_socket_stays(daphne_server, redis_client, owner):
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     run = new_run(owner)
     add_event(run.pk, 1)
@@ -207,7 +207,7 @@ def test_odd_urls_and_tokens_are_refused_with_4xxx(daphne_server, redis_client, 
                 await asyncio.wait_for(s.recv(), timeout=30)
         return closed.value.rcvd.code
 
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     token = create_token(owner)
     assert asyncio.run(close_code(f"/ws/runs/{10**30}/?token={token}")) == 4403

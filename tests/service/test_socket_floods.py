@@ -40,7 +40,7 @@ def start_daphne(processes: Processes, **env: str) -> str:
 
 
 def ws_url(server: str, run, user) -> str:
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     return server.replace("http", "ws") + f"/ws/runs/{run.pk}/?token={create_token(user)}"
 

@@ -9,14 +9,14 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from search.app.routing import websocket_urlpatterns
+from stark_web.studio.routing import websocket_urlpatterns
 
 
 def add_silent_events(run_id: int, count: int) -> list[int]:
     """Store events without publishing them (as if the channel layer had dropped them)."""
     from django.db.models import F
 
-    from search.app.models import Event, Run
+    from stark_web.studio.models import Event, Run
 
     seqs = []
     for _ in range(count):
@@ -28,7 +28,7 @@ def add_silent_events(run_id: int, count: int) -> list[int]:
 
 
 def new_run(owner):
-    from search.app.models import Problem, Run
+    from stark_web.studio.models import Problem, Run
 
     problem = Problem.objects.create(owner=owner, name="p", source="# p\n", hash="0" * 64)
     return Run.objects.create(owner=owner, problem=problem, team="scripted")

@@ -29,9 +29,9 @@ async def reply(socket, seen: list[dict] | None = None, timeout: float = 30) -> 
 
 @pytest.mark.django_db(transaction=True)
 def test_steering_over_the_socket(daphne_server, redis_client, owner, stranger):
-    from search.app.models import Run
-    from search.app.service import control
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Run
+    from stark_web.studio.service import control
+    from stark_web.studio.tokens import create_token
 
     run = make_run(owner, budget=2)  # queued: no worker takes it
     control.share(run.pk, stranger.username)

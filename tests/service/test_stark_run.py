@@ -13,7 +13,7 @@ from tests.service.helpers import PROBLEM_PATH
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_stark_run_goes_through_the_queues(workers, owner, tmp_path, capsys):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     out = tmp_path / "tree.json"
     call_command("stark_run", str(PROBLEM_PATH), "--team", "scripted", "--budget", "1", "--owner", "ada",
@@ -30,7 +30,7 @@ def test_stark_run_goes_through_the_queues(workers, owner, tmp_path, capsys):
 
 @pytest.mark.django_db
 def test_stark_run_reports_bad_flags(owner, redis_client):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     with pytest.raises(CommandError, match="budget"):
         call_command("stark_run", str(PROBLEM_PATH), "--team", "scripted", "--budget", "0", "--owner", "ada",

@@ -20,9 +20,9 @@ def steer(client: Client, run_id: int, **body):
 
 
 def root_passed(run_id: int) -> None:
-    from search.app.models import Node
-    from search.app.service import steps
-    from search.app.service.runs import locked_run
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import steps
+    from stark_web.studio.service.runs import locked_run
 
     with locked_run(run_id) as run:
         engine = steps.engine_of(run)
@@ -33,9 +33,9 @@ def root_passed(run_id: int) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_review_edit_reaper_timeout_access_and_replay(owner, stranger, redis_client):
-    from search.app.events import apply_events, events_after, snapshot
-    from search.app.models import Node, Run
-    from search.app.service.reaper import reap
+    from stark_web.studio.events import apply_events, events_after, snapshot
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.service.reaper import reap
 
     run = make_run(owner, team="scripted", budget=3, team_options={"script": "ok:0.5"}, review_plans=True,
                    review_timeout_s=300)

@@ -58,8 +58,8 @@ def listener(monkeypatch) -> Iterator[Listener]:
 
 def llm_run(owner):
     """A stark run on the operator's endpoint, created through the service's checks (no problem-check child)."""
-    from search.app.service.control import create_run, problem_for
-    from search.app.service.settings import parse_run_settings
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
 
     problem = problem_for(owner, problem_source(), PROBLEM_PATH.name, summary={})
     settings = parse_run_settings({"team": "stark", "budget": 2, "target": "cpp", "eval": CHEAP_EVAL,
@@ -70,16 +70,16 @@ def llm_run(owner):
 
 def staff_edits(run, **options) -> None:
     """What the admin's change form stores: any JSON in team_options."""
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     Run.objects.filter(pk=run.pk).update(team_options={**run.team_options, **options})
 
 
 def start_first_attempt(run) -> None:
     """The run running, its reference recorded as passed, its first attempt's expand job queued (in Redis)."""
-    from search.app.models import Run
-    from search.app.service import steps
-    from search.app.service.runs import locked_run
+    from stark_web.studio.models import Run
+    from stark_web.studio.service import steps
+    from stark_web.studio.service.runs import locked_run
 
     with locked_run(run.pk) as row:
         row.status = Run.Status.RUNNING
@@ -92,8 +92,8 @@ def start_first_attempt(run) -> None:
 @pytest.mark.parametrize("edit", [{"base_url": "LISTENER"}, {"code_base_url": "LISTENER"},
                                   {"api_key_env": "SECRET_KEY"}])
 def test_a_worker_refuses_stored_options_off_the_allow_list(owner, listener, redis_client, edit):
-    from search.app.models import Run
-    from search.app.service import queues
+    from stark_web.studio.models import Run
+    from stark_web.studio.service import queues
 
     redis_client.delete(queues.queue(queues.SEARCH_QUEUE).key)
     run = llm_run(owner)
@@ -110,9 +110,9 @@ def test_a_worker_refuses_stored_options_off_the_allow_list(owner, listener, red
 
 
 def test_resuming_a_run_with_a_staff_edited_base_url_is_refused(owner, listener, redis_client):
-    from search.app.models import Run
-    from search.app.service import control
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Run
+    from stark_web.studio.service import control
+    from stark_web.studio.tokens import create_token
 
     run = llm_run(owner)
     control.pause(run.pk)
@@ -131,7 +131,7 @@ def test_resuming_a_run_with_a_staff_edited_base_url_is_refused(owner, listener,
 def test_the_admin_form_refuses_options_off_the_allow_list(owner, listener):
     from django.core.exceptions import ValidationError
 
-    from search.app.admin import RunForm
+    from stark_web.studio.admin import RunForm
 
     run = llm_run(owner)
     form = RunForm(instance=run)

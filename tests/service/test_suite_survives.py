@@ -22,8 +22,8 @@ PROBLEMS = {"tiny/relu_scale": "tests/engine/fixtures/tiny_relu_scale.py",
 
 
 def make_suite(owner):
-    from search.app.suites import service
-    from search.app.suites.uploads import Upload
+    from stark_web.studio.suites import service
+    from stark_web.studio.suites.uploads import Upload
 
     uploads = [Upload(key, *key.split("/"), (ROOT / path).read_text()) for key, path in PROBLEMS.items()]
     teams = [{"label": "a", "team": "scripted", "team_options": {"script": "ok"}},
@@ -34,8 +34,8 @@ def make_suite(owner):
 
 def suite_evaluation_started(suite_id: int):
     """kill_mid_evaluation's check, over every run of the suite: (a row whose evaluation job started)."""
-    from search.app.models import Node
-    from search.app.service import queues
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
 
     def check():
         for row in Node.objects.filter(run__suite_member__suite_id=suite_id, phase="evaluate", node_id__gt=0):
@@ -49,9 +49,9 @@ def suite_evaluation_started(suite_id: int):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_suite_survives_a_worker_kill_and_a_restart(workers, owner, processes, monkeypatch):
-    from search.app.models import Node, Run
-    from search.app.suites.models import Suite
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Node, Run
+    from stark_web.studio.suites.models import Suite
+    from stark_web.studio.tokens import create_token
     from tests import conftest as root_conftest
 
     token = create_token(owner)
@@ -101,8 +101,8 @@ def started_registry(victim) -> str:
 
     from rq.registry import StartedJobRegistry
 
-    from search.app.models import Node
-    from search.app.service import queues
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
 
     row = Node.objects.get(pk=victim.pk)
     job = queues.fetch(row.job_id)

@@ -13,9 +13,9 @@ import zipfile
 import pytest
 from django.test import Client
 
-from search.app.models import Run
-from search.app.suites import service
-from search.app.suites.models import Suite, SuiteMember
+from stark_web.studio.models import Run
+from stark_web.studio.suites import service
+from stark_web.studio.suites.models import Suite, SuiteMember
 from tests.service.helpers import CHEAP_EVAL, ROOT
 
 EXAMPLES = ROOT / "examples" / "problems"
@@ -35,7 +35,7 @@ def level_zip() -> bytes:
 
 @pytest.fixture
 def client(owner, redis_client):
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     c = Client()
     c.defaults["HTTP_AUTHORIZATION"] = f"Bearer {create_token(owner)}"
@@ -115,9 +115,9 @@ def test_it_fans_out_within_the_active_run_limit(client, owner, settings):
 def test_results_exports_and_a_bench_import_agree(client, owner):
     """A stored run's tree gives the cell's record (bench_record) and the team's metrics (bench_metrics); the
     exports carry the same numbers; the bench format written from it imports with identical figures."""
-    from search.app.service.runs import load_tree
     from search.bench_metrics import markdown, summarize
     from search.bench_record import problem_record
+    from stark_web.studio.service.runs import load_tree
     from tests.web.seed import seeded_run
 
     run = seeded_run(owner)
@@ -171,7 +171,7 @@ def test_a_suite_says_how_many_gpu_workers_it_can_keep_busy(client, owner, setti
     registered in Redis now."""
     from rq import Worker
 
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     settings.STARK_MAX_ACTIVE_RUNS = 2
     answer = post(client, max_active=5, parallel=3)

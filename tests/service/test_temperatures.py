@@ -37,7 +37,7 @@ def plan_and_code(server: StubLLMServer) -> tuple[list, list]:
 
 def test_each_expand_job_takes_the_runs_refusals_and_code_keeps_its_temperature(owner, stub, start_worker,
                                                                                  redis_client, capsys):
-    from search.app.models import Node, Run
+    from stark_web.studio.models import Node, Run
 
     workers = Workers(start_worker)
     workers.start("search", "--with-scheduler")

@@ -36,8 +36,8 @@ def test_only_the_tests_add_scripted_and_every_product_team_lives_in_search_team
 
 @pytest.mark.django_db
 def test_the_api_refuses_scripted_outside_the_tests(owner, redis_client, without_test_teams):
-    from search.app.models import Run
-    from search.app.tokens import create_token
+    from stark_web.studio.models import Run
+    from stark_web.studio.tokens import create_token
 
     client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {create_token(owner)}")
     response = client.post("/api/runs", {"team": "scripted", "budget": "1", "eval": json.dumps(CHEAP_EVAL),
@@ -50,7 +50,7 @@ def test_the_api_refuses_scripted_outside_the_tests(owner, redis_client, without
 
 @pytest.mark.django_db
 def test_the_form_never_offers_scripted(owner, redis_client):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     client = Client()
     client.force_login(owner)

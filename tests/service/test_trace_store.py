@@ -23,8 +23,8 @@ def evaluated_root(problem: str) -> Tree:
 def expand_job(run_id: int, tree: Tree):  # noqa: ANN201
     """What one expand job does with the rules team: build the run's team afresh (as make_team does, with the
     run's store), plan and code one child of the root; the child is recorded correct."""
-    from search.app.service.trace_store import RedisTraceStore
     from search.teams import get_team
+    from stark_web.studio.service.trace_store import RedisTraceStore
 
     team = get_team("rules", {"device": "cpu", "target": "cpp", "seed": 0, "trace_store": RedisTraceStore(run_id)})
     child = tree.add_child(0, "plan+code", status="planning")
@@ -37,7 +37,7 @@ def expand_job(run_id: int, tree: Tree):  # noqa: ANN201
 
 @pytest.fixture
 def run_ids():
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     ids = [910_001, 910_002]
     yield ids

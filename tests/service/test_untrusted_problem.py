@@ -26,7 +26,7 @@ ANALYSIS_TIMEOUT_S = 20
 
 
 def api(user) -> Client:  # noqa: ANN001
-    from search.app.tokens import create_token
+    from stark_web.studio.tokens import create_token
 
     client = Client(enforce_csrf_checks=True)
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {create_token(user)}"
@@ -76,7 +76,7 @@ if _django_ready():
     except Exception:
         pass
 try:
-    import search.app.models  # noqa: F401
+    import stark_web.studio.models  # noqa: F401
 except Exception:
     pass
 else:
@@ -90,8 +90,8 @@ else:
 @pytest.mark.django_db(transaction=True)
 def test_a_problem_that_escalates_its_owner_when_django_is_loaded_does_nothing(rules_workers, django_user_model,
                                                                                tmp_path):
-    from search.app.models import Node
     from search.teams.rules.planning.recipe import recipe_of
+    from stark_web.studio.models import Node
 
     bob = django_user_model.objects.create_user("bob", password="pw-bob-123")
     assert not bob.is_staff and not bob.is_superuser
@@ -127,7 +127,7 @@ if "search.teams.rules.traced" in _sys.modules:  # only when the rules team trac
 @pytest.mark.django_db(transaction=True)
 def test_a_problem_that_hangs_at_import_fails_at_the_deadline_and_the_next_run_goes_on(rules_workers, owner,
                                                                                          stranger):
-    from search.app.models import Run
+    from stark_web.studio.models import Run
 
     started = time.monotonic()
     sleepy = post_run(stranger, problem_source() + SLEEPY)

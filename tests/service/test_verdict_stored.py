@@ -9,9 +9,9 @@ import time
 import pytest
 
 from kernels.problem import reference_candidate
-from search.app.models import Event, Node, Problem, Run, source_hash
-from search.app.service import queues, retime
-from search.app.service.runs import locked_run
+from stark_web.studio.models import Event, Node, Problem, Run, source_hash
+from stark_web.studio.service import queues, retime
+from stark_web.studio.service.runs import locked_run
 from tests.engine.fixtures.contenders import PROBLEM
 
 pytestmark = pytest.mark.django_db(transaction=True)

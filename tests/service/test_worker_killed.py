@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 
 def evaluation_started(run_id: int):
     """A child node (not the root) whose evaluation job a worker has started."""
-    from search.app.models import Node
-    from search.app.service import queues
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
 
     def check():
         for row in Node.objects.filter(run_id=run_id, phase="evaluate", node_id__gt=0):
@@ -53,7 +53,7 @@ def kill_tree_if(root: int, unfinished: Callable[[], bool]) -> bool:
 
 def unfinished_on(job_id: str, worker: str | None = None) -> Callable[[], bool]:
     """The job is still running (on `worker`, when named) and has no result yet."""
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     def check() -> bool:
         job = queues.fetch(job_id)
@@ -75,7 +75,7 @@ def kill_mid_evaluation(gpu, run_id: int):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
-    from search.app.models import Node
+    from stark_web.studio.models import Node
     from tests.service.helpers import CHEAP_EVAL
 
     # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
@@ -97,7 +97,7 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
     assert "lost" in node.agent_log and "retrying once" in node.agent_log
     assert node.verdict == "pass", (node.verdict, node.reasons)
     # The lost try is visible in the events too (the log line arrived through a node event's changes).
-    from search.app.models import Event
+    from stark_web.studio.models import Event
 
     assert any("retrying once" in str(e.payload.get("changes", {}).get("agent_log", ""))
                for e in Event.objects.filter(run=run, node=node.node_id))
@@ -108,8 +108,8 @@ def test_the_work_horse_and_the_harness_child_die_with_their_worker(start_worker
     """rq runs each job in a work horse of its own process group: SIGKILL to the worker alone (not its tree) must
     still end the evaluation at once, or a late result would race the retry the reaper sends elsewhere."""
     from kernels.isolation.process_tree import descendants
-    from search.app.models import Node
-    from search.app.service import queues
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
     from tests.service.conftest import Workers
     from tests.service.helpers import CHEAP_EVAL
     from tests.teams.processes import harness_children

@@ -18,7 +18,7 @@ def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: st
         from redis import Redis
         from rq import Queue
         from kernels.isolation import layers
-        from search.app.service.worker import Worker
+        from stark_web.studio.service.worker import Worker
         assert not layers._plans
         connection = Redis.from_url({redis_url!r})
         Worker([Queue("test-plans-gpu", connection=connection)], connection=connection)

@@ -13,7 +13,7 @@ import pytest
 from rq import Queue
 from rq import Worker as RQWorker
 
-from search.app.service.worker import PUBSUB_POLL_S, Worker
+from stark_web.studio.service.worker import PUBSUB_POLL_S, Worker
 
 
 def unsubscribed_and_waiting(worker: RQWorker) -> None:

@@ -13,7 +13,7 @@ SCREENSHOTS = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-WORKER_CLASS = ("--worker-class", "search.app.service.worker.Worker")
+WORKER_CLASS = ("--worker-class", "stark_web.studio.service.worker.Worker")
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import time
 from typing import Any
 
 from kernels.problem import reference_candidate
-from search.app.events import sync_run_totals
-from search.app.models import Node, Problem, Run, source_hash
-from search.app.service.runs import load_tree
 from search.engine.verdict import refresh
+from stark_web.studio.events import sync_run_totals
+from stark_web.studio.models import Node, Problem, Run, source_hash
+from stark_web.studio.service.runs import load_tree
 from tests.kernels.conftest import CLAMP, RELU
 
 EVAL = {"timing_runs": 12, "warmup_runs": 2, "correctness_trials": 1, "baselines": ["eager", "compile"]}
@@ -33,7 +33,7 @@ def result(median: float, flags: list[str], roofline_pct: float | None = None) -
 
 
 def store_verdict(run: Run) -> Run:
-    """What the service stores once a result or a re-time lands (search.app.service.retime.apply_verdict, without
+    """What the service stores once a result or a re-time lands (stark_web.studio.service.retime.apply_verdict, without
     its events): every node's figure (search.engine.verdict.refresh on the run's tree) and the run's verdict."""
     tree = load_tree(run)
     refresh(tree)

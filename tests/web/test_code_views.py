@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from search.app.pages.code_marks import filled_marks, skeleton_marks
-from search.app.pages.diffs import side_by_side_rows, stats, unified_rows
+from stark_web.studio.pages.code_marks import filled_marks, skeleton_marks
+from stark_web.studio.pages.diffs import side_by_side_rows, stats, unified_rows
 
 SKELETON = """import torch
 class ModelNew(torch.nn.Module):

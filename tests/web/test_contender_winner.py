@@ -1,6 +1,6 @@
 """Issue 19 in Debian's chromium: a finished run whose contenders were re-timed side by side names its best (run.best)
 and the run page's header shows that attempt, not the one the search timed fastest; the API and the bundle agree.
-A real daphne, a real websocket, real rows (the re-time plan settled as search.app.service.retime.settle_winner
+A real daphne, a real websocket, real rows (the re-time plan settled as stark_web.studio.service.retime.settle_winner
 settles it; the figures and the verdict stored by search.engine.verdict, tests/web/seed.py store_verdict)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import zipfile
 
 import pytest
 
-from search.app.models import Node
-from search.app.service.retime import CONTENDERS
+from stark_web.studio.models import Node
+from stark_web.studio.service.retime import CONTENDERS
 from tests.web.seed import result, seeded_run, store_verdict
 from tests.web.test_browser_flow import log_in
 from tests.web.test_honest_numbers import watch_errors

@@ -1,4 +1,4 @@
-"""The browser's copy of the display words (static/js/speed.js) says what the server's (search/app/pages/speed.py)
+"""The browser's copy of the display words (static/js/speed.js) says what the server's (stark_web/studio/pages/speed.py)
 says: the classes of win and their reasons, the free attempts, a settling run's headline, the tie marks. Read from the
 JS source, compared to the Python values; nothing runs in a browser here."""
 
@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from search.app.pages import speed
 from search.engine.node import FREE_VERDICTS
+from stark_web.studio.pages import speed
 
 JS = (Path(__file__).resolve().parents[2] / "static" / "js" / "speed.js").read_text()
 

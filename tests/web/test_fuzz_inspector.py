@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from search.app.models import Node
+from stark_web.studio.models import Node
 from tests.web.seed import seeded_run
 
 pytestmark = pytest.mark.django_db

@@ -171,8 +171,8 @@ SLOW_IMPORT_FREE = RELU.replace("        return torch.relu(x)", "        import 
 @pytest.fixture
 def evaluating(owner):
     """A running run whose root is being evaluated by the job (run, job id); the job is enqueued by the test."""
-    from search.app.models import Node
-    from search.app.service import queues
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
 
     run = seeded_run(owner, name="evaluating")
     run.status = "running"
@@ -188,7 +188,7 @@ def evaluating(owner):
 def test_phases_show_while_the_reference_is_evaluated(evaluating, daphne_server, start_worker, browser):
     """A real evaluation of the root on the gpu queue: the page shows its phase and elapsed time, and counts it
     in flight, from the job's meta (kernels.jobs.publish_phase) through the socket's node.phase messages."""
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     base = daphne_server
     run, job_id = evaluating

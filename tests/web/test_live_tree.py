@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from search.app.pages.static_server import serve_static
+from stark_web.studio.pages.static_server import serve_static
 from tests.web.conftest import screenshot
 
 pytestmark = pytest.mark.browser

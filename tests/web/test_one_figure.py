@@ -18,7 +18,7 @@ import zipfile
 import pytest
 from django.test import Client
 
-from search.app.models import Node, Problem, Run, source_hash
+from stark_web.studio.models import Node, Problem, Run, source_hash
 from tests.kernels.conftest import CLAMP, RELU
 from tests.web.seed import EVAL, result, store_verdict
 from tests.web.test_browser_flow import log_in

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from search.app.models import Node, Run
-from search.app.service import control
-from search.app.service.settings import parse_run_settings
+from stark_web.studio.models import Node, Run
+from stark_web.studio.service import control
+from stark_web.studio.service.settings import parse_run_settings
 from tests.web.seed import result, seeded_run, store_verdict
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kernels import EvalSettings, evaluate, reference_candidate
-from search.app.models import Node
+from stark_web.studio.models import Node
 from tests.kernels.conftest import CLAMP, RELU
 from tests.web.conftest import SCREENSHOTS
 from tests.web.seed import seeded_run

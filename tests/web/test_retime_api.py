@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from search.app.models import Event, Node
-from search.app.service import queues, retime
-from search.app.tokens import create_token
+from stark_web.studio.models import Event, Node
+from stark_web.studio.service import queues, retime
+from stark_web.studio.tokens import create_token
 from tests.web.seed import seeded_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

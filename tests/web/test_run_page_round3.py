@@ -43,8 +43,8 @@ HOLD_SOCKET = """(() => {
 def running(owner):
     """A running run (budget 5, 3 attempts used): the reference, two finished attempts, #3 building (its evaluation
     job id set). Made before the browser starts: Playwright's loop forbids the ORM in the test's thread."""
-    from search.app.models import Node
-    from search.app.service import queues
+    from stark_web.studio.models import Node
+    from stark_web.studio.service import queues
 
     run = seeded_run(owner, name="round three")
     run.status, run.budget, run.attempts, run.started_at, run.stop_reason = "running", 5, 3, None, ""
@@ -144,7 +144,7 @@ def test_the_run_page_account_and_devices_at_both_widths(running, daphne_server,
 def test_the_phase_text_moves_during_a_cpu_build(running, daphne_server, start_worker, browser):
     """A real C++ build on the gpu queue (a fresh source: nothing cached): the header's phase text for #3 changes at
     least every 3 s while it builds (kernels.jobs.PhaseBeat re-publishes the phase every second)."""
-    from search.app.service import queues
+    from stark_web.studio.service import queues
 
     base = daphne_server
     run, job_id = running

@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 
 from kernels.problem import reference_candidate
-from search.app.models import Node, Problem, Run, source_hash
-from search.app.service import retime, steps
-from search.app.service.runs import load_tree, locked_run
+from stark_web.studio.models import Node, Problem, Run, source_hash
+from stark_web.studio.service import retime, steps
+from stark_web.studio.service.runs import load_tree, locked_run
 from tests.kernels.conftest import CLAMP, RELU
 from tests.web.seed import EVAL, result, store_verdict
 from tests.web.test_browser_flow import log_in

@@ -9,8 +9,8 @@ import time
 import pytest
 from django.urls import reverse
 
-from search.app.models import Node, Problem, Run, source_hash
-from search.app.pages.forms import NewRunForm
+from stark_web.studio.models import Node, Problem, Run, source_hash
+from stark_web.studio.pages.forms import NewRunForm
 from tests.kernels.conftest import RELU
 
 pytestmark = pytest.mark.django_db

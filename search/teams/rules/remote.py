@@ -123,7 +123,7 @@ def register_calls() -> None:
     """Register the rules team's isolated call with the harness (the harness names no caller: this says which
     function its child imports and that the child needs the `search` package). Idempotent; made before the first
     call rather than at import, since importing the harness imports torch and this module is imported by the web
-    process (search.app.startup)."""
+    process (stark_web.studio.startup)."""
     from kernels.isolation.isolated_call import register_isolated_call
 
     register_isolated_call(CALL, FUNCTION, packages=("search",))

@@ -2,7 +2,7 @@
 
 `manage.py rqworker search --with-scheduler` listens on `stark-<STARK_INSTANCE>-search`, so a worker
 never takes the jobs of another installation that shares its Redis. Full queue names pass unchanged.
-The worker class defaults to search.app.service.worker.Worker (settings.RQ), with its short worker TTL.
+The worker class defaults to stark_web.studio.service.worker.Worker (settings.RQ), with its short worker TTL.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class Command(DjangoRQCommand):
 
     def add_arguments(self, parser) -> None:
         super().add_arguments(parser)
-        parser.set_defaults(worker_ttl=None)  # the worker class picks it (search.app.service.worker.WORKER_TTL_S)
+        parser.set_defaults(worker_ttl=None)  # the worker class picks it (stark_web.studio.service.worker.WORKER_TTL_S)
 
     def handle(self, *args: str, **options) -> None:
         names = [settings.STARK_QUEUE_NAMES.get(arg, arg) for arg in args]

@@ -8,7 +8,7 @@ import redis
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from search.app.health import redacted
+from stark_web.studio.health import redacted
 
 
 class Command(BaseCommand):
