@@ -1,4 +1,4 @@
-"""What kernels.compile_seed saves: the wall time of evaluating torch.compile wrappers of the reference (the rules
+"""What kernels.parent.compile_seed saves: the wall time of evaluating torch.compile wrappers of the reference (the rules
 team's first two attempts on a GPU, and the re-time's compile baselines) in a harness child that starts with the
 reference worker's compiled code ("seeded") and in one that starts with empty caches ("cold"), alternately, the
 same settings otherwise. Prints a table and writes OUT.json / OUT.md. Usage:
@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels import EvalSettings, compile_seed, evaluate
+from kernels import EvalSettings, evaluate
+from kernels.parent import compile_seed
 from search.bench_retime import compiled_reference
 
 MODES = {"default": "compile", "max-autotune-no-cudagraphs": "compile-max-autotune"}

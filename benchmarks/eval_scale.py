@@ -3,7 +3,7 @@
 For each problem the candidate is the reference itself renamed `ModelNew` (the harness's own protocol). Each
 problem is evaluated `--rounds` times in one process: round 1 is the first evaluation of a new problem (reference
 outputs, baselines and device ceilings computed), later rounds are the steady state (problem known, baselines
-cached, result reuse off). Every harness child (`kernels.isolation.sandbox.run_worker`) is recorded with its phases, so the
+cached, result reuse off). Every harness child (`kernels.parent.isolation.sandbox.run_worker`) is recorded with its phases, so the
 table shows the harness overhead per candidate: wall time minus the candidate's own build (import + first call)
 minus its timed work (warm-up + timed runs x its median).
 
@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels.errors import ProblemError
-from kernels.isolation import sandbox
-from kernels.isolation.worker_run import WorkerRun
-from kernels.settings import EvalSettings
+from kernels.parent.isolation import sandbox
+from kernels.parent.isolation.worker_run import WorkerRun
+from kernels.parent.settings import EvalSettings
+from kernels.shared.errors import ProblemError
 
-evaluate_module = importlib.import_module("kernels.evaluate")
-reference_module = importlib.import_module("kernels.reference")
+evaluate_module = importlib.import_module("kernels.parent.evaluate")
+reference_module = importlib.import_module("kernels.parent.reference")
 
 CHILDREN: list[dict[str, Any]] = []
 

@@ -1,4 +1,4 @@
-"""What the fuzzing stage (kernels/fuzz.py) costs an evaluation, and what it catches: the example problems'
+"""What the fuzzing stage (kernels/parent/fuzz.py) costs an evaluation, and what it catches: the example problems'
 references evaluated as candidates with fuzz="off" and fuzz="standard" (or --level), default trials and timed runs,
 on one device; with --corpus, a corpus of illusions and controls judged at each of --levels.
 

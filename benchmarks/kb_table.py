@@ -156,7 +156,7 @@ def markdown(result: dict[str, Any]) -> str:
               "kept). Faster / slower beyond the noise: the best attempt's whole range (with the compile mode's "
               "side-by-side spread) above / below 1.0, as every view of the verdict says it. Re-timed: the "
               "contenders and both torch.compile modes were timed side by side with the reference after the search "
-              "(`bench --retime` or `python -m search retime`, kernels/retime.py); those figures replace the search's, "
+              "(`bench --retime` or `python -m search retime`, kernels/parent/retime.py); those figures replace the search's, "
               "except an entry that failed or stayed unstable after a second try (the host was busy), for which the "
               "search's figure stands and the cell says so. max-autotune is "
               "`torch.compile(mode=\"max-autotune-no-cudagraphs\")`. % of roofline: the best attempt's time against "

@@ -9,7 +9,7 @@ an evaluation too) by the time its verdict was recorded. Rates:
 - per minute: judged attempts in each minute of that window (the last, partial minute left out), their median and
   lowest: "sustained" means the lowest full minute, not the average.
 
-With `--lock-trace FILE` ($STARK_LOCK_TRACE of the run, kernels/isolation/lock_broker.py) it also reports, over the
+With `--lock-trace FILE` ($STARK_LOCK_TRACE of the run, kernels/parent/isolation/lock_broker.py) it also reports, over the
 trace's span, the share of time the lock was held exclusively (timing), draining (held shared while a timer waits:
 new shared takers wait too), held shared with no timer waiting, or free; the holds and the waits.
 
@@ -162,7 +162,7 @@ def retime_facts(trees: list[Tree]) -> dict[str, Any]:
     """The trees' re-times (search.bench_retime): entries timed (contenders and compile modes), how many usable, an
     entry's wall time (median, longest: its child's, slot waits left out) and its phases summed over the entries
     (start, build, waiting for the device, timing: what several at once can overlap), each tree's re-time wall,
-    and how long quiet entries paused the host's other children in all (kernels.isolation.quiet)."""
+    and how long quiet entries paused the host's other children in all (kernels.parent.isolation.quiet)."""
     entries: list[dict[str, Any]] = []
     walls: list[float] = []
     for tree in trees:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernels.isolation.lock_broker import parse_where
+from kernels.parent.isolation.lock_broker import parse_where
 
 LONG_S = 1.0
 

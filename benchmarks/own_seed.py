@@ -1,4 +1,4 @@
-"""What a candidate's own compile seed saves (kernels.compile_seed): a passing candidate's compiled code (its torch
+"""What a candidate's own compile seed saves (kernels.parent.compile_seed): a passing candidate's compiled code (its torch
 extension build, its Inductor and Triton caches) is kept under its whole source and planted in its later children.
 For each (problem, candidate): one evaluation first (it keeps the seed), then, alternately in each round, a whole
 evaluation and a side-by-side re-time with the candidate's own seed planted ("own seed") and with it moved aside
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import report
-from kernels import EvalSettings, compile_seed, evaluate
-from kernels.retime import RetimeError, retime
+from kernels import EvalSettings, evaluate
+from kernels.parent import compile_seed
+from kernels.parent.retime import RetimeError, retime
 from search.bench_retime import compiled_reference
 
 

@@ -1,5 +1,5 @@
 """What profiling feedback costs an evaluation: the example problems' references evaluated as candidates with the
-torch.profiler profile (kernels/profile.py) and without it, on one device.
+torch.profiler profile (kernels/shared/profile.py) and without it, on one device.
 
     .venv/bin/python -m benchmarks profiling-cost [--device cpu] [--repeats 2] [--runs 20]
         [--out var/bench/profiling_cost.json]

@@ -18,7 +18,7 @@ timeout 100 "$PY" - "$OUT" <<'PYEOF' > "$OUT/profiling.txt" 2>&1
 import json, sys, time, traceback
 from pathlib import Path
 from kernels import EvalSettings, evaluate, reference_candidate
-from kernels.report import profile_lines
+from kernels.parent.report import profile_lines
 out = Path(sys.argv[1])
 gpu = Path("tests/kernels/fixtures/gpu")
 cases = [("problem_gpu_matmul", None, False), ("problem_gpu_scale_add", "triton_scale_add", False),

@@ -1,8 +1,8 @@
 """Quiet timing, measured: a side-by-side re-time's figures alone, beside busy children, and several at once.
 
-A re-time (kernels.retime) times the reference and a candidate alternately under the device lock, so no other child
+A re-time (kernels.parent.retime) times the reference and a candidate alternately under the device lock, so no other child
 uses the device meanwhile; other children's host work still runs unless the re-time is quiet
-(kernels.isolation.quiet: the host's registered children are paused while it times). This runs the same re-time
+(kernels.parent.isolation.quiet: the host's registered children are paused while it times). This runs the same re-time
 (a problem's reference against a candidate) in five scenarios, each `--repeats` times, and compares each with the
 re-times alone:
 
@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import table, write_md_json
-from kernels import cache
-from kernels.isolation import quiet
-from kernels.isolation.quiet import Membership, device_members
-from kernels.retime import RetimeError, retime
+from kernels.parent import cache
+from kernels.parent.isolation import quiet
+from kernels.parent.isolation.quiet import Membership, device_members
+from kernels.parent.retime import RetimeError, retime
 
 # A dispatch-bound chain (many small ops: its time is the host's) against the same arithmetic in fewer ops
 PROBLEM = '''

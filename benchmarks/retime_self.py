@@ -1,6 +1,6 @@
 """Side-by-side re-time of each problem's reference against itself (the reference renamed ModelNew): the ratio a
 user would see for two identical kernels. A protocol without bias gives 1.00 within its spread; the table shows the
-median ratio, the lowest and highest per-round ratio and the wall time of one re-time (kernels.retime).
+median ratio, the lowest and highest per-round ratio and the wall time of one re-time (kernels.parent.retime).
 
     python -m benchmarks retime-self benchmarks/problems/kb_scale/*.py --device cuda --rounds 6 --out OUT.json
 """
@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from kernels.retime import RetimeError, retime
+from kernels.parent.retime import RetimeError, retime
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from search.teams.rules.planning.recipe import Recipe

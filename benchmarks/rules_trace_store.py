@@ -6,7 +6,7 @@ job made. The CLI keeps one team for the whole run (the floor).
     python -m benchmarks rules-trace-store [--budget 8] [--out benchmarks/results/rules-trace-store/cpu.json]
 
 Expand only: each candidate is recorded as correct at 0.9x its parent's time instead of being evaluated, so the
-numbers are the agents' tracing work alone (children are real kernels.isolation.isolated_call children). Modes:
+numbers are the agents' tracing work alone (children are real kernels.parent.isolation.isolated_call children). Modes:
   per-job      a fresh team per attempt, no store (the service before the store)
   per-job+store a fresh team per attempt sharing one store (the service now; a dict here, a Redis hash there)
   one-team     one team for the run (python -m search run)"""
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.tree import Tree
 from search.teams import get_team

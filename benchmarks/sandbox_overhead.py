@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.common import report
 from kernels import EvalSettings, evaluate
-from kernels.isolation import layers
+from kernels.parent.isolation import layers
 
 ROOT = Path(__file__).resolve().parent.parent
 

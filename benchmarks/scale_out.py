@@ -44,7 +44,7 @@ def run_batch(queue: Any, jobs: list[tuple[str, str]], settings: dict[str, Any],
     """Start the workers, wait until they listen (their start is not measured), enqueue, wait for every job."""
     from rq import Worker
 
-    from kernels.jobs import evaluate_job
+    from kernels.parent.jobs import evaluate_job
 
     procs = start_workers(workers, url, queue.name, log_dir)
     deadline = time.monotonic() + 120

@@ -1,11 +1,11 @@
 """What the harness parent spends on watching a child's memory, the old check and the current one, side by side.
 
-The parent (kernels.isolation.sandbox._watch) checks each child's process tree four times a second: the number of
+The parent (kernels.parent.isolation.sandbox._watch) checks each child's process tree four times a second: the number of
 processes (a fork bomb's cap) and their memory (the memory limit). The old memory check scanned every
 process in /proc for the child's group and read the smaps_rollup of each member (a walk of its page tables), plus
 every tracked descendant outside the group; now it sums the resident sizes of the child's own tree (/proc/PID/statm,
 one short read each) and reads smaps_rollup only when that sum passes the limit
-(kernels.isolation.process_tree.tree_memory_mb). On an H200 suite run the one bench process that watched
+(kernels.shared.process_tree.tree_memory_mb). On an H200 suite run the one bench process that watched
 eight children used 0.9-1.2 cores all along.
 
 This starts K stand-in children (each its own session, as a harness child: a Python that imports torch and keeps
@@ -30,16 +30,16 @@ import time
 from typing import Any
 
 from benchmarks.common import table, write_md_json
-from kernels.isolation.process_tree import _pss_kb, descendants, tree_members, tree_memory_mb
+from kernels.shared.process_tree import _pss_kb, descendants, tree_members, tree_memory_mb
 
-CHECKS_PER_S = 4  # kernels.isolation.sandbox._watch: every 0.25 s
+CHECKS_PER_S = 4  # kernels.parent.isolation.sandbox._watch: every 0.25 s
 CHILD = ("import subprocess,sys,time,torch\nhog=bytearray(int(sys.argv[1])<<20)\nhog[::4096]=b'x'*len(hog[::4096])\n"
          "helper=subprocess.Popen([sys.executable,'-c','import torch,time; time.sleep(600)'])\n"
          "print('ready',flush=True)\ntime.sleep(600)")
 
 
 def group_scan_mb(group: int, tracked: dict[int, str]) -> float:
-    """The old check (kernels.isolation.process_tree.group_rss_mb plus the tracked processes outside the
+    """The old check (kernels.shared.process_tree.group_rss_mb plus the tracked processes outside the
     group), kept here only to be timed beside its replacement."""
     total_kb = 0
     for entry in os.listdir("/proc"):
@@ -68,7 +68,7 @@ def group_scan_mb(group: int, tracked: dict[int, str]) -> float:
 
 
 def tree_check_mb(root: int, tracked: dict[int, str], live: dict[int, str], limit_mb: float) -> float:
-    """The current check (kernels.isolation.sandbox._watch)."""
+    """The current check (kernels.parent.isolation.sandbox._watch)."""
     return tree_memory_mb(tree_members(root, tracked, live), limit_mb)
 
 

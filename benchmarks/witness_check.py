@@ -1,4 +1,4 @@
-"""Does the parent's clock (kernels/witness.py) hold on this device? Evaluates honest controls (a small elementwise
+"""Does the parent's clock (kernels/shared/witness.py) hold on this device? Evaluates honest controls (a small elementwise
 candidate, the reference's own ops, a large matmul, a torch.compile candidate) and the hostile fixtures that forge
 their timing (json.dumps, the timer and torch.cuda.Event.elapsed_time, the channel's write), a small forgery, and one
 that slows the reference, and prints one row each: verdict, timing_witness, the side-by-side figure, its range,

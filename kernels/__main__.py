@@ -1,9 +1,9 @@
-"""`python -m kernels ...` (see kernels/cli.py)."""
+"""`python -m kernels ...` (see kernels/parent/cli.py)."""
 
 from __future__ import annotations
 
 import sys
 
-from kernels.cli import main
+from kernels.parent.cli import main
 
 sys.exit(main())

@@ -36,7 +36,7 @@ export STARK_TEST_ARTIFACTS="$PWD/test-artifacts"
 # The tests that build the rules team's C++ in their own process (tests/teams: load_inline) keep the builds per
 # checkout: in ~/.cache/torch_extensions, shared by every checkout of the machine, a checkout with another venv path
 # (a CI clone) changes their compile commands and each side rebuilds all of them (5 builds, ~3 CPU-minutes here).
-# Harness children never see this: each builds in its own work dir (kernels/isolation/work_dirs.py).
+# Harness children never see this: each builds in its own work dir (kernels/parent/isolation/work_dirs.py).
 export TORCH_EXTENSIONS_DIR="$PWD/var/test/torch_extensions"
 for _ in $(seq 50); do .venv/bin/python -c "import redis,os; redis.Redis.from_url(os.environ['REDIS_URL']).ping()" 2>/dev/null && break; sleep 0.1; done
 

@@ -2,7 +2,7 @@
 the search's fastest attempt, the steps that led to it, the first attempts, the runners-up close to it) are re-timed
 side by side with the reference, and the fastest of them side by side is the winner; so are torch.compile(default)
 and torch.compile(mode="max-autotune-no-cudagraphs") of the reference: each in one harness child that times the
-reference and the candidate alternately (kernels.retime), so every figure is a ratio to the reference measured in
+reference and the candidate alternately (kernels.parent.retime), so every figure is a ratio to the reference measured in
 the same process and minutes. The winner's ratio over a compile mode's ratio
 is the winner's speed-up vs that mode, with the reference as the common anchor. Entries are re-timed one after
 another, or `parallel` at once (`bench --retime` with its --parallel, `retime --parallel K`): each child's timed
@@ -55,7 +55,7 @@ class ModelNew(Model):
 def _one(problem: str, source: str, settings: dict[str, Any], rounds: int) -> dict[str, Any]:
     """One side-by-side re-time; an unstable one (the host was busy: each round holds the device lock, but the
     CPU side of other work still disturbs launch-bound timing) is done once more, and stays marked if it still is."""
-    from kernels.retime import RetimeError, retime
+    from kernels.parent.retime import RetimeError, retime
 
     entry: dict[str, Any] = {}
     for attempt in range(2):

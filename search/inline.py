@@ -80,12 +80,12 @@ def run_settings(args: argparse.Namespace, name: str = "") -> RunSettings:
 
 
 def kernels_evaluate(problem_source: str, candidate_source: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The real evaluator: kernels.evaluate in fresh subprocesses. A reference that other processes kept off the GPU
-    gives the flagged result the gpu queue gives (kernels.jobs.problem_result), so the engine waits and retries
+    """The real evaluator: kernels.parent.evaluate in fresh subprocesses. A reference that other processes kept off the GPU
+    gives the flagged result the gpu queue gives (kernels.parent.jobs.problem_result), so the engine waits and retries
     (search.engine.busy); any other ProblemError is raised."""
     from kernels import EvalSettings, evaluate
-    from kernels.errors import DeviceBusyError
-    from kernels.jobs import problem_result
+    from kernels.parent.jobs import problem_result
+    from kernels.shared.errors import DeviceBusyError
 
     parsed = EvalSettings.from_dict(settings)
     try:
@@ -98,7 +98,7 @@ def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
     """The problem's source and summary (inspected on `device`); a bad problem is a UsageError, a GPU that other
     processes fill raises kernels' DeviceBusyError (problem_waiting waits for it)."""
     from kernels import ProblemError, inspect_problem
-    from kernels.errors import DeviceBusyError
+    from kernels.shared.errors import DeviceBusyError
 
     file = Path(path)
     if not file.is_file():
@@ -119,7 +119,7 @@ def problem_waiting(path: str, device: str, out: TextIO | None,
     """read_problem, waiting while other processes fill the GPU like the reference's evaluation does
     (search.engine.busy, STARK_DEVICE_BUSY_*; each wait printed to `out`); then a UsageError with the device-busy
     message."""
-    from kernels.errors import DeviceBusyError
+    from kernels.shared.errors import DeviceBusyError
 
     busy, waited = 0, 0.0
     while True:
@@ -190,9 +190,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO, tree_file: 
         tree = resumed
         tree.settings.update(limits)
     else:
-        from kernels.problem import (
-            reference_candidate,  # the harness owns the root's form (imports torch: here only)
-        )
+        from kernels.parent.problem import reference_candidate
 
         tree = Tree(source, {"problem_file": str(path), "team": settings.team, "team_options": settings.team_config(),
                              **settings.tree_settings(), **limits, **selection_settings(team)},

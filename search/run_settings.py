@@ -23,7 +23,7 @@ from search.llm.temperature import STRICT_OPTION
 from search.teams import LLM_TEAMS, OFFLINE_TEAM, TEAM_NAMES, default_target
 
 DEFAULT_DEVICE = "cpu"
-GPU_DEVICE = "cuda"  # "cuda:N" names one GPU (kernels.settings.device_problem checks every device name)
+GPU_DEVICE = "cuda"  # "cuda:N" names one GPU (kernels.parent.settings.device_problem checks every device name)
 DEVICE_KINDS = (DEFAULT_DEVICE, GPU_DEVICE)
 ROLES = CONFIGURABLE_ROLES  # the agent roles a run may configure one by one
 DEFAULT_TEAM = OFFLINE_TEAM
@@ -176,10 +176,10 @@ def team_config(team_options: Mapping[str, Any], settings: Mapping[str, Any]) ->
 
 
 def _kernels_settings() -> ModuleType:
-    """kernels.settings (the one check of device names and evaluation settings), imported when settings are first
+    """kernels.parent.settings (the one check of device names and evaluation settings), imported when settings are first
     checked: the kernels package loads torch (a second, hundreds of MB), which `python -m search show` and the web
     pages that only import these constants do not need."""
-    from kernels import settings
+    from kernels.parent import settings
 
     return settings
 

@@ -1,7 +1,7 @@
 """A search run from the command line (`python -m search run` / `bench`) that is sent SIGTERM (a stream deadline's
 `timeout`, a batch system, `kill`) ends at once and keeps what it did: the attempts in flight are marked
 "interrupted" (never silently lost), the tree file records why the run stopped, and the process exits 143. Its
-evaluations' children die with it (kernels.isolation.zygote kills a forked child whose requester hung up, a spawned child has
+evaluations' children die with it (kernels.parent.isolation.zygote kills a forked child whose requester hung up, a spawned child has
 a parent-death signal, bubblewrap's --die-with-parent), so nothing keeps the device busy after it. Waiting for the
 attempts in flight instead would outlast the deadline that sent the signal."""
 

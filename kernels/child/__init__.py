@@ -2,7 +2,7 @@
 uploaded problem and the candidate (untrusted code), never in the process that evaluates.
 
 A child is a fresh interpreter (or a fork of the warm zygote, zygote_server) started by the parent
-(kernels.isolation.sandbox.run_worker) as `python -m kernels.child.worker TASK.json FD`. The worker runs one task kind:
+(kernels.parent.isolation.sandbox.run_worker) as `python -m kernels.child.worker TASK.json FD`. The worker runs one task kind:
 reference (and inspect), candidate, retime, fuzz (fuzz_reference), ncu, call; with them: loading of problem and
 candidate modules, the timing protocol, the integrity probes, the device lock as the child holds it (device_lock,
 compile_aside), roofline ceilings, the profiler, and the authenticated channel back to the parent.

@@ -10,7 +10,7 @@ first shared hold (about one per judged attempt) lasted over 5 s, 7 s at the med
 `before_holding` does that work first, in the child's "build" phase (its deadline), while other children time.
 What it touches on the device is the context and one freed allocation: no kernel runs. The compiler is imported
 only where a source names it (`wants_compiler`), so a candidate that never compiles never pays for it. It is the
-parent's choice (task["timing"]["bring_up"], kernels.isolation.lock_broker.bring_up_wanted).
+parent's choice (task["timing"]["bring_up"], kernels.parent.isolation.lock_broker.bring_up_wanted).
 """
 
 from __future__ import annotations

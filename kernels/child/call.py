@@ -1,4 +1,4 @@
-"""Child side of an isolated call (task kind "call", see kernels.isolation.isolated_call): import the function the
+"""Child side of an isolated call (task kind "call", see kernels.parent.isolation.isolated_call): import the function the
 task names by its dotted name and send back what it returns.
 
 The task file is written by the parent, which puts there only the target of a registered call, and is read before

@@ -28,7 +28,7 @@ from kernels.child import fuzz as fuzz_task
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.kept_outputs import Keeper, TimingSampler, same
 from kernels.child.reference import HarnessFailure, load_problem, problem_model
-from kernels.witness import BEFORE, CANDIDATE, REFERENCE
+from kernels.shared.witness import BEFORE, CANDIDATE, REFERENCE
 
 _sleep = time.sleep
 _monotonic = time.monotonic
@@ -54,7 +54,7 @@ def build(task: dict[str, Any], work_dir: Path, device: torch.device) -> type:
 
 def extension_builds(extensions_dir: str, since: float) -> dict[str, int]:
     """How many of the torch extensions loaded from the child's TORCH_EXTENSIONS_DIR were built by this child, and
-    how many were planted already built (kernels.compile_seed: the same candidate's earlier child); empty when it
+    how many were planted already built (kernels.parent.compile_seed: the same candidate's earlier child); empty when it
     built none. Informational only."""
     counts = {"built": 0, "reused": 0}
     for library in Path(extensions_dir).glob("*/*.so") if extensions_dir else ():
@@ -82,13 +82,13 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     send = type(channel).send  # captured before any candidate code runs; used for the result message
     # likewise: candidate code may rebind module names
     on_device, timed = judge_on_device, time_on_device
-    # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
+    # a rerun after device_busy (kernels.shared.device_busy) holds the device alone; torch.compile's compiles step aside
     hold = device_lock.DeviceHold.for_task(task, channel)
     compile_aside.watch_compiles(hold)
     # the CUDA context and torch.compile's import, before the first hold: no timer waits for them
     hold.brought_up = bring_up.before_holding(task, device, sources=(task["candidate_source"],))
     # the problem's reference, timed once before any candidate code exists: the block the parent's witness trusts
-    # (kernels.witness), and the model the candidate is timed beside
+    # (kernels.shared.witness), and the model the candidate is timed beside
     reference = reference_before(task, problem, device, hold, channel, send)
     guard = probes.HarnessSnapshot()
     channel.phase("build")
@@ -199,19 +199,19 @@ def reference_before(task: dict[str, Any], problem: Any, device: torch.device, h
 
 
 def block_sender(channel: Channel, send: Any, model: str, index: int) -> Callable[[list[float], list[float]], None]:
-    """The "block" message of one timing loop, sent right after it (kernels.witness)."""
+    """The "block" message of one timing loop, sent right after it (kernels.shared.witness)."""
     def report(times: list[float], warmup: list[float]) -> None:
         send(channel, "block", model=model, round=index, times_ms=times, warmup_ms=warmup)
     return report
 
 
 def runs_per_tick(task: dict[str, Any]) -> int:
-    """How many timed runs one pair of ticks wraps: the parent's choice, in the task (kernels.witness.plan)."""
+    """How many timed runs one pair of ticks wraps: the parent's choice, in the task (kernels.shared.witness.plan)."""
     return max(1, int(task["timing"].get("runs_per_tick") or 1))
 
 
 def ticker(channel: Channel, send: Any) -> Callable[[int], None]:
-    """The "tick" messages around each window of timed calls, stamped by the parent (kernels.witness)."""
+    """The "tick" messages around each window of timed calls, stamped by the parent (kernels.shared.witness)."""
     def tick(edge: int) -> None:
         send(channel, "tick", edge=edge)
     return tick
@@ -321,7 +321,7 @@ def write_file(path: str, data: bytes) -> None:
 
 def profile_candidate(model: torch.nn.Module, inputs: list[Any], device: torch.device, times: list[float],
                       options: dict[str, Any]) -> dict[str, Any]:
-    """A few profiled calls (kernels.profile), never inside the timed loop; an error is recorded, not raised."""
+    """A few profiled calls (kernels.shared.profile), never inside the timed loop; an error is recorded, not raised."""
     median = sorted(times)[len(times) // 2] if times else 0.0
     try:
         flush = timing.make_flusher(device, bool(options.get("flush", True)))
@@ -366,7 +366,7 @@ def eager_stance() -> contextlib.AbstractContextManager[Any]:
 
 
 def compile_cache_counts() -> dict[str, int]:
-    """Inductor's FX graph cache hits and misses in this child (kernels.compile_seed: a torch.compile of the
+    """Inductor's FX graph cache hits and misses in this child (kernels.parent.compile_seed: a torch.compile of the
     reference loads the reference worker's graph); empty when nothing was compiled. Informational only."""
     if "torch._dynamo" not in sys.modules:
         return {}

@@ -1,5 +1,5 @@
 """The device's roofline ceilings, measured in a reference child with the harness's own timing protocol: copy
-bandwidth, the matmul rate per dtype and on CUDA the TF32 rate for float32 work (kernels.roofline judges timings
+bandwidth, the matmul rate per dtype and on CUDA the TF32 rate for float32 work (kernels.parent.roofline judges timings
 against them)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The child's side of the harness channel: authenticated JSON lines back to the parent over an inherited pipe, and
-where the child's own output goes (kernels.child.worker runs every task with these; the parent is kernels.isolation.sandbox)."""
+where the child's own output goes (kernels.child.worker runs every task with these; the parent is kernels.parent.isolation.sandbox)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ default mode) is measured alone as well. A Triton compile (a kernel's first laun
 kernel, or Inductor's kernels compiled at their first run) gives the shared side back for its duration too, in the
 main thread (on the H200 run of 2026-12-05 Triton compiling under the shared side was about a third of what timers
 waited for). An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the
-parent's choice (kernels.isolation.lock_broker.compile_aside_wanted): on for CUDA devices, off for the CPU, where a
+parent's choice (kernels.parent.isolation.lock_broker.compile_aside_wanted): on for CUDA devices, off for the CPU, where a
 compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
 """
 

@@ -1,6 +1,6 @@
-"""The device lock as one harness child holds it (child side; the parent's is kernels.isolation.lock_broker).
+"""The device lock as one harness child holds it (child side; the parent's is kernels.parent.isolation.lock_broker).
 
-Every evaluation on a device shares one lock file (kernels.isolation.sandbox opens it and its gate for each child): timed work
+Every evaluation on a device shares one lock file (kernels.parent.isolation.sandbox opens it and its gate for each child): timed work
 holds it exclusively, other device work (first calls, correctness trials, probes) shares it, and a waiting timer
 keeps new shared holders at the gate (writer preference, so timers are not starved). A torch.compile compile is
 host work (Dynamo traces with fake tensors, Inductor generates and builds code) that can take a minute; under the
@@ -11,10 +11,10 @@ device while the GPU sat at 0-15% utilisation).
 With `aside` on, a `DeviceHold` holding the shared side steps out of it while torch.compile compiles, and
 autotuning measures alone (the hooks into torch: kernels.child.compile_aside).
 
-A harness child holds no lock descriptor: the parent takes the lock on its behalf (kernels.isolation.lock_broker;
+A harness child holds no lock descriptor: the parent takes the lock on its behalf (kernels.parent.isolation.lock_broker;
 the child's side is `BrokeredLock` here), so a child can hold it only within its own deadlines and never after it ends. The lock is
 cooperative: it keeps honest evaluations from timing beside each other's device work; a hostile candidate can ask
-the parent to let go of its hold, which is why the figures that count are re-timed side by side (kernels.retime).
+the parent to let go of its hold, which is why the figures that count are re-timed side by side (kernels.parent.retime).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class FdLock:
 class DeviceHold:
     """One child's hold on the device lock: `shared()` and `exclusive()` blocks, and (with `aside`) the compile
     callbacks that step out of a shared hold while torch.compile compiles. `alone` (a rerun after device_busy,
-    kernels.device_busy) makes every shared block exclusive. `on_wait(True/False)` is told around a wait to take
+    kernels.shared.device_busy) makes every shared block exclusive. `on_wait(True/False)` is told around a wait to take
     the device back, for the child's "queue" phase. Counts what it did in `facts()`.
 
     Every take and release names why (TAKES, RELEASES: the lock trace carries them), and with `sample` a long hold
@@ -116,7 +116,7 @@ class DeviceHold:
 
     @classmethod
     def for_task(cls, task: dict[str, Any], channel: Any = None) -> DeviceHold:
-        """The child's hold: through the parent (task["timing"]["broker_fd"], kernels.isolation.lock_broker), or none."""
+        """The child's hold: through the parent (task["timing"]["broker_fd"], kernels.parent.isolation.lock_broker), or none."""
         timing = task.get("timing") or {}
         locker = None
         if timing.get("broker_fd") is not None and channel is not None:

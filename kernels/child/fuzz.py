@@ -1,4 +1,4 @@
-"""Child-side work of the fuzzing stage (kernels.fuzz is the parent's side).
+"""Child-side work of the fuzzing stage (kernels.parent.fuzz is the parent's side).
 
 - `reference` (task kind "fuzz_reference"): the problem's reference on every variant of the plan, in a process the
   candidate never runs in: float64 where the reference runs so (else its own dtype), the variant skipped where the
@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from kernels import correctness, digest
 from kernels.child import bring_up, device_lock, fuzz_params, loading
 from kernels.child.channel import Channel
 from kernels.child.fuzz_inputs import variant_inputs
+from kernels.shared import correctness, digest
 
 ACCUMULATING = ("matmul", "mm", "bmm", "addmm", "linear", "conv", "sum", "mean", "softmax", "norm", "var", "std",
                 "cumsum", "prod", "einsum", "baddbmm", "scaled_dot_product")

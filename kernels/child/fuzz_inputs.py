@@ -1,4 +1,4 @@
-"""Child-side: the inputs of one fuzzing variant (kernels.fuzz_plan), made the same way in the reference's fuzz
+"""Child-side: the inputs of one fuzzing variant (kernels.parent.fuzz_plan), made the same way in the reference's fuzz
 worker and in the candidate's child, so both see bitwise-equal inputs without either seeing the other's outputs.
 
 The problem's own `get_inputs()` runs under the variant's seed (with the plan's module-level sizes set while it

@@ -1,4 +1,4 @@
-"""Child-side: the models of a fuzzing "params" variant (kernels.fuzz_plan), re-drawn the same way in the reference's
+"""Child-side: the models of a fuzzing "params" variant (kernels.parent.fuzz_plan), re-drawn the same way in the reference's
 fuzz worker and in the candidate's child.
 
 Both models are built under the variant's seed (so randomly initialised parameters are drawn anew) while every

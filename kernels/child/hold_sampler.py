@@ -3,10 +3,10 @@
 On the H200 runs of 2026-12-04 (docs/benchmarks/throughput) every timer waited for the shared holders ahead of it
 to finish, and holds of over a second carried ~80% of the shared-hold time; the lock trace said when they were, not
 what the child was doing. With `sample` on (task["timing"]["sample_holds"]: the parent asks for it only while it
-writes a lock trace, kernels.isolation.lock_broker), `HoldSampler` looks at the main thread's stack every
+writes a lock trace, kernels.parent.isolation.lock_broker), `HoldSampler` looks at the main thread's stack every
 INTERVAL_S once a hold has lasted START_S, and at the release of a hold of at least LONG_S says where the samples
 were: up to TOP_SITES sites, each "harness frame < the frame below it < innermost torch or Triton frame < innermost
-frame" with its count, as one token that the lock trace carries (kernels.isolation.lock_broker.clean_where). No
+frame" with its count, as one token that the lock trace carries (kernels.parent.isolation.lock_broker.clean_where). No
 sample is taken in short holds; the thread sleeps while nothing is held.
 """
 

@@ -1,5 +1,5 @@
 """What a candidate's child keeps of its outputs for the parent to judge: host copies or on-device digests
-(kernels.digest), the timed runs' fresh inputs and a reservoir sample of their outputs (kernels.child.candidate
+(kernels.shared.digest), the timed runs' fresh inputs and a reservoir sample of their outputs (kernels.child.candidate
 times; the parent re-checks the sample against a reference computed for the same seeds)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from kernels import digest
 from kernels.child import loading
+from kernels.shared import digest
 
 _urandom = os.urandom  # captured before any candidate code runs
 SAMPLED_RUNS = 3  # timed runs whose outputs are re-checked against the reference, chosen after each run returns

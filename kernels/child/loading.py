@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kernels.static_check import PROBLEM_PIECES, check_problem_source  # noqa: F401  (re-exported)
+from kernels.shared.static_check import PROBLEM_PIECES, check_problem_source  # noqa: F401  (re-exported)
 
 
 def load_module(source: str, name: str, work_dir: Path) -> ModuleType:

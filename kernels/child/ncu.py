@@ -1,4 +1,4 @@
-"""Child side of the Nsight Compute run (kernels/ncu.py): build the candidate, one warm-up forward() (JIT compiles
+"""Child side of the Nsight Compute run (kernels/parent/ncu.py): build the candidate, one warm-up forward() (JIT compiles
 and autotuning stay outside the measured range), then one forward() between cudaProfilerStart and cudaProfilerStop,
 which is all that ncu (started with --profile-from-start off) measures. Holds the device alone meanwhile."""
 
@@ -26,7 +26,7 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     channel.phase("build")
     cls = build(task, work_dir, device)
     redirect_output(work_dir / "run.log")
-    hold = device_lock.DeviceHold.for_task(task, channel)  # the parent takes the lock (kernels.isolation.lock_broker)
+    hold = device_lock.DeviceHold.for_task(task, channel)  # the parent takes the lock (kernels.parent.isolation.lock_broker)
     send(channel, "phase", phase="queue")
     with hold.exclusive():
         send(channel, "phase", phase="first_call")

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from kernels import digest, ops
 from kernels.child import bring_up, ceilings, compile_aside, device_lock, loading, probes, timing
 from kernels.child.channel import Channel
+from kernels.shared import digest, ops
 
 
 class HarnessFailure(Exception):
@@ -79,7 +79,7 @@ def problem_forward(model: torch.nn.Module, inputs: list[Any]) -> list[torch.Ten
 
 class _PointwiseWork(torch.overrides.TorchFunctionMode):
     """The FLOPs of the calls torch's FlopCounterMode counts as 0 (elementwise ops, reductions, normalizations):
-    kernels.ops.estimated_flops per top-level call forward() makes."""
+    kernels.shared.ops.estimated_flops per top-level call forward() makes."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -157,7 +157,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     device = torch.device(task["device"])
     want = task["want"]
     module = load_problem(task, work_dir)
-    # a rerun after device_busy (kernels.device_busy) holds the device alone in its untimed sections too; the
+    # a rerun after device_busy (kernels.shared.device_busy) holds the device alone in its untimed sections too; the
     # compile baselines' compiles step aside from the device lock (kernels.child.device_lock)
     hold = device_lock.DeviceHold.for_task(task, channel)
     compile_aside.watch_compiles(hold)
@@ -234,7 +234,7 @@ def reference_for_seeds(module: Any, task: dict[str, Any], device: torch.device
 def outputs_for_seeds(module: Any, task: dict[str, Any], device: torch.device,
                       between: Callable[[], None] = lambda: None) -> dict[str, Any] | None:
     """Reference outputs for the trial seeds, whole (host copies, to be saved); None when one call's outputs are
-    larger than the task's `full_limit_bytes`: such problems are judged by digests (kernels.digest)."""
+    larger than the task's `full_limit_bytes`: such problems are judged by digests (kernels.shared.digest)."""
     model, dtype, native_dtypes = reference_for_seeds(module, task, device)
     saved: dict[str, Any] = {"seeds": task["seeds"], "outputs": [], "dtypes": []}
     limit = int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))

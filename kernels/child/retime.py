@@ -1,4 +1,4 @@
-"""Child side of a side-by-side re-time (task kind "retime", see kernels.retime for the protocol and the answer)."""
+"""Child side of a side-by-side re-time (task kind "retime", see kernels.parent.retime for the protocol and the answer)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from kernels.child import bring_up, compile_aside, device_lock, loading, probes,
 from kernels.child.candidate import block_sender, build, runs_per_tick, ticker
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference import load_problem, problem_forward, problem_inputs, problem_model
-from kernels.witness import BEFORE
+from kernels.shared.witness import BEFORE
 
 
 def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     """Child side (kernels.child.worker, task kind "retime")."""
     send = type(channel).send  # captured before the candidate's code runs
     time_callable = timing.time_callable
-    # a rerun after device_busy (kernels.device_busy) holds the device alone; torch.compile's compiles step aside
+    # a rerun after device_busy (kernels.shared.device_busy) holds the device alone; torch.compile's compiles step aside
     hold = device_lock.DeviceHold.for_task(task, channel)
     compile_aside.watch_compiles(hold)
     shared, exclusive = hold.shared, hold.exclusive
     device = torch.device(task["device"])
     runs, warmup, flush = task["timing"]["runs"], task["timing"]["warmup"], task["timing"]["flush"]
-    per = runs_per_tick(task)  # the parent's choice (kernels.witness.plan)
+    per = runs_per_tick(task)  # the parent's choice (kernels.shared.witness.plan)
     problem = load_problem(task, work_dir)
     bring_up.before_holding(task, device, sources=(task["problem_source"], task["candidate_source"]))
     channel.phase("queue")

@@ -5,8 +5,8 @@
 Why: a SysV segment lives outside every process's mappings until attached, and without an IPC namespace (hosts
 without bubblewrap) it outlives the child; nothing the harness runs (torch, CUDA, Triton, OpenMP, compilers) uses
 SysV shared memory. memfd_create is NOT refused (the CUDA driver creates memfds when it starts): memfds and tmpfs
-files are counted against the child's memory budget instead (kernels.isolation.cgroups,
-kernels.isolation.hidden_memory). Filters are inherited by every thread and process the child starts and cannot be
+files are counted against the child's memory budget instead (kernels.parent.isolation.cgroups,
+kernels.parent.isolation.hidden_memory). Filters are inherited by every thread and process the child starts and cannot be
 removed.
 """
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from kernels.child.device_lock import locked
-from kernels.stats import summarize
+from kernels.shared.stats import summarize
 
 _perf_counter = time.perf_counter
 _cuda_event = torch.cuda.Event
@@ -55,7 +55,7 @@ def make_flusher(device: torch.device, enabled: bool) -> Callable[[], None]:
 
 def exclusive(lock_fd: int | None, gate_fd: int | None = None) -> contextlib.AbstractContextManager[None]:
     """Hold the device alone, for timed work (timing loops, ceilings): `lock_fd` is a read-only descriptor of the
-    device lock file and `gate_fd` of its gate, opened by the harness for this worker (kernels.isolation.sandbox.run_worker);
+    device lock file and `gate_fd` of its gate, opened by the harness for this worker (kernels.parent.isolation.sandbox.run_worker);
     None runs without waiting for anyone. While this waits, new shared holders wait too, so timers are not starved."""
     return locked(lock_fd, gate_fd, fcntl.LOCK_EX)
 
@@ -78,11 +78,11 @@ def time_callable(fn: Callable[[], Any], device: torch.device, runs: int, warmup
     timed window. The clocks are read into locals before any timed call, so swapping the module's globals while
     the loop runs changes nothing; the parent recomputes the summary from the raw per-run times anyway.
     `on_block(times, warmup_times)` is told the raw times right after the loop (the block message the parent's
-    clock witnesses, kernels.witness); the warm-up calls are timed too, without a flush. `tick(0)` runs right before
+    clock witnesses, kernels.shared.witness); the warm-up calls are timed too, without a flush. `tick(0)` runs right before
     the first timed call of each window of `runs_per_tick` runs (after its flush) and `tick(1)` right after the last
     one (before its outputs are sampled), outside the timed windows: the parent stamps them, so every window of runs
     has a span on a clock the child cannot reach. Each run keeps its own flush and timer; `runs_per_tick` comes from
-    the parent's task (kernels.witness.plan), which checks the ticks against it.
+    the parent's task (kernels.shared.witness.plan), which checks the ticks against it.
     """
     per = max(1, int(runs_per_tick))
     perf_counter, cuda_event, cuda_synchronize = _perf_counter, _cuda_event, _cuda_synchronize

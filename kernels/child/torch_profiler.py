@@ -1,4 +1,4 @@
-"""The child's side of profiling feedback (kernels.profile is the parent's): a few calls of the candidate's forward
+"""The child's side of profiling feedback (kernels.shared.profile is the parent's): a few calls of the candidate's forward
 under torch.profiler, after timing and outside the timed loop, within a deadline; raw facts per event name."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kernels.profile import MATMUL_LIKE
+from kernels.shared.profile import MATMUL_LIKE
 
 # The autograd profiler under torch.profiler (same Kineto events) and captured before any candidate code runs:
 # torch.profiler.profile's start asks hasattr(torch, "_inductor"), which imports Inductor (seconds) in every child.

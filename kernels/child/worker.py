@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels import device_busy
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.seccomp import refuse_sysv_shm
+from kernels.shared import device_busy
 
 _exit = os._exit
 _sleep = time.sleep
@@ -38,7 +38,7 @@ def environment(device: str) -> dict[str, Any]:
         if getattr(props, "L2_cache_size", 0):
             facts["l2_cache_mb"] = round(props.L2_cache_size / 2**20, 1)
     else:
-        from kernels.devices import cpu_features, cpu_name
+        from kernels.shared.devices import cpu_features, cpu_name
 
         name = cpu_name()
         facts = {"cpu_threads": len(os.sched_getaffinity(0)), **cpu_features()}  # OpenMP threads, ISA, caches

@@ -1,9 +1,9 @@
-"""The warm-start zygote process (`python -m kernels.child.zygote_server SOCKET`, started by kernels.isolation.zygote):
+"""The warm-start zygote process (`python -m kernels.child.zygote_server SOCKET`, started by kernels.parent.isolation.zygote):
 it imports torch and the child's code (never CUDA), then forks one harness child per request and reports its exit
-status; each forked child confines itself (kernels.isolation.layers.enter) and runs kernels.child.worker.main.
+status; each forked child confines itself (kernels.parent.isolation.layers.enter) and runs kernels.child.worker.main.
 
 It runs no untrusted code itself: only its forked children do, after they have entered their limits. See
-kernels.isolation.zygote for the parent's side (starting it, asking it for a child) and what a forked child gets.
+kernels.parent.isolation.zygote for the parent's side (starting it, asking it for a child) and what a forked child gets.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels.isolation.process_tree import descendants, kill_tracked
+from kernels.shared.process_tree import descendants, kill_tracked
 
 IDLE_S = 600.0
 MAX_FDS = 16
 PRELOAD = ("torch", "kernels.child.worker", "kernels.child.candidate", "kernels.child.reference", "kernels.child.call",
-           "kernels.child.retime", "kernels.isolation.layers")
+           "kernels.child.retime", "kernels.parent.isolation.layers")
 # Not preloaded: torch.compile's back end. It would save a child 1-3.5 s at its first torch.compile, but on the H200
 # `import torch._inductor.compile_fx` left the zygote multi-threaded and every child forked after it failed with
 # "Cannot re-initialize CUDA in forked subprocess" (torch.cuda.is_initialized() was still False in the zygote).
@@ -66,7 +66,7 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
             if number not in keep:
                 with contextlib.suppress(OSError):
                     os.close(number)
-        from kernels.isolation import layers
+        from kernels.parent.isolation import layers
 
         layers.enter(*request.get("enter", [None, None, None]))  # rlimits, then the sandbox uid (as when spawned)
         os.environ.clear()
@@ -109,7 +109,7 @@ def _hung_up(conn: socket.socket, children: dict[int, socket.socket | None], gon
     """The requester of a child sends nothing after its request: its connection turning readable means it closed
     it, i.e. the evaluating process died (killed by a stream deadline, an RQ job timeout, the OOM killer) without
     killing its child. Nobody would enforce that child's deadlines any more, so it is killed with everything it
-    started (its process group and its descendants, as kernels.isolation.sandbox.run_worker kills them)."""
+    started (its process group and its descendants, as kernels.parent.isolation.sandbox.run_worker kills them)."""
     try:
         data = b"" if gone else conn.recv(4096, socket.MSG_DONTWAIT)
     except BlockingIOError:

@@ -1,5 +1,5 @@
 """Evaluations that ended because OTHER processes filled the GPU's memory: the harness reran the child and the device
-stayed busy (kernels.device_busy; the result carries the flag "device_busy"). That is neither the problem's fault nor
+stayed busy (kernels.shared.device_busy; the result carries the flag "device_busy"). That is neither the problem's fault nor
 the candidate's, so such a result is never recorded as the node's verdict:
 
 - the reference (the root) is evaluated again after growing waits (first_wait_s, then twice that, ...) until

@@ -189,7 +189,7 @@ def describe(node: Node) -> str:
 
 
 def render_profile(profile: dict[str, Any] | None, top: int = PROFILE_TOP) -> str:
-    """A few lines of a result's profile (kernels/profile.py): the top kernels with share and achieved rate."""
+    """A few lines of a result's profile (kernels/shared/profile.py): the top kernels with share and achieved rate."""
     if not isinstance(profile, dict):
         return ""
     kernels = profile.get("kernels") or []

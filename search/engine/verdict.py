@@ -5,19 +5,19 @@ as `verdict`; the pages, the API, the bundle, `search show` and the bench tables
 arithmetic). docs/metrics.md gives every formula beside KernelBench's and the paper's.
 
 An attempt's speed-up against the reference has one of two provenances, never derived through another attempt:
-- "retimed": the reference and the attempt timed alternately in ONE harness child (kernels.retime), the ratio of
+- "retimed": the reference and the attempt timed alternately in ONE harness child (kernels.parent.retime), the ratio of
   their medians with the per-round range; this beats any other figure of the same attempt.
 - "search": the reference node's median over the attempt's median, each from its own evaluation under the same
   protocol (the root is the problem's Model wrapped as ModelNew), the range from half their IQRs. When the run has
   side-by-side figures, such a node is marked `not_retimed`: its figure comes from another protocol than the winner's.
 The attempt is faster "beyond the noise" when its whole range is above 1.0 (slower: below), else it ties.
 An attempt's evaluation times it side by side with the reference in its own child, witnessed on the harness's clock
-(kernels.witness, result["side_by_side"]): its "search" figure is that ratio, never the reference node's median over
+(kernels.shared.witness, result["side_by_side"]): its "search" figure is that ratio, never the reference node's median over
 the attempt's (that older ratio is kept only for results that lack a side-by-side figure).
 
 Every figure carries `measurable` (bool) and `not_measurable` (why not, "" when measurable): a figure is not
 measurable on this host now when the harness's clock could not vouch for it or contradicted it, when the reference
-ran slower beside the attempt than before it, or when its range is too wide (high/low above kernels.witness.WIDE) to
+ran slower beside the attempt than before it, or when its range is too wide (high/low above kernels.shared.witness.WIDE) to
 order it against 1.0 and its rivals (for an older search figure from two evaluations, only a wide range with 1.0
 inside it); timed runs that spread widely (unstable) block a figure only when it has no range. Such a figure never decides: it is
 never the run's best when a measurable attempt exists, and never the winner (the reference stays the answer, the
@@ -45,7 +45,7 @@ FASTER, SLOWER, TIE = "faster", "slower", "tie"
 ATTEMPT, REFERENCE_KEPT, UNTRUSTED = "attempt", "reference", "untrusted"
 ROOFLINE_LIMIT = 100.0  # % of the measured roofline on a GPU: faster than the device can move or compute the data
 CPU_ROOFLINE_MARGIN = 3.0  # on a CPU the harness's own flag margin: caches legitimately beat the DRAM ceiling there
-WIDE = 1.5  # a figure's range high/low above this cannot order it (kernels.witness.WIDE; no kernels import here)
+WIDE = 1.5  # a figure's range high/low above this cannot order it (kernels.shared.witness.WIDE; no kernels import here)
 NOT_MEASURABLE = "not measurable on this host now"
 
 

@@ -60,7 +60,7 @@ def check_redis_and_workers() -> tuple[dict, dict]:
 
 @functools.lru_cache(maxsize=1)
 def accelerators() -> list[dict]:
-    from kernels.devices import list_devices
+    from kernels.shared.devices import list_devices
 
     return [dict(device) for device in list_devices()]
 

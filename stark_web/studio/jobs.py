@@ -1,6 +1,6 @@
 """RQ entry points of the "search" queue. Each takes ids, is idempotent, and re-reads the database.
 
-The "gpu" queue runs `kernels.jobs.evaluate_job` (pure: no database), see stark_web.studio.service.queues.
+The "gpu" queue runs `kernels.parent.jobs.evaluate_job` (pure: no database), see stark_web.studio.service.queues.
 """
 
 from __future__ import annotations

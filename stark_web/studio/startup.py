@@ -48,7 +48,7 @@ def rules_analysis_limits() -> tuple[float, float]:
 def device_busy_settings() -> None:
     """Check at start-up how long a search waits for a GPU that other processes fill (STARK_DEVICE_BUSY_WAIT_S,
     _FIRST_WAIT_S, _EVALUATIONS: search.engine.busy reads them in the search worker). The harness's own
-    STARK_DEVICE_BUSY_RERUNS_S is checked where it is read (kernels.device_busy, with torch, in the gpu worker)."""
+    STARK_DEVICE_BUSY_RERUNS_S is checked where it is read (kernels.shared.device_busy, with torch, in the gpu worker)."""
     try:
         BusyPolicy.from_env()
     except ValueError as exc:

@@ -84,7 +84,7 @@ def test_problems_are_collected_from_directories_and_files(tmp_path):
 
 
 def test_bench_runs_a_suite_and_writes_json_and_markdown(tmp_path, monkeypatch):
-    """The bench command in-process, with the scripted evaluator in place of kernels.evaluate."""
+    """The bench command in-process, with the scripted evaluator in place of kernels.parent.evaluate."""
     import search.inline as cli
     from tests.engine.helpers import PROBLEM, script_evaluate
 

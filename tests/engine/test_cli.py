@@ -1,4 +1,4 @@
-"""`python -m search run`: flags, errors a user can make, and an end-to-end run with the real kernels.evaluate."""
+"""`python -m search run`: flags, errors a user can make, and an end-to-end run with the real kernels.parent.evaluate."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_run_end_to_end_with_the_real_evaluator_writes_a_tree_whose_attempts_equ
 
 
 def test_run_prints_progress_to_the_given_stream(tmp_path, monkeypatch):
-    """The in-process path of main(), with kernels.evaluate replaced by the scripted evaluator."""
+    """The in-process path of main(), with kernels.parent.evaluate replaced by the scripted evaluator."""
     import search.inline as cli
     from tests.engine.helpers import script_evaluate
 

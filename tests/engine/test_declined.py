@@ -3,7 +3,7 @@ counted against the budget), it is recorded with verdict "declined", and no poli
 
 from __future__ import annotations
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.events import EventLog
 from search.engine.loop import run as search_loop

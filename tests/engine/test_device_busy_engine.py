@@ -1,7 +1,7 @@
 """search.engine.busy: an evaluation the GPU's other processes spoilt (the harness's device_busy flag) is evaluated
 again after a wait, never recorded as the node's verdict; the reference waits (bounded) and then fails the run with
 the device-busy message, an attempt is re-evaluated (bounded), never debugged. The busy results are the ones the
-harness builds (kernels.judge.process_failure, kernels.jobs.problem_result); the harness itself on a pretend busy
+harness builds (kernels.parent.judge.process_failure, kernels.parent.jobs.problem_result); the harness itself on a pretend busy
 GPU is tests/engine/test_device_busy_harness.py."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from kernels import EvalSettings, judge
-from kernels.device_busy import BUSY_KIND, GIB, busy_message
-from kernels.errors import DeviceBusyError
-from kernels.isolation.worker_run import WorkerRun
-from kernels.jobs import problem_result
-from kernels.problem import reference_candidate
-from kernels.result import EvalResult
+from kernels import EvalSettings
+from kernels.parent import judge
+from kernels.parent.isolation.worker_run import WorkerRun
+from kernels.parent.jobs import problem_result
+from kernels.parent.problem import reference_candidate
+from kernels.parent.result import EvalResult
+from kernels.shared.device_busy import BUSY_KIND, GIB, busy_message
+from kernels.shared.errors import DeviceBusyError
 from search.engine.busy import DEVICE_BUSY, BusyPolicy, busy_reason, held_words, is_busy
 from search.engine.engine import Engine
 from search.engine.events import EventLog
@@ -36,7 +37,7 @@ def busy_error() -> dict[str, Any]:
 
 
 def busy_candidate_result() -> dict[str, Any]:
-    """What kernels.judge.judge gives a candidate whose child stayed device_busy through the harness's reruns."""
+    """What kernels.parent.judge.judge gives a candidate whose child stayed device_busy through the harness's reruns."""
     run = WorkerRun(messages=[busy_error(), {"type": "done"}], returncode=0)
     settings = EvalSettings()
     result = judge.judge(settings, run, None, None)  # type: ignore[arg-type]  # a failure never reads them
@@ -44,7 +45,7 @@ def busy_candidate_result() -> dict[str, Any]:
 
 
 def busy_reference_result() -> dict[str, Any]:
-    """What the gpu queue's job gives when the reference's own child stayed device_busy (kernels.jobs)."""
+    """What the gpu queue's job gives when the reference's own child stayed device_busy (kernels.parent.jobs)."""
     return problem_result(DeviceBusyError(busy_message(busy_error())), EvalSettings())
 
 

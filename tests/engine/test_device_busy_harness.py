@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.busy import DEVICE_BUSY, BusyPolicy
 from search.engine.engine import Engine
 from search.engine.events import Event, EventLog

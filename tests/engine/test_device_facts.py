@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.tree import Tree
 from search.teams import get_team

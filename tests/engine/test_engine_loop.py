@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.events import EVENT_TYPES, EventLog
 from search.engine.loop import run as search_loop

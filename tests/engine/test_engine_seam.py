@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.engine import NOTHING_SELECTABLE, Engine, Finish, selection_settings
 from search.engine.events import EventLog
 from search.engine.tree import Tree

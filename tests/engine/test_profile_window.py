@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kernels.profile import summarize
+from kernels.shared.profile import summarize
 from search.engine.context import build_window, estimate_tokens, render_profile
 from search.engine.tree import Tree
 from tests.engine.helpers import make_tree
@@ -16,7 +16,7 @@ CEILINGS = {"copy_gbps": 3000.0, "matmul_tflops": {"float32": 50.0, "tfloat32": 
 
 
 def profile_of(gemm_us: float, elementwise_us: float, extra: int = 0) -> dict[str, Any]:
-    """A stored profile (kernels.profile.summarize) of 2 calls: a GEMM with its FLOPs, an elementwise kernel and
+    """A stored profile (kernels.shared.profile.summarize) of 2 calls: a GEMM with its FLOPs, an elementwise kernel and
     `extra` small kernels."""
     events = [{"name": "sm90_xmma_gemm_f32f32_tf32f32", "count": 2, "total_us": 2 * gemm_us, "flops": 2 * 2 * 4096**3},
               {"name": "triton_poi_fused_relu_mul_0", "count": 2, "total_us": 2 * elementwise_us, "flops": 0.0}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from kernels import source_ast as harness_side
+from kernels.shared import source_ast as harness_side
 from search.engine import source_ast as engine_side
 
 

@@ -1,7 +1,7 @@
 """The fake at the GPU edge for device_busy tests on a machine without a GPU: a problem whose torch.cuda says that
 other processes hold 79.5 GiB of an 80 GiB device, and whose Model.forward raises CUDA's OutOfMemoryError ("Tried to
 allocate 2.00 GiB") while the GPU is "busy". Everything above it is real: the harness child classifies the OOM
-(kernels.device_busy.busy_report), the parent reruns it, the result is flagged, the search waits and evaluates again.
+(kernels.shared.device_busy.busy_report), the parent reruns it, the result is flagged, the search waits and evaluates again.
 
 torch.cuda.mem_get_info is replaced only in a child about to fail with that OOM (the harness rejects a candidate that
 changed torch, and a child that goes on must not have). "Busy" is either a counter file (`hog`: how many more forward calls fail; "inf" for ever; each failing child spends

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalSettings, evaluate
-from kernels.settings import MEMORY_SHARE, default_memory_limit_mb, machine_memory_mb
+from kernels.parent.settings import MEMORY_SHARE, default_memory_limit_mb, machine_memory_mb
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # harness evaluations: children

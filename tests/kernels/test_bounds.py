@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels import EvalResult, EvalSettings, cache, evaluate, inspect_problem
-from kernels.isolation import layers
+from kernels import EvalResult, EvalSettings, evaluate, inspect_problem
+from kernels.parent import cache
+from kernels.parent.isolation import layers
 from tests.kernels.conftest import fixture_source
 from tests.kernels.test_sandbox_layers import SHAPE
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 def total_cap_s(settings: EvalSettings) -> float:
     """The most a candidate child may live: its phases' allowances (start, build, first call; run, timing, and fuzz
     where the fuzzing stage is on) + margin."""
-    from kernels.isolation.watch import MARGIN_S
+    from kernels.parent.isolation.watch import MARGIN_S
 
     fuzz = settings.run_timeout_s if settings.fuzz != "off" else 0.0
     return 3 * settings.build_timeout_s + 2 * settings.run_timeout_s + fuzz + MARGIN_S
@@ -196,7 +197,7 @@ for channel in [o for o in gc.get_objects() if type(o).__name__ == "Channel" and
 PARENT = '''
 import json, resource, sys, tempfile
 from pathlib import Path
-from kernels.isolation.sandbox import run_worker
+from kernels.parent.isolation.sandbox import run_worker
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 work = Path(tempfile.mkdtemp(prefix="flood-"))
 task = {"kind": "inspect", "problem_source": sys.stdin.read(), "device": "cpu", "seed": 0, "seeds": [0],

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from kernels import EvalSettings, evaluate
-from kernels.isolation import cgroups
-from kernels.isolation.sandbox import run_worker
-from kernels.isolation.worker_run import WorkerRun
+from kernels.parent.isolation import cgroups
+from kernels.parent.isolation.sandbox import run_worker
+from kernels.parent.isolation.worker_run import WorkerRun
 from tests.kernels.conftest import fixture_source
 from tests.kernels.test_bounds import prime
 from tests.kernels.test_sandbox_layers import SHAPE
@@ -122,7 +122,7 @@ time.sleep(30)
 PARENT = '''
 import json, os, sys, tempfile, threading, time
 from pathlib import Path
-from kernels.isolation.sandbox import run_worker
+from kernels.parent.isolation.sandbox import run_worker
 
 
 def resident_mb():

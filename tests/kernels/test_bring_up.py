@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernels.child.bring_up import wants_compiler
-from kernels.isolation.lock_broker import bring_up_wanted
+from kernels.parent.isolation.lock_broker import bring_up_wanted
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,8 +3,8 @@ longer than the limit is dropped as it streams in (recorded once as a forgery) a
 
 from __future__ import annotations
 
-from kernels.isolation.sandbox import MAX_FORGED, ChannelLines
-from kernels.isolation.worker_run import WorkerRun
+from kernels.parent.isolation.sandbox import MAX_FORGED, ChannelLines
+from kernels.parent.isolation.worker_run import WorkerRun
 
 
 def test_lines_split_across_reads_are_joined() -> None:

@@ -1,4 +1,4 @@
-"""The compiled code of a problem's torch.compile baselines is handed to its later children (kernels.compile_seed):
+"""The compiled code of a problem's torch.compile baselines is handed to its later children (kernels.parent.compile_seed):
 the reference worker's Inductor/Triton caches are kept per problem, device and torch version, and each candidate or
 re-time child starts with a copy, so a torch.compile wrapper of the reference loads the compiled graph instead of
 compiling it again. Links and oversized caches are never kept; a child's writes never reach the seed."""
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels import EvalSettings, compile_seed, evaluate
+from kernels import EvalSettings, evaluate
+from kernels.parent import compile_seed
 from search.bench_retime import compiled_reference
 from tests.kernels.conftest import fixture_source
 
@@ -86,7 +87,7 @@ def test_a_re_time_plants_the_candidates_seed_only_beside_a_reference_that_build
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The re-time child runs the reference too: a candidate's own compiled code is planted there only when the
     problem's source compiles nothing itself, so the reference can never load code a candidate wrote."""
-    from kernels import retime as retime_module
+    from kernels.parent import retime as retime_module
 
     planted: list[str | None] = []
 
@@ -121,11 +122,11 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
     they name the child's own work dir (same length: pickled strings keep their framing), never the reference's."""
     import pickle
 
-    from kernels.isolation.work_dirs import work_dir_name
+    from kernels.parent.isolation.work_dirs import work_dir_name
 
     root = tmp_path / "root"
 
-    def new_work_dir(prefix: str) -> Path:  # as kernels.isolation.work_dirs.new_work_dir names them (without its bwrap probe)
+    def new_work_dir(prefix: str) -> Path:  # as kernels.parent.isolation.work_dirs.new_work_dir names them (without its bwrap probe)
         return root / "work" / work_dir_name(prefix)
 
     ref, child = new_work_dir("ref-"), new_work_dir("")
@@ -157,7 +158,7 @@ def test_entries_naming_the_reference_workers_dir_are_relocated_to_the_childs(tm
 def test_every_file_is_relocated_however_many_reference_workers_refreshed_the_seed(tmp_path: Path) -> None:
     """Each reference worker adds the entries the seed lacks, naming its own dir; a child gets every one of them
     naming its dir instead (an earlier cap of 16 remembered origins planted older workers' files unrelocated)."""
-    from kernels.isolation.work_dirs import work_dir_name
+    from kernels.parent.isolation.work_dirs import work_dir_name
 
     root = tmp_path / "root"
     workers = [root / "work" / work_dir_name("ref-") for _ in range(20)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.reference import COMPILE_THREADS_ENV, compile_threads, worker_env
+from kernels.parent.reference import COMPILE_THREADS_ENV, compile_threads, worker_env
 
 
 def test_one_compiler_process_by_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,7 +31,7 @@ def test_it_keeps_the_compiler_output_of_a_failed_build(judged: Callable[..., Ev
 
 def test_a_passing_build_is_planted_for_the_same_candidate_and_not_built_again(
         judged: Callable[..., EvalResult], fast_settings: EvalSettings) -> None:
-    """kernels.compile_seed: the extension a passing candidate built is kept under its whole source, and its later
+    """kernels.parent.compile_seed: the extension a passing candidate built is kept under its whole source, and its later
     children (its re-time, another evaluation) load it, up to date for ninja, instead of compiling it again."""
     first = judged("cpp_openmp", build_timeout_s=BUILD_TIMEOUT)
     assert first.verdict == "pass", (first.reasons, first.logs)

@@ -1,4 +1,4 @@
-"""kernels.device_busy: telling a CUDA OOM caused by other processes on the GPU from a problem's or candidate's own,
+"""kernels.shared.device_busy: telling a CUDA OOM caused by other processes on the GPU from a problem's or candidate's own,
 and the bounded rerun policy, with the numbers passed in and a fake child runner at the `run(alone)` seam."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from kernels import device_busy
-from kernels.device_busy import BUSY_KIND, GIB, is_device_busy
+from kernels.shared import device_busy
+from kernels.shared.device_busy import BUSY_KIND, GIB, is_device_busy
 
 TOTAL = int(139.8 * GIB)
 
@@ -129,7 +129,7 @@ def test_alone_task_marks_only_reruns_with_a_timing_section() -> None:
 
 
 def busy_worker_run() -> Any:
-    from kernels.isolation.worker_run import WorkerRun
+    from kernels.parent.isolation.worker_run import WorkerRun
 
     error = {"type": "error", "kind": BUSY_KIND, "own_kind": "runtime_error", "tries": 4, "traceback": "tb",
              "message": "HarnessFailure: ModelNew.forward raised OutOfMemoryError in trial 0",
@@ -138,9 +138,10 @@ def busy_worker_run() -> Any:
 
 
 def test_busy_candidate_verdict_and_reference_error_say_the_gpu_was_busy() -> None:
-    from kernels import EvalSettings, judge
-    from kernels.errors import DeviceBusyError
-    from kernels.reference import problem_failure
+    from kernels import EvalSettings
+    from kernels.parent import judge
+    from kernels.parent.reference import problem_failure
+    from kernels.shared.errors import DeviceBusyError
 
     settings = EvalSettings()
     verdict, reasons = judge.process_failure(busy_worker_run(), settings)  # type: ignore[misc]
@@ -166,9 +167,10 @@ def test_the_harness_reruns_come_from_the_environment(monkeypatch: pytest.Monkey
 
 def test_a_busy_result_is_flagged_for_the_search() -> None:
     """The flag tells the search (search.engine.busy) to wait and evaluate again instead of judging the node."""
-    from kernels import EvalSettings, judge
-    from kernels.errors import DeviceBusyError, ProblemError
-    from kernels.jobs import problem_result
+    from kernels import EvalSettings
+    from kernels.parent import judge
+    from kernels.parent.jobs import problem_result
+    from kernels.shared.errors import DeviceBusyError, ProblemError
 
     settings = EvalSettings()
     result = judge.judge(settings, busy_worker_run(), None, None)  # type: ignore[arg-type]  # failures read neither

@@ -20,7 +20,7 @@ import pytest
 from kernels import EvalSettings, evaluate
 from kernels.child import compile_aside
 from kernels.child.device_lock import RELEASES, TAKES, DeviceHold
-from kernels.isolation.lock_broker import compile_aside_wanted, parse_where
+from kernels.parent.isolation.lock_broker import compile_aside_wanted, parse_where
 from tests.kernels.conftest import fixture_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -367,7 +367,7 @@ def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettin
     the device" again), then passes, its result saying what stepped aside."""
     monkeypatch.setenv("STARK_COMPILE_ASIDE", "1")
     settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
-    from kernels import cache
+    from kernels.parent import cache
 
     lock = cache.device_lock(cache.cache_root(settings.cache_dir), settings.device)
     lock.parent.mkdir(parents=True, exist_ok=True)

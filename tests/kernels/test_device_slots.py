@@ -1,4 +1,4 @@
-"""Admission to the device's shared side: at most K children hold it at once (kernels.isolation.lock_broker)."""
+"""Admission to the device's shared side: at most K children hold it at once (kernels.parent.isolation.lock_broker)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.isolation.lock_broker import SLOTS_ENV, LockBroker, shared_slots_wanted
+from kernels.parent.isolation.lock_broker import SLOTS_ENV, LockBroker, shared_slots_wanted
 
 
 def answers(broker: LockBroker) -> bytes:

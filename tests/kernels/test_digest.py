@@ -8,8 +8,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from kernels import EvalResult, digest
-from kernels.correctness import compare, identical
+from kernels import EvalResult
+from kernels.shared import digest
+from kernels.shared.correctness import compare, identical
 
 
 def _digests(t: torch.Tensor, seed: int = 7) -> list[dict]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate
-from kernels.cli import main as cli_main
+from kernels.parent.cli import main as cli_main
 
 pytestmark = pytest.mark.slow  # harness evaluations: children
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalSettings, evaluate
-from kernels.cli import main as cli_main
+from kernels.parent.cli import main as cli_main
 
 pytestmark = pytest.mark.slow  # harness evaluations: children
 

@@ -1,4 +1,4 @@
-"""The fuzzing stage's plan (kernels/fuzz_plan.py: read from the problem's source, never run in the parent), its
+"""The fuzzing stage's plan (kernels/parent/fuzz_plan.py: read from the problem's source, never run in the parent), its
 inputs (kernels/child/fuzz_inputs.py) and the `fuzz` settings."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import ast
 import pytest
 import torch
 
-from kernels import EvalSettings, fuzz_plan
+from kernels import EvalSettings
 from kernels.child.fuzz_inputs import changed_layout, changed_values, variant_inputs
+from kernels.parent import fuzz_plan
 from tests.kernels.conftest import RELU
 
 LINEAR = '''
@@ -155,7 +156,7 @@ def test_special_values_partial_changes_and_views_change_what_they_say() -> None
 
 
 def test_special_values_are_judged_by_position_and_a_nan_may_be_dropped_only_where_it_entered() -> None:
-    from kernels.correctness import compare
+    from kernels.shared.correctness import compare
 
     nan, inf = float("nan"), float("inf")
     want = [torch.tensor([1.0, nan, inf, -inf, 0.0])]
@@ -218,7 +219,7 @@ def loading_build(cls: type) -> torch.nn.Module:
 
 
 def test_a_nan_input_may_also_be_read_as_minus_inf_as_a_nan_ignoring_max_reads_it() -> None:
-    from kernels.fuzz import judge_outputs
+    from kernels.parent.fuzz import judge_outputs
 
     nan = float("nan")
     x = torch.tensor([[1.0, nan, 2.0], [0.5, 0.25, 0.0]])

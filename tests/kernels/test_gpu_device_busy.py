@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalSettings
-from kernels.device_busy import BACKOFF_S
-from kernels.errors import DeviceBusyError, ProblemError
-from kernels.reference import ensure_reference
+from kernels.parent.reference import ensure_reference
+from kernels.shared.device_busy import BACKOFF_S
+from kernels.shared.errors import DeviceBusyError, ProblemError
 
 pytestmark = pytest.mark.gpu
 

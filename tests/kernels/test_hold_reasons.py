@@ -1,6 +1,6 @@
 """Why a child takes and lets go of the device lock, and where its long holds went: the child's side
 (kernels.child.device_lock, kernels.child.hold_sampler) and what the parent's lock trace keeps of it
-(kernels.isolation.lock_broker)."""
+(kernels.parent.isolation.lock_broker)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from kernels import EvalSettings, evaluate
 from kernels.child import hold_sampler
 from kernels.child.device_lock import RELEASES, TAKES, DeviceHold, FdLock
 from kernels.child.hold_sampler import HoldSampler
-from kernels.isolation.lock_broker import LockBroker, clean_where, parse_where
+from kernels.parent.isolation.lock_broker import LockBroker, clean_where, parse_where
 from tests.kernels.conftest import fixture_source
 
 

@@ -1,4 +1,4 @@
-"""kernels.jobs.evaluate_job: a pure RQ job (problem, candidate, settings) -> result dict, also through real RQ."""
+"""kernels.parent.jobs.evaluate_job: a pure RQ job (problem, candidate, settings) -> result dict, also through real RQ."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kernels.jobs import evaluate_job
+from kernels.parent.jobs import evaluate_job
 from tests.kernels.conftest import fixture_source
 from tests.kernels.test_settings_and_result import RESULT_KEYS
 

@@ -1,4 +1,4 @@
-"""What the parent decodes from a child's result channel is bounded (kernels.isolation.watch.MessageLimits): the
+"""What the parent decodes from a child's result channel is bounded (kernels.parent.isolation.watch.MessageLimits): the
 size of one message, its depth, the values in it and in all the messages kept; a line nested past the decoder's
 recursion is a forgery, never a crash of the parent."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from kernels.isolation.watch import MessageLimits, count_values, measure
-from kernels.isolation.worker_run import WorkerRun, authenticate
+from kernels.parent.isolation.watch import MessageLimits, count_values, measure
+from kernels.parent.isolation.worker_run import WorkerRun, authenticate
 
 
 def test_a_message_over_the_byte_cap_is_named() -> None:

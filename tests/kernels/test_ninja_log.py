@@ -1,5 +1,5 @@
-"""A torch extension's build directory planted in another child's work dir (kernels.compile_seed) is up to date for
-the real ninja: its build log's command hashes are rewritten for the moved paths (kernels.ninja_log), for both log
+"""A torch extension's build directory planted in another child's work dir (kernels.parent.compile_seed) is up to date for
+the real ninja: its build log's command hashes are rewritten for the moved paths (kernels.parent.ninja_log), for both log
 versions in use (v5: ninja up to 1.12, v7: ninja 1.13)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels import compile_seed, ninja_log
+from kernels.parent import compile_seed, ninja_log
 
 # "true " and n times "x", as logged by the real ninja 1.11.1 (v5) and 1.13.2 (v7) for a rule `command = $cmd`
 LOGGED = {0: ("2c6e59396f7a3684", "9816176dadc2d469"), 7: ("a57573af57db8af5", "a458018b97e07a23"),

@@ -1,7 +1,7 @@
 """A harness process killed outright (SIGKILL: a stream deadline's `timeout -s KILL`, an RQ job timeout, the OOM
 killer) never leaves its evaluation's child running without anyone to enforce its deadlines: a child forked from
-the warm-start zygote is killed by the zygote when its requester hangs up (kernels.isolation.zygote), a spawned one by its
-parent-death signal (kernels.isolation.layers.child_limits). What a spawned child started itself outlives it: the
+the warm-start zygote is killed by the zygote when its requester hangs up (kernels.parent.isolation.zygote), a spawned one by its
+parent-death signal (kernels.parent.isolation.layers.child_limits). What a spawned child started itself outlives it: the
 parent-death signal is not inherited, and nobody is left to kill its group (bubblewrap children die with their
 namespace; zygote children with their group)."""
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kernels.child.zygote_server import parent_of
-from kernels.isolation.process_tree import start_time
+from kernels.shared.process_tree import start_time
 from tests.teams.processes import command_lines, running_with
 
 pytestmark = pytest.mark.slow  # starts processes (a harness parent, its children, a zygote)

@@ -1,14 +1,14 @@
-"""The phases a user reads (kernels.phases.PhaseClock), from the children's own phase names."""
+"""The phases a user reads (kernels.parent.phases.PhaseClock), from the children's own phase names."""
 
 from __future__ import annotations
 
-from kernels.phases import PhaseClock
+from kernels.parent.phases import PhaseClock
 
 
 def test_a_helper_workers_waits_for_the_device_count_as_waits_and_the_rest_as_its_step() -> None:
     seen: list[str] = []
     clock = PhaseClock(lambda name, _detail: seen.append(name))
-    on_phase = clock.waits_apart("re-check")  # the reference digests of a re-check (kernels.reference)
+    on_phase = clock.waits_apart("re-check")  # the reference digests of a re-check (kernels.parent.reference)
     for phase in ("start", "queue", "run", "queue", "run"):
         on_phase(phase)
     phases = [p["phase"] for p in clock.done()]

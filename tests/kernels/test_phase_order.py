@@ -1,4 +1,4 @@
-"""The parent's clock of a harness child (kernels.isolation.watch.Deadlines): phases only move forward through the
+"""The parent's clock of a harness child (kernels.parent.isolation.watch.Deadlines): phases only move forward through the
 task's order, each phase's allowance is granted once, and the whole child is capped by the phases it reached."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import os
 import pytest
 
 from kernels.child.channel import Channel
-from kernels.isolation.watch import MARGIN_S, Deadlines
-from kernels.phases import CHILD_ORDER, child_order
+from kernels.parent.isolation.watch import MARGIN_S, Deadlines
+from kernels.parent.phases import CHILD_ORDER, child_order
 
 BUILD_S, RUN_S = 30.0, 10.0
 CANDIDATE = {"start": BUILD_S, "build": BUILD_S, "first_call": BUILD_S, "run": RUN_S, "timing": RUN_S,

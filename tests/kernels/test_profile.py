@@ -1,4 +1,4 @@
-"""Profiling feedback (kernels/profile.py, kernels/ncu.py): torch.profiler after timing in the real harness child,
+"""Profiling feedback (kernels/shared/profile.py, kernels/parent/ncu.py): torch.profiler after timing in the real harness child,
 FLOP rates where the profiler counts FLOPs, a deadline, failures that never change a verdict, and Nsight Compute
 degrading with a note where it cannot run."""
 
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kernels import EvalResult, EvalSettings, evaluate, ncu
+from kernels import EvalResult, EvalSettings, evaluate
 from kernels.child.torch_profiler import plan_calls
-from kernels.profile import summarize
-from kernels.report import evaluation_report
+from kernels.parent import ncu
+from kernels.parent.report import evaluation_report
+from kernels.shared.profile import summarize
 from tests.kernels.conftest import fixture_source
 
 SCALE_ADD = fixture_source("problem_scale_add")
@@ -183,8 +184,8 @@ def refusing_ncu(monkeypatch, fresh_probe) -> Iterator[Path]:
 
 @pytest.mark.slow
 def test_ncu_without_permission_degrades_with_a_note_and_is_not_tried_again(refusing_ncu, kernel_cache) -> None:
-    from kernels.evaluate import run_candidate_child
-    from kernels.phases import PhaseClock
+    from kernels.parent.evaluate import run_candidate_child
+    from kernels.parent.phases import PhaseClock
 
     settings = EvalSettings(device="cuda", cache_dir=kernel_cache, sandbox="none", warm_start=False)
     calls: list[list[str]] = []

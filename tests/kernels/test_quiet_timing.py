@@ -1,4 +1,4 @@
-"""Quiet timing (kernels/isolation/quiet.py): a re-time pauses the host's other harness children while it times,
+"""Quiet timing (kernels/parent/isolation/quiet.py): a re-time pauses the host's other harness children while it times,
 their deadlines leave the pauses out, and nothing but registered children of this host is ever signalled."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from kernels import cache, evaluate
-from kernels.isolation import quiet
-from kernels.isolation.process_tree import start_time
-from kernels.isolation.quiet import Membership, Quieter, device_members, quiet_mode
-from kernels.isolation.watch import Deadlines
-from kernels.retime import retime
+from kernels import evaluate
+from kernels.parent import cache
+from kernels.parent.isolation import quiet
+from kernels.parent.isolation.quiet import Membership, Quieter, device_members, quiet_mode
+from kernels.parent.isolation.watch import Deadlines
+from kernels.parent.retime import retime
+from kernels.shared.process_tree import start_time
 from tests.kernels.conftest import fixture_source
 
 SCALE_ADD = fixture_source("problem_scale_add")

@@ -16,9 +16,9 @@ from kernels import (
     inspect_problem,
     reference_candidate,
 )
-from kernels.isolation import layers
-from kernels.isolation.sandbox import clean_env
-from kernels.roofline import assess, ceilings_stale
+from kernels.parent.isolation import layers
+from kernels.parent.isolation.sandbox import clean_env
+from kernels.parent.roofline import assess, ceilings_stale
 from tests.kernels.conftest import fixture_source
 from tests.teams.processes import command_lines
 

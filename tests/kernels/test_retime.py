@@ -1,12 +1,12 @@
-"""Side-by-side re-timing (kernels/retime.py): the reference and a candidate timed alternately in one real harness
+"""Side-by-side re-timing (kernels/parent/retime.py): the reference and a candidate timed alternately in one real harness
 child; the parent's figures from raw times; a candidate whose output differs is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernels.jobs import retime_job
-from kernels.retime import RetimeError, retime, summarize_rounds
+from kernels.parent.jobs import retime_job
+from kernels.parent.retime import RetimeError, retime, summarize_rounds
 from tests.kernels.conftest import CLAMP, RELU, fixture_source
 
 pytestmark = pytest.mark.slow  # each test starts a harness child

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalSettings, evaluate
-from kernels.isolation.sandbox import bwrap_available, clean_env
+from kernels.parent.isolation.sandbox import bwrap_available, clean_env
 from tests.kernels.conftest import fixture_source
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalSettings, ProblemError, evaluate, inspect_problem, reference_candidate
-from kernels.isolation import bubblewrap, work_dirs
-from kernels.isolation import layers as isolation_layers
-from kernels.isolation.sandbox import bwrap_available
+from kernels.parent.isolation import bubblewrap, work_dirs
+from kernels.parent.isolation import layers as isolation_layers
+from kernels.parent.isolation.sandbox import bwrap_available
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -232,7 +232,7 @@ def test_the_child_inherits_no_descriptors_and_runs_as_the_sandbox_user(mode: st
     fds = json.loads(log.split("FDS: ", 1)[1].splitlines()[0])
     assert not [t for t in fds.values() if "held-open" in t], fds
     pipes = [t for t in fds.values() if t.startswith("pipe:")]
-    assert len(pipes) <= 3, fds  # the result channel, the device lock's answers (kernels.isolation.lock_broker), stdin
+    assert len(pipes) <= 3, fds  # the result channel, the device lock's answers (kernels.parent.isolation.lock_broker), stdin
     assert not [t for t in fds.values() if "locks/device-" in t], fds  # no lock descriptor: the parent holds it
     outside = [t for t in fds.values() if t.startswith("/") and not t.startswith(("/dev/null", "/tmp"))
                and "/work/" not in t and "stark-sandbox" not in t]

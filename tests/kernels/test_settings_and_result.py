@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kernels import EvalResult, EvalSettings
-from kernels.result import truncate_log
+from kernels.parent.result import truncate_log
 
 RESULT_KEYS = {"verdict", "reasons", "flags", "correctness", "integrity", "timing", "baselines", "speedup_vs_eager",
                "speedup_vs_compile", "roofline", "logs", "settings", "environment", "wall_s", "phases", "profile",
@@ -63,9 +63,9 @@ def test_it_keeps_both_ends_of_long_logs() -> None:
 def test_every_setting_is_documented() -> None:
     import dataclasses
 
-    import kernels.settings
+    import kernels.parent.settings
 
-    doc = kernels.settings.__doc__
+    doc = kernels.parent.settings.__doc__
     missing = [f.name for f in dataclasses.fields(EvalSettings) if f"- {f.name} [" not in doc and f", {f.name} [" not in doc
                and f"- {f.name}, " not in doc]
     assert missing == []

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels import EvalResult, EvalSettings, cache, evaluate
+from kernels import EvalResult, EvalSettings, evaluate
 from kernels.child.timing import exclusive, shared
+from kernels.parent import cache
 from tests.kernels.conftest import fixture_source
 
 HOLD_S = 12.0

@@ -10,8 +10,8 @@ import torch
 
 from kernels import EvalSettings, evaluate
 from kernels.child.timing import summarize, time_callable
-from kernels.reference import ensure_reference
-from kernels.roofline import assess, ceilings_stale
+from kernels.parent.reference import ensure_reference
+from kernels.parent.roofline import assess, ceilings_stale
 from tests.kernels.conftest import fixture_source
 
 

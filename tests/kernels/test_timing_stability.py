@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernels import EvalSettings, evaluate
-from kernels.judge import timing_stability
+from kernels.parent.judge import timing_stability
 from tests.kernels.conftest import fixture_source
 
 

@@ -1,4 +1,4 @@
-"""A harness child's memory as the parent checks it four times a second (kernels.isolation.process_tree.tree_memory_mb):
+"""A harness child's memory as the parent checks it four times a second (kernels.shared.process_tree.tree_memory_mb):
 the resident sizes of the child's processes while their sum is under the limit (one short read each), their
 proportional set sizes near it; a process that left the child's group (setsid) still counts."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate
-from kernels.isolation import process_tree
-from kernels.isolation.process_tree import tree_memory_mb
+from kernels.shared import process_tree
+from kernels.shared.process_tree import tree_memory_mb
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # starts processes

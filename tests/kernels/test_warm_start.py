@@ -1,4 +1,4 @@
-"""Warm start (kernels/isolation/zygote.py): children forked from a zygote where no bubblewrap runs get the same verdicts,
+"""Warm start (kernels/parent/isolation/zygote.py): children forked from a zygote where no bubblewrap runs get the same verdicts,
 deadlines, kills and isolation from the parent's environment as spawned ones."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate
-from kernels.cache import cache_root
-from kernels.isolation.zygote import socket_path
+from kernels.parent.cache import cache_root
+from kernels.parent.isolation.zygote import socket_path
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -97,7 +97,7 @@ def test_the_zygote_refuses_its_own_descendants() -> None:
 
 def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path) -> None:
     """ensure_zygote does not wait out START_WAIT_S for a zygote that exited: it says so, with the log's path."""
-    from kernels.isolation import zygote
+    from kernels.parent.isolation import zygote
 
     broken = tmp_path / "broken" / "kernels"
     broken.mkdir(parents=True)
@@ -114,8 +114,8 @@ def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path) -> None:
 
 def test_without_a_zygote_the_child_is_spawned_and_judged_the_same(fast_settings: EvalSettings,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernels.isolation import sandbox
-    from kernels.isolation.zygote import ZygoteUnavailable
+    from kernels.parent.isolation import sandbox
+    from kernels.parent.isolation.zygote import ZygoteUnavailable
 
     def unavailable(*args: object, **kwargs: object) -> None:
         raise ZygoteUnavailable("the harness zygote exited with code 1 at its start (test)")

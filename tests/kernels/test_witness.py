@@ -1,4 +1,4 @@
-"""The parent's witness of a child's timing (kernels.witness), on hand-made message streams: no process starts."""
+"""The parent's witness of a child's timing (kernels.shared.witness), on hand-made message streams: no process starts."""
 
 from __future__ import annotations
 
@@ -7,8 +7,17 @@ from typing import Any
 
 import pytest
 
-from kernels import witness
-from kernels.witness import BEFORE, CANDIDATE, REFERENCE, WitnessError, assess, blocks, figure, measurable
+from kernels.shared import witness
+from kernels.shared.witness import (
+    BEFORE,
+    CANDIDATE,
+    REFERENCE,
+    WitnessError,
+    assess,
+    blocks,
+    figure,
+    measurable,
+)
 
 RUNS, WARMUP = 4, 1
 

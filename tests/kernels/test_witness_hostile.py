@@ -1,5 +1,5 @@
 """Candidates that rewrite what their own process reports about timing never pass as faster: the parent's clock
-(kernels.witness) rejects them or keeps their figure from deciding; the honest control passes and is witnessed; an
+(kernels.shared.witness) rejects them or keeps their figure from deciding; the honest control passes and is witnessed; an
 attempt equivalent to the reference is never measurably faster than 1.1x on a host whose cores are all busy."""
 
 from __future__ import annotations

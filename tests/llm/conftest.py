@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.tree import Tree
 from tests.llm.kernel_responder import kernel_responder
 from tests.llm.stub_server import StubLLMServer

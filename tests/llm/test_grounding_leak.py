@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.anchors import BEGIN, END
 from search.engine.grounding import align
 from search.engine.tree import Tree

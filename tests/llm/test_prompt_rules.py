@@ -8,8 +8,8 @@ import ast
 import re
 from pathlib import Path
 
-from kernels.result import VERDICTS
-from kernels.settings import EvalSettings
+from kernels.parent.result import VERDICTS
+from kernels.parent.settings import EvalSettings
 from search.engine.context import build_window
 from search.engine.engine import device_facts
 from search.engine.tree import Tree
@@ -38,10 +38,10 @@ def _const(node: ast.AST) -> str | None:
 
 def harness_checks(status: str) -> set[str]:
     """The integrity checks the harness gives `status` ("fail" or "flag"): check(name, status, ...) calls and
-    {"name": ..., "status": status} records in kernels/judge.py and kernels/evaluate.py, and (fail) judge's
+    {"name": ..., "status": status} records in kernels/parent/judge.py and kernels/parent/evaluate.py, and (fail) judge's
     listed(name, fact, ...) checks."""
     names: set[str] = set()
-    for path in (KERNELS / "judge.py", KERNELS / "evaluate.py"):
+    for path in (KERNELS / "parent" / "judge.py", KERNELS / "parent" / "evaluate.py"):
         for call in _calls(path):
             func = call.func.id if isinstance(call.func, ast.Name) else None
             args = [_const(a) for a in call.args]

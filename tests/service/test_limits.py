@@ -141,7 +141,7 @@ class Browser:
 
 def check_processes(root: int) -> dict[str, list[int]]:
     """The problem-check processes below daphne: the check process and the harness child it started."""
-    from kernels.isolation.process_tree import descendants
+    from kernels.shared.process_tree import descendants
 
     found: dict[str, list[int]] = {"check": [], "harness": []}
     for pid in descendants(root):

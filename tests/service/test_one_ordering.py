@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search import cli
 from search.bench_metrics import markdown, summarize
 from search.bench_record import problem_record

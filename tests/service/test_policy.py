@@ -156,7 +156,7 @@ def test_actions_refuse_non_finite_numbers(client, owner, redis_client):
 
 def test_a_device_index_is_bounded_in_one_place():
     from kernels import EvalSettings
-    from kernels.settings import MAX_DEVICE_INDEX
+    from kernels.parent.settings import MAX_DEVICE_INDEX
 
     assert EvalSettings(device=f"cuda:{MAX_DEVICE_INDEX}").device == "cuda:63"
     for bad in (f"cuda:{MAX_DEVICE_INDEX + 1}", "cuda:" + "9" * 30, "cuda:-1", "cuda:", "gpu", "cuda:1 "):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from stark_web.studio.models import Event, Node, Problem, Run, source_hash
 from stark_web.studio.service import queues, retime
 from tests.engine.fixtures.contenders import FAST, PROBLEM, SLOW

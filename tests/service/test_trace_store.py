@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from tests.teams import rules_problems as P

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from stark_web.studio.models import Event, Node, Problem, Run, source_hash
 from stark_web.studio.service import queues, retime
 from stark_web.studio.service.runs import locked_run

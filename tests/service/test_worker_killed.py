@@ -40,7 +40,7 @@ def kill_tree_if(root: int, unfinished: Callable[[], bool]) -> bool:
     """Freeze (SIGSTOP) root and every descendant (rq's work horse runs in a process group of its own, and so may
     the harness child it started, so the worker's group is not the whole tree), then SIGKILL them all if
     unfinished() still holds, else let them go on. A frozen tree cannot finish the evaluation in between."""
-    from kernels.isolation.process_tree import descendants
+    from kernels.shared.process_tree import descendants
 
     frozen = [root, *descendants(root)]
     signal_all(frozen, signal.SIGSTOP)
@@ -107,7 +107,7 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
 def test_the_work_horse_and_the_harness_child_die_with_their_worker(start_worker, redis_client, owner, tmp_path):
     """rq runs each job in a work horse of its own process group: SIGKILL to the worker alone (not its tree) must
     still end the evaluation at once, or a late result would race the retry the reaper sends elsewhere."""
-    from kernels.isolation.process_tree import descendants
+    from kernels.shared.process_tree import descendants
     from stark_web.studio.models import Node
     from stark_web.studio.service import queues
     from tests.service.conftest import Workers

@@ -1,5 +1,5 @@
 """A worker decides the sandbox layers once, in its main process, so the work-horse of every job inherits them
-(kernels.isolation.layers.plan's trial runs cost seconds; each RQ job runs in a fresh fork)."""
+(kernels.parent.isolation.layers.plan's trial runs cost seconds; each RQ job runs in a fresh fork)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: st
     code = textwrap.dedent(f"""
         from redis import Redis
         from rq import Queue
-        from kernels.isolation import layers
+        from kernels.parent.isolation import layers
         from stark_web.studio.service.worker import Worker
         assert not layers._plans
         connection = Redis.from_url({redis_url!r})

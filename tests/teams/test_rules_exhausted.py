@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.engine import SEARCH_EXHAUSTED, Engine
 from search.engine.events import Event
 from search.engine.loop import run as run_loop

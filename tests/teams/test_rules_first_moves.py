@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.agents import AT_ROOFLINE, AtRoofline
 from search.engine.engine import Engine
 from search.engine.loop import run as run_loop

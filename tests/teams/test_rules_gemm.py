@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.teams.rules.analysis.facts import Facts, facts_of
 from search.teams.rules.analysis.forward import analyse
 from search.teams.rules.planning.moves import candidate_moves, fixes

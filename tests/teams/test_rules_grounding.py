@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.anchors import parse_anchors, strip_markers
 from search.engine.grounding import check_filled, check_skeleton
 from search.engine.tree import Tree

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.agents import AgentError
 from search.engine.context import build_window
 from search.engine.tree import Tree
@@ -61,7 +61,7 @@ def test_the_team_never_imports_or_executes_the_problem_in_its_own_process(tmp_p
 
 TEAM_PROCESS = """
 import sys
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from search.teams.rules import build_team
@@ -136,7 +136,7 @@ def test_the_child_sees_no_secret_and_no_django(monkeypatch: pytest.MonkeyPatch)
 def test_only_registered_calls_run_in_a_child() -> None:
     """The harness names no caller: the rules team registers its call (name -> function, packages the child needs);
     any other name is refused in the parent, before a child starts, and a name is never re-pointed elsewhere."""
-    from kernels.isolation.isolated_call import call_isolated, register_isolated_call, registered
+    from kernels.parent.isolation.isolated_call import call_isolated, register_isolated_call, registered
     from search.teams.rules import remote
 
     remote.register_calls()

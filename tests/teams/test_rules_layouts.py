@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.agents import AgentError
 from search.engine.anchors import parse_anchors
 from search.engine.context import build_window
@@ -276,7 +276,7 @@ def test_a_move_that_failed_in_one_branch_is_skipped_in_the_others_and_the_log_s
 @pytest.mark.parametrize(("problem", "recipe"), [("layouts/CONV3D_CHAIN", LAYOUT),
                                                  ("rewrites/FOLD_CONV_TRANSPOSE", LAYOUT.with_(rewrites=("fold-affine",)))])
 def test_the_harness_passes_the_forced_layout_moves_on_the_cpu(problem: str, recipe: Recipe, tmp_path: Path) -> None:
-    """The real evaluator (kernels.evaluate: isolated child, correctness trials against the reference) on the
+    """The real evaluator (kernels.parent.evaluate: isolated child, correctness trials against the reference) on the
     candidate of the forced moves, 3-D convolutions in channels_last_3d inside the cuDNN benchmark scope."""
     from kernels import EvalSettings, evaluate
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.agents import AgentError, MalformedAnswer, PlanAnswer, SearchExhausted
 from search.engine.anchors import parse_anchors, resolve_instructions, strip_markers, wrap_all
 from search.engine.context import build_window

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.correctness import compare
+from kernels.shared.correctness import compare
 from search.teams.rules.analysis.facts import facts_of
 from search.teams.rules.analysis.forward import analyse
 from search.teams.rules.analysis.problem import load_problem

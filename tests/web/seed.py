@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.verdict import refresh
 from stark_web.studio.events import sync_run_totals
 from stark_web.studio.models import Node, Problem, Run, source_hash

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def retimed(speedup: float, low: float, high: float, reference_ms: float = 40.1) -> dict:
-    """A done re-time as kernels.retime answers it (timing summaries included)."""
+    """A done re-time as kernels.parent.retime answers it (timing summaries included)."""
     def summary(median: float) -> dict:
         return {"median_ms": median, "iqr_ms": median * 0.02, "min_ms": median * 0.98, "mean_ms": median, "runs": 18}
 

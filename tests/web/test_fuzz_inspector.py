@@ -1,4 +1,4 @@
-"""The inspector shows a node's fuzzing verdict (kernels/fuzz.py: result.fuzz): the level, seed, variants correct,
+"""The inspector shows a node's fuzzing verdict (kernels/parent/fuzz.py: result.fuzz): the level, seed, variants correct,
 failed and skipped, and each failing variant with its seed and replay command."""
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def evaluating(owner):
 
 def test_phases_show_while_the_reference_is_evaluated(evaluating, daphne_server, start_worker, browser):
     """A real evaluation of the root on the gpu queue: the page shows its phase and elapsed time, and counts it
-    in flight, from the job's meta (kernels.jobs.publish_phase) through the socket's node.phase messages."""
+    in flight, from the job's meta (kernels.parent.jobs.publish_phase) through the socket's node.phase messages."""
     from stark_web.studio.service import queues
 
     base = daphne_server

@@ -31,7 +31,7 @@ ATTEMPTS = {1: 35.9, 4: 26.6, 7: 3.552, 9: 19.7}  # the search's medians of the 
 
 
 def side_by_side(speedup: float, low: float, high: float, candidate_ms: float) -> dict:
-    """A done re-time as kernels.retime answers it."""
+    """A done re-time as kernels.parent.retime answers it."""
     def summary(median: float) -> dict:
         return {"median_ms": median, "iqr_ms": median * 0.02, "min_ms": median * 0.98, "mean_ms": median, "runs": 18}
 

@@ -1,4 +1,4 @@
-"""The inspector's Timing tab shows the candidate's profile (kernels/profile.py) as a table and the Nsight Compute
+"""The inspector's Timing tab shows the candidate's profile (kernels/shared/profile.py) as a table and the Nsight Compute
 section (here its note: a CPU device), in Debian's chromium against a real daphne; the results are those of real
 harness evaluations of the ReLU problem's reference and its clamp_min candidate."""
 

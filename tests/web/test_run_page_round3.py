@@ -143,7 +143,7 @@ def test_the_run_page_account_and_devices_at_both_widths(running, daphne_server,
 
 def test_the_phase_text_moves_during_a_cpu_build(running, daphne_server, start_worker, browser):
     """A real C++ build on the gpu queue (a fresh source: nothing cached): the header's phase text for #3 changes at
-    least every 3 s while it builds (kernels.jobs.PhaseBeat re-publishes the phase every second)."""
+    least every 3 s while it builds (kernels.parent.jobs.PhaseBeat re-publishes the phase every second)."""
     from stark_web.studio.service import queues
 
     base = daphne_server

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from stark_web.studio.models import Node, Problem, Run, source_hash
 from stark_web.studio.service import retime, steps
 from stark_web.studio.service.runs import load_tree, locked_run

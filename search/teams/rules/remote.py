@@ -1,4 +1,4 @@
-"""Server side of the rules team's tracing: ask a harness child (kernels.isolation.isolated_call) to trace the problem and render
+"""Server side of the rules team's tracing: ask a harness child (kernels.parent.isolation.isolated_call) to trace the problem and render
 candidates, and turn what it answers (JSON) into Facts and sources. The problem is never imported or executed
 here, and no graph built from it is ever held here.
 
@@ -124,7 +124,7 @@ def register_calls() -> None:
     function its child imports and that the child needs the `search` package). Idempotent; made before the first
     call rather than at import, since importing the harness imports torch and this module is imported by the web
     process (stark_web.studio.startup)."""
-    from kernels.isolation.isolated_call import register_isolated_call
+    from kernels.parent.isolation.isolated_call import register_isolated_call
 
     register_isolated_call(CALL, FUNCTION, packages=("search",))
 
@@ -132,7 +132,7 @@ def register_calls() -> None:
 def trace_in_child(problem_source: str, cuda: bool, problem_name: str, request: Request,
                    timeout_s: float | None = None) -> Traced:
     """Trace and render in an isolated harness child; AgentError(permanent) when it gives no answer."""
-    from kernels.isolation.isolated_call import IsolatedCallError, call_isolated
+    from kernels.parent.isolation.isolated_call import IsolatedCallError, call_isolated
 
     register_calls()
     timeout = analysis_timeout_s() if timeout_s is None else timeout_s

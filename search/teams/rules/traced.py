@@ -1,7 +1,7 @@
 """Child side of the rules team: trace the problem and render candidates, inside a harness child only.
 
 `analyse_and_render` is the function the rules team registers as an isolated call (search.teams.rules.remote,
-kernels.isolation.isolated_call), run in an isolated child (task kind "call"):
+kernels.parent.isolation.isolated_call), run in an isolated child (task kind "call"):
 importing the problem runs its module-level code, so it never runs in a web, search or worker process. It returns
 JSON only: the Facts the roles choose moves from, and the rendered source of every recipe asked for (the ones named,
 every candidate move from `moves_from`, every fix from `fixes_for`).

@@ -1,5 +1,5 @@
 """A node's figures formatted for people (the inspector, compare and the runs list read the same words), its profile
-(kernels/profile.py: torch.profiler, plus Nsight Compute metrics when asked) included."""
+(kernels/shared/profile.py: torch.profiler, plus Nsight Compute metrics when asked) included."""
 
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ def profile_view(result: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def fuzz_view(result: dict[str, Any]) -> dict[str, Any] | None:
-    """The fuzzing stage's verdict (kernels/fuzz.py) in words; None for results without one."""
+    """The fuzzing stage's verdict (kernels/parent/fuzz.py) in words; None for results without one."""
     fuzz = result.get("fuzz")
     if not isinstance(fuzz, dict):
         return None

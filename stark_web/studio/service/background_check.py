@@ -1,5 +1,5 @@
 """Run creation answers at once: a new problem gets only its static check (it parses and defines the three
-KernelBench pieces: kernels.static_check) in the request; the full check (kernels.inspect_problem in a sandboxed
+KernelBench pieces: kernels.shared.static_check) in the request; the full check (kernels.inspect_problem in a sandboxed
 child, stark_web.studio.service.checks) runs once, in the background, as the first thing the run's start job does. Its
 verdict streams to the run page: the run says "checking the problem" until it starts, or fails with the check's
 message ("problem: ...") as a run.status event.
@@ -34,8 +34,8 @@ SLOT_WAIT_S = 120.0  # how long the start job waits for a check slot (STARK_CHEC
 
 def static_check(source: str) -> None:
     """The in-request check: SettingError("problem", ...) naming the missing or wrong piece; runs nothing."""
-    from kernels.errors import ProblemError
-    from kernels.static_check import check_problem_source
+    from kernels.shared.errors import ProblemError
+    from kernels.shared.static_check import check_problem_source
 
     try:
         check_problem_source(source)

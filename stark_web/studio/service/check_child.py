@@ -3,7 +3,7 @@
 Reads {"source", "timeout_s"} as JSON on stdin, validates the problem with kernels.inspect_problem (which runs
 the problem's code only in a sandboxed harness child, with `timeout_s` for each phase) and prints one JSON object:
 {"summary": {...}} or {"error": "...", "timed_out": true when a phase overran its deadline}. SIGTERM, SIGINT or the parent's death stop it; the harness child is
-killed on the way out (kernels.isolation.sandbox.run_worker kills its process group in a `finally`). No Django here.
+killed on the way out (kernels.parent.isolation.sandbox.run_worker kills its process group in a `finally`). No Django here.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main() -> int:
                                       settings={"build_timeout_s": timeout, "run_timeout_s": timeout})
         except ProblemError as exc:
             answer: dict[str, Any] = {"error": exc.message}
-            if exc.message.startswith(TIMED_OUT):  # kernels.reference.problem_failure: a phase overran its deadline
+            if exc.message.startswith(TIMED_OUT):  # kernels.parent.reference.problem_failure: a phase overran its deadline
                 answer["timed_out"] = True
         else:
             answer = {"summary": summary.to_dict()}

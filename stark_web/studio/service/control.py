@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from kernels.problem import reference_candidate
+from kernels.parent.problem import reference_candidate
 from search.engine.events import Event as EngineEvent
 from search.engine.node import FINISHED
 from search.engine.steering import forked_history

@@ -1,5 +1,5 @@
 """What each attempt's evaluation is doing right now: the harness's phase (reference, baselines, build,
-correctness, timing, re-check...) that the gpu job publishes in its RQ job meta (kernels.jobs.PhaseBeat: when a phase begins and every second while it runs), read for
+correctness, timing, re-check...) that the gpu job publishes in its RQ job meta (kernels.parent.jobs.PhaseBeat: when a phase begins and every second while it runs), read for
 the nodes of a run that are being evaluated, as unsequenced `node.phase` messages for the run's websocket."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 SEARCH_QUEUE = "search"
 GPU_QUEUE = "gpu"
 # The pure evaluation function a "gpu" worker runs (it imports only the kernels package).
-EVALUATE_JOB = "kernels.jobs.evaluate_job"
+EVALUATE_JOB = "kernels.parent.jobs.evaluate_job"
 # Results of evaluations must outlive a backlog on the search queue that reads them.
 RESULT_TTL_S = 7 * 24 * 3600
 
@@ -125,9 +125,9 @@ def enqueue_record(run_id: int, node_pk: int, tries: int, depends_on: Job | None
 
 
 def cancel_jobs(job_ids: list[str]) -> None:
-    """Cancel queued jobs; ask started ones to stop (kernels.jobs.request_stop: an evaluation or a re-time then
+    """Cancel queued jobs; ask started ones to stop (kernels.parent.jobs.request_stop: an evaluation or a re-time then
     kills its harness child, and whatever that started, within a second or two). Their results are ignored."""
-    from kernels.jobs import request_stop
+    from kernels.parent.jobs import request_stop
 
     for job_id in job_ids:
         job = fetch(job_id)

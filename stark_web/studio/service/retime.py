@@ -1,8 +1,8 @@
 """Re-time a node side by side with the reference (a "Re-time" action on a node or on the run's best).
 
 request() marks `result["retime"]` of the node {"state": "queued", "job"} (a node.result event, so every open page
-shows it at once) and queues `kernels.jobs.retime_job` on the gpu queue (the reference and the candidate timed
-alternately in one harness child, kernels/retime.py) and, after it, `stark_web.studio.jobs.record_retime` on the search
+shows it at once) and queues `kernels.parent.jobs.retime_job` on the gpu queue (the reference and the candidate timed
+alternately in one harness child, kernels/parent/retime.py) and, after it, `stark_web.studio.jobs.record_retime` on the search
 queue, which stores the figures ({"state": "done", "speedup", "spread", "unstable", ...} or {"state": "failed",
 "message"}) with another node.result event. The pages then show that ratio (stark_web/studio/pages/speed.py).
 """
@@ -24,7 +24,7 @@ from stark_web.studio.models import Node, Run
 from stark_web.studio.service import queues
 from stark_web.studio.service.runs import eval_settings, load_tree, locked_run
 
-RETIME_JOB = "kernels.jobs.retime_job"
+RETIME_JOB = "kernels.parent.jobs.retime_job"
 BUSY = ("queued", "running")
 ROUNDS = 6
 CONTENDERS = "retime"  # run.meta, as tree.meta in the CLI: {"search_best", "nodes", "winner" once settled}: the one

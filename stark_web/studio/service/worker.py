@@ -66,11 +66,11 @@ def libc_prctl() -> Any:
 
 
 def preload_isolation_plans() -> None:
-    """Decide the sandbox layers of harness children (kernels.isolation.layers.plan: trial runs of bubblewrap and the
+    """Decide the sandbox layers of harness children (kernels.parent.isolation.layers.plan: trial runs of bubblewrap and the
     sandbox uid, several seconds) once in the worker's main process, so every job's work-horse inherits the answer
     instead of repeating the trials. Only the default mode; nothing here touches the device."""
     try:
-        from kernels.isolation import layers
+        from kernels.parent.isolation import layers
     except ImportError:  # a worker without the harness (torch) installed
         return
     layers.plan("auto", False)
@@ -105,7 +105,7 @@ class Worker(QuickUnsubscribe, RQWorker):
         if any("gpu" in getattr(q, "name", "") for q in self.queues):
             # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
             # GPU host) once here rather than in every horse. The harness's own process never touches the device.
-            import kernels.jobs  # noqa: F401
+            import kernels.parent.jobs  # noqa: F401
 
             preload_isolation_plans()
 
@@ -149,7 +149,7 @@ class Worker(QuickUnsubscribe, RQWorker):
 def device_names() -> list[str]:
     """What this worker evaluates on: "cpu", and "cuda:N" for each GPU torch sees ([] without the harness)."""
     try:
-        from kernels.devices import list_devices
+        from kernels.shared.devices import list_devices
     except ImportError:
         return []
     try:

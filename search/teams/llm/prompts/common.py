@@ -56,7 +56,7 @@ TARGET_GUIDANCE = {
     ),
 }
 
-# The evaluator's numbers the rules quote: kernels.settings.EvalSettings' defaults (tests/llm/test_prompt_rules.py
+# The evaluator's numbers the rules quote: kernels.parent.settings.EvalSettings' defaults (tests/llm/test_prompt_rules.py
 # pins them to the harness, so the prompt cannot drift from what judges the candidate).
 ATOL = 1e-2
 RTOL = 1e-2
@@ -65,13 +65,13 @@ BUILD_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 120
 PRECISION_FLAG_FRACTION = 0.05
 
-# Verdicts other than "pass" (kernels.result.VERDICTS): a failed attempt, which the debug agent may fix.
+# Verdicts other than "pass" (kernels.parent.result.VERDICTS): a failed attempt, which the debug agent may fix.
 FAIL_VERDICTS = ("build_error", "runtime_error", "timeout", "incorrect", "rejected")
-# The integrity checks that fail a candidate (verdict "rejected"; kernels/judge.py) ...
+# The integrity checks that fail a candidate (verdict "rejected"; kernels/parent/judge.py) ...
 FAILING_CHECKS = ("forged_result", "timing_report", "timing_witness", "harness_patched", "output_aliases_input",
                   "mutates_inputs", "output_buffer_reused", "work_after_return", "output_ignores_inputs",
                   "timed_outputs_correct")
-# ... and the ones that only flag it (it still passes and is timed; kernels/judge.py, kernels/evaluate.py).
+# ... and the ones that only flag it (it still passes and is timed; kernels/parent/judge.py, kernels/parent/evaluate.py).
 FLAGGING_CHECKS = ("no_custom_kernel", "precision_lowered", "timing_unstable", "beyond_roofline", "reference_slowed",
                    "isolation_reduced")
 

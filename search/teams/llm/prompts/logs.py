@@ -1,7 +1,7 @@
 """Failure logs cut to what the candidate's author can act on, before a window shows them (the debug agent's, and
 the single agent's when it fixes a failed node).
 
-The harness's logs (kernels/evaluate.py: the build log, the run log with the traceback of the reported error) hold
+The harness's logs (kernels/parent/evaluate.py: the build log, the run log with the traceback of the reported error) hold
 long tracebacks through the harness's own child (kernels/candidate_task.py, kernels/loading.py, ...), importlib and
 torch, and the window shows only their tail. `trim_log` keeps:
 - every frame of the candidate's own module (its file is `candidate.py` in the child's work directory), with its

@@ -33,7 +33,7 @@ def load_problem(source: str, name: str = "stark_rules_problem") -> LoadedProble
     module = types.ModuleType(f"{name}_{digest}")
     module.__file__ = f"<{name}_{digest}>"
     # Runs the problem's module-level code: only ever called inside the harness's isolated child (traced.py through
-    # kernels.isolation.isolated_call) or on the tests' own sources, never in a server process.
+    # kernels.parent.isolation.isolated_call) or on the tests' own sources, never in a server process.
     exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102
     for attr in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, attr):

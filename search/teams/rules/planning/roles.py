@@ -3,7 +3,7 @@ agents. Plan picks a move and anchors the spans it changes; code fills every spa
 safer recipe named in its answer.
 
 The problem is traced and candidates are rendered in an isolated harness child (search.teams.rules.remote ->
-kernels.isolation.isolated_call -> search.teams.rules.traced): these roles only ever see plain Facts and source text."""
+kernels.parent.isolation.isolated_call -> search.teams.rules.traced): these roles only ever see plain Facts and source text."""
 
 from __future__ import annotations
 

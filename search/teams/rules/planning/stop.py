@@ -5,7 +5,7 @@ it stops early: a correct attempt it sees already runs at >= ATTEMPT_ROOFLINE_PC
 bytes and FLOPs (on the 2026-12-03 H200 run, MinGPT's new GELU reached 99% with its second attempt, and six more
 attempts bought nothing but device time that seven other searches were waiting for).
 
-Only on a GPU: the CPU's copy ceiling is too noisy to stop on (kernels/settings.py allows a 3x roofline margin
+Only on a GPU: the CPU's copy ceiling is too noisy to stop on (kernels/parent/settings.py allows a 3x roofline margin
 there). Pure: reads the device facts the engine puts in every window (search.engine.engine.device_facts) and the
 traced problem's Facts."""
 
