@@ -1,5 +1,5 @@
 """Child-side run of one candidate: build, correctness trials with probes, timing, post-timing re-check, the
-fuzzing stage's variants (kernels.child.fuzz).
+fuzzing stage's variants (kernels.child.fuzz_variants).
 
 Outputs are saved to outputs.pt in the work dir and judged by the parent against reference outputs made in
 another process; this process only reports facts (raw per-run times, probe findings), never a verdict or a
@@ -23,11 +23,19 @@ from typing import Any
 
 import torch
 
-from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing, torch_profiler
-from kernels.child import fuzz as fuzz_task
+from kernels.child import (
+    bring_up,
+    compile_aside,
+    device_lock,
+    fuzz_variants,
+    loading,
+    probes,
+    timing,
+    torch_profiler,
+)
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.kept_outputs import Keeper, TimingSampler, same
-from kernels.child.reference import HarnessFailure, load_problem, problem_model
+from kernels.child.reference_work import HarnessFailure, load_problem, problem_model
 from kernels.shared.witness import BEFORE, CANDIDATE, REFERENCE
 
 _sleep = time.sleep
@@ -290,7 +298,7 @@ def after_timing(task: dict[str, Any], problem: Any, model: torch.nn.Module, fac
     # after timing, so the variants' other shapes never change what was timed (a torch.compile'd candidate
     # recompiles for them, and may turn to dynamic shapes)
     hold.let_timers_in()
-    fuzzed = fuzz_task.candidate_variants(model, problem, task, device, channel, hold.let_timers_in)
+    fuzzed = fuzz_variants.candidate_variants(model, problem, task, device, channel, hold.let_timers_in)
     facts["patched"] = sorted(set(facts["patched"]) | set(guard.changes()))
     # serialising, writing and hashing the outputs (hundreds of MB) is host work: no timer waits for it
     with hold.off_device(then_hold=bool(task.get("profile"))):

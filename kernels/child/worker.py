@@ -85,11 +85,11 @@ def main(argv: list[str]) -> None:
     redirect_output(work_dir / "build.log")
     handlers: dict[str, Callable[[dict[str, Any], Path, Channel], None]] = {}
     try:
-        from kernels.child import call, candidate, fuzz, ncu, reference, retime
+        from kernels.child import call, candidate, fuzz_variants, ncu_range, reference_work, retime_rounds
 
-        handlers = {"inspect": reference.inspect, "reference": reference.reference,
-                    "candidate": candidate.run, "call": call.run, "retime": retime.run,
-                    "ncu": ncu.run, "fuzz_reference": fuzz.reference}
+        handlers = {"inspect": reference_work.inspect, "reference": reference_work.reference,
+                    "candidate": candidate.run, "call": call.run, "retime": retime_rounds.run,
+                    "ncu": ncu_range.run, "fuzz_reference": fuzz_variants.reference}
         channel.send("environment", environment={**environment(task.get("device", "cpu")),
                                                  "sysv_shm": "refused" if shm_refused else "allowed"})
         handlers[task["kind"]](task, work_dir, channel)

@@ -26,8 +26,8 @@ from kernels.shared.process_tree import descendants, kill_tracked
 
 IDLE_S = 600.0
 MAX_FDS = 16
-PRELOAD = ("torch", "kernels.child.worker", "kernels.child.candidate", "kernels.child.reference", "kernels.child.call",
-           "kernels.child.retime", "kernels.parent.isolation.layers")
+PRELOAD = ("torch", "kernels.child.worker", "kernels.child.candidate", "kernels.child.reference_work", "kernels.child.call",
+           "kernels.child.retime_rounds", "kernels.parent.isolation.layers")
 # Not preloaded: torch.compile's back end. It would save a child 1-3.5 s at its first torch.compile, but on the H200
 # `import torch._inductor.compile_fx` left the zygote multi-threaded and every child forked after it failed with
 # "Cannot re-initialize CUDA in forked subprocess" (torch.cuda.is_initialized() was still False in the zygote).

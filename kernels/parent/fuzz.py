@@ -1,5 +1,5 @@
 """The parent's side of the fuzzing stage: the plan (kernels.parent.fuzz_plan), the reference on every variant in its own
-worker (kernels.child.fuzz, cached per problem, seed and level like the reference outputs), and the verdict on the
+worker (kernels.child.fuzz_variants, cached per problem, seed and level like the reference outputs), and the verdict on the
 candidate's outputs for them (computed in the candidate's own child after its trials, phase "fuzz").
 
 Only a candidate that passes the standard trials is judged on the variants (a lowered-precision one included:
@@ -28,7 +28,7 @@ from kernels.shared import correctness
 MAX_NAMED = 5  # failing variants named in the reasons (all are in result.fuzz)
 # the code that makes the reference's records (their inputs, models and form) is part of their cache key
 RECORDS = hashlib.sha256(b"".join((Path(__file__).resolve().parents[1] / name).read_bytes() for name in (
-    "parent/fuzz_plan.py", "child/fuzz.py", "child/fuzz_inputs.py", "child/fuzz_params.py"))).hexdigest()[:16]
+    "parent/fuzz_plan.py", "child/fuzz_variants.py", "child/fuzz_inputs.py", "child/fuzz_params.py"))).hexdigest()[:16]
 
 
 @dataclass

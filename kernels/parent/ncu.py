@@ -1,6 +1,6 @@
 """Opt-in Nsight Compute metrics (EvalSettings.ncu, or STARK_NCU=1): the candidate runs once more, in the same
 sandboxed child machinery as every candidate (kernels.parent.isolation.sandbox.run_worker with its command wrapped in `ncu`), and
-one forward() after a warm-up call is measured kernel by kernel (kernels/child/ncu.py brackets it with
+one forward() after a warm-up call is measured kernel by kernel (kernels/child/ncu_range.py brackets it with
 cudaProfilerStart/Stop; ncu runs with --profile-from-start off).
 
 Where ncu is not on PATH, does not run, or may not read the GPU's performance counters (ERR_NVGPUCTRPERM), the

@@ -2,7 +2,7 @@
 come from the same process, the same inputs, the same protocol and the same minutes of the device's life.
 
 Parent:  retime(problem_source, candidate_source, settings, rounds=6, progress=cb) -> dict (below), or RetimeError.
-Child:   task kind "retime" (kernels.child.worker -> kernels.child.retime.run): imports the problem, builds the reference and times one round of it
+Child:   task kind "retime" (kernels.child.worker -> kernels.child.retime_rounds.run): imports the problem, builds the reference and times one round of it
          BEFORE the candidate is imported (`reference_before`: a candidate that slows the reference down from its
          import shows as a slower reference later), then builds the candidate, checks its output against the
          reference's on the same inputs (atol/rtol of the settings), and times them in rounds, alternating which

@@ -119,7 +119,7 @@ R = TypeVar("R", bound=_Run)
 
 def alone_task(task: dict[str, Any], alone: bool) -> dict[str, Any]:
     """The task of a rerun after device_busy: its child holds the device lock exclusively in every device section
-    (task["timing"]["alone"], read by kernels.child.reference and kernels.child.candidate)."""
+    (task["timing"]["alone"], read by kernels.child.reference_work and kernels.child.candidate)."""
     if not alone or not isinstance(task.get("timing"), dict):
         return task
     return {**task, "timing": {**task["timing"], "alone": True}}

@@ -44,7 +44,7 @@ def test_requested_bytes_from_torch_messages() -> None:
 
 
 def test_oom_cause_follows_the_harness_wrapping_and_cpu_reports_nothing() -> None:
-    from kernels.child.reference import HarnessFailure
+    from kernels.child.reference_work import HarnessFailure
 
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB.")
     try:

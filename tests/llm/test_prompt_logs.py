@@ -41,7 +41,7 @@ Traceback (most recent call last):
                            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
   File "/srv/stark/kernels/child/candidate.py", line 289, in call
     raise HarnessFailure("runtime_error", f"ModelNew.forward raised {{type(exc).__name__}} in {{what}}: {{exc}}") from exc
-kernels.child.reference.HarnessFailure: ModelNew.forward raised RuntimeError in trial 0 (seed 1): shape '[3, -1, 7]' is invalid for input of size 4096"""
+kernels.child.reference_work.HarnessFailure: ModelNew.forward raised RuntimeError in trial 0 (seed 1): shape '[3, -1, 7]' is invalid for input of size 4096"""
 
 EXT = f"{WORK}/cache/torch_extensions/bad_ext/main.cpp"
 COMMAND = (f"c++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=bad_ext -DTORCH_API_INCLUDE_EXTENSION_H -isystem {SITE}/torch/"

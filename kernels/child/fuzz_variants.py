@@ -49,7 +49,7 @@ def base_tolerance(ops: list[str], dtypes: list[str], atol: float, rtol: float) 
 
 
 def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
-    from kernels.child.reference import load_problem, problem_model
+    from kernels.child.reference_work import load_problem, problem_model
 
     device = torch.device(task["device"])
     module = load_problem(task, work_dir)
@@ -162,7 +162,7 @@ def widest(exact: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
 def params_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any], device: torch.device,
                    task: dict[str, Any], limit: int) -> dict[str, Any] | str:
     """A "params" variant's record: the reference built with its parameters re-drawn (kernels.child.fuzz_params)."""
-    from kernels.child.reference import problem_model
+    from kernels.child.reference_work import problem_model
 
     seed = int(variant["seed"])
     try:

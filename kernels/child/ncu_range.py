@@ -13,7 +13,7 @@ import torch
 from kernels.child import device_lock, loading
 from kernels.child.candidate import build
 from kernels.child.channel import Channel, redirect_output
-from kernels.child.reference import HarnessFailure, load_problem
+from kernels.child.reference_work import HarnessFailure, load_problem
 
 _exit = os._exit
 _start, _stop = torch.cuda.profiler.start, torch.cuda.profiler.stop

@@ -11,7 +11,7 @@ import torch
 from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing
 from kernels.child.candidate import block_sender, build, runs_per_tick, ticker
 from kernels.child.channel import Channel, redirect_output
-from kernels.child.reference import load_problem, problem_forward, problem_inputs, problem_model
+from kernels.child.reference_work import load_problem, problem_forward, problem_inputs, problem_model
 from kernels.shared.witness import BEFORE
 
 
