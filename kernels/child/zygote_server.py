@@ -1,6 +1,6 @@
 """The warm-start zygote process (`python -m kernels.child.zygote_server SOCKET`, started by kernels.parent.isolation.zygote):
 it imports torch and the child's code (never CUDA), then forks one harness child per request and reports its exit
-status; each forked child confines itself (kernels.parent.isolation.layers.enter) and runs kernels.child.worker.main.
+status; each forked child confines itself (kernels.shared.limits.enter) and runs kernels.child.worker.main.
 
 It runs no untrusted code itself: only its forked children do, after they have entered their limits. See
 kernels.parent.isolation.zygote for the parent's side (starting it, asking it for a child) and what a forked child gets.
@@ -27,7 +27,7 @@ from kernels.shared.process_tree import descendants, kill_tracked
 IDLE_S = 600.0
 MAX_FDS = 16
 PRELOAD = ("torch", "kernels.child.worker", "kernels.child.candidate", "kernels.child.reference_work", "kernels.child.call",
-           "kernels.child.retime_rounds", "kernels.parent.isolation.layers")
+           "kernels.child.retime_rounds", "kernels.shared.limits")
 # Not preloaded: torch.compile's back end. It would save a child 1-3.5 s at its first torch.compile, but on the H200
 # `import torch._inductor.compile_fx` left the zygote multi-threaded and every child forked after it failed with
 # "Cannot re-initialize CUDA in forked subprocess" (torch.cuda.is_initialized() was still False in the zygote).
@@ -66,9 +66,9 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
             if number not in keep:
                 with contextlib.suppress(OSError):
                     os.close(number)
-        from kernels.parent.isolation import layers
+        from kernels.shared import limits
 
-        layers.enter(*request.get("enter", [None, None, None]))  # rlimits, then the sandbox uid (as when spawned)
+        limits.enter(*request.get("enter", [None, None, None]))  # rlimits, then the sandbox uid (as when spawned)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])

@@ -23,6 +23,7 @@ from kernels import EvalSettings, ProblemError, evaluate, inspect_problem, refer
 from kernels.parent.isolation import bubblewrap, work_dirs
 from kernels.parent.isolation import layers as isolation_layers
 from kernels.parent.isolation.sandbox import bwrap_available
+from kernels.shared import limits
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
@@ -240,7 +241,7 @@ def test_the_child_inherits_no_descriptors_and_runs_as_the_sandbox_user(mode: st
     ids = json.loads(log.split("IDS: ", 1)[1].splitlines()[0])
     if chosen.uid is not None:
         assert ids["uid"] == chosen.uid and ids["gid"] == chosen.gid and ids["groups"] in ([], [chosen.gid])
-    assert ids["core"] == 0 and ids["nofile"] <= isolation_layers.NOFILE and ids["fsize"] > 0
+    assert ids["core"] == 0 and ids["nofile"] <= limits.NOFILE and ids["fsize"] > 0
     assert ids["dumpable"] == 0  # other children of the sandbox uid cannot ptrace the worker or open its /proc files
     shown = result.environment["isolation"]["layers"]
     assert [name for name in shown if name != "cgroup"] == list(chosen.layers)  # cgroup: where the host gives one
@@ -306,14 +307,14 @@ def test_bwrap_shows_only_the_allow_list(fast_settings: EvalSettings) -> None:
 
 
 def test_a_forked_child_enters_the_same_layers() -> None:
-    """layers.enter: what a child forked without exec (a warm-start zygote's) does before running its task."""
+    """limits.enter: what a child forked without exec (a warm-start zygote's) does before running its task."""
     chosen = layers("none")
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report and leave, whatever happens
         try:
             os.close(read_fd)
-            isolation_layers.enter(64, chosen.uid, chosen.gid)
+            limits.enter(64, chosen.uid, chosen.gid)
             import resource
 
             state = [os.getuid(), os.getgid(), os.getgroups(), resource.getrlimit(resource.RLIMIT_FSIZE)[0],

@@ -13,7 +13,7 @@ this was written on included), under the harness's own group; or a cgroup v2 dir
 `cgroup.subtree_control`). `STARK_EVAL_CGROUPS=off` turns them off. Without them the parent's /proc poll counts
 threads and hidden memory instead (kernels.shared.process_tree, kernels.parent.isolation.hidden_memory).
 
-The child joins its group itself, before it execs anything (kernels.parent.isolation.layers.enter), so nothing it starts
+The child joins its group itself, before it execs anything (kernels.shared.limits.enter), so nothing it starts
 is ever outside it; the parent reads the group while it polls, kills what is left in it at the end and removes it.
 """
 
@@ -164,7 +164,7 @@ class ChildGroup:
         return self.dirs.get(controller) or self.dirs.get("v2")
 
     def procs_files(self) -> list[str]:
-        """The cgroup.procs files the child writes its pid to (kernels.parent.isolation.layers.enter)."""
+        """The cgroup.procs files the child writes its pid to (kernels.shared.limits.enter)."""
         return [str(path / "cgroup.procs") for path in self.dirs.values()]
 
     def refused(self) -> int:
@@ -237,13 +237,3 @@ class ChildGroup:
                     if time.monotonic() > until:
                         break
                     time.sleep(0.05)
-
-
-def join(procs_files: list[str] | None) -> None:
-    """In the freshly forked child, before it drops its uid or execs: move itself into its groups."""
-    for path in procs_files or []:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.write(fd, str(os.getpid()).encode())
-        finally:
-            os.close(fd)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import resource
 import shutil
 import signal
 import subprocess
@@ -42,10 +41,9 @@ from typing import Any
 
 from kernels.parent.isolation import CHECKOUT
 from kernels.parent.isolation.bubblewrap import bwrap_prefix
+from kernels.shared.limits import enter
 
 SANDBOX_USER = "stark-sandbox"
-NOFILE = 8192
-NPROC = 4096  # per uid (all concurrent children of the sandbox user together); threads count too
 
 
 @dataclass(frozen=True)
@@ -166,28 +164,6 @@ def bwrap_works(cuda: bool, uid: int | None, gid: int | None) -> bool:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def enter(disk_limit_mb: float | None, uid: int | None = None, gid: int | None = None,
-          cgroup_procs: list[str] | None = None) -> None:
-    """In a freshly forked child, before it runs anything of the task: its control groups (kernels.parent.isolation.cgroups,
-    joined while it may still write them), the rlimits, then (as root) the sandbox uid/gid with no supplementary
-    groups. For spawned children through child_limits, for children forked without exec (a warm-start zygote)
-    directly."""
-    from kernels.parent.isolation import cgroups
-
-    cgroups.join(cgroup_procs)
-    fsize = int(disk_limit_mb * (1 << 20)) if disk_limit_mb else resource.RLIM_INFINITY
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(gid if gid is not None else uid)
-        os.setuid(uid)
-        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
-
-
 PR_SET_PDEATHSIG = 1
 
 
@@ -203,9 +179,9 @@ def _libc_prctl() -> Callable[..., int] | None:
 
 def child_limits(disk_limit_mb: float | None, uid: int | None = None, gid: int | None = None,
                  cgroup_procs: list[str] | None = None) -> Callable[[], None]:
-    """A preexec function: in the child before it execs (inherited by bwrap and everything below), `enter` (its
-    control groups, rlimits, then the sandbox uid when `uid` is given), then the parent-death signal (set after
-    the uid switch, which would clear it). The child is SIGKILLed when the thread that started it dies: a harness
+    """A preexec function: in the child before it execs (inherited by bwrap and everything below), `enter`
+    (kernels.shared.limits: its control groups, rlimits, then the sandbox uid when `uid` is given), then the
+    parent-death signal (set after the uid switch, which would clear it). The child is SIGKILLed when the thread that started it dies: a harness
     process killed outright (a stream deadline, an RQ job timeout, the OOM killer) leaves no child running without
     its deadlines (bubblewrap children have --die-with-parent; zygote children are killed by the zygote,
     kernels.child.zygote_server)."""

@@ -370,7 +370,7 @@ def _with_group(isolation: dict[str, list[str]], group: ChildGroup | None) -> di
 
 def _fork_from_zygote(root: Path, cmd: list[str], work_dir: Path, env: dict[str, str], log_fd: int,
                       keep: tuple[int, ...], nonce: str, enter: list[Any]) -> Any:
-    """Fork the child from the warm zygote; it enters the same rlimits and uid (kernels.parent.isolation.layers.enter(*enter))."""
+    """Fork the child from the warm zygote; it enters the same rlimits and uid (kernels.shared.limits.enter(*enter))."""
     path = zygote.ensure_zygote(root, clean_env({}))
     read_fd, write_nonce = os.pipe()
     try:

@@ -148,7 +148,7 @@ def spawn(path: Path, argv: list[str], env: dict[str, str], cwd: Path, fds: dict
           enter: list[Any] | None = None) -> ZygoteChild:
     """Fork a child from the zygote at `path`: `fds` maps each descriptor number the child must have to one of
     ours (0 stdin, 1/2 the log, the result pipe, the device-lock descriptors); `enter` = [disk_limit_mb, uid, gid]
-    for kernels.parent.isolation.layers.enter (rlimits, then the sandbox uid), applied before anything of the task runs."""
+    for kernels.shared.limits.enter (rlimits, then the sandbox uid), applied before anything of the task runs."""
     conn = _connect(path)
     if conn is None:
         raise OSError(f"the harness zygote at {path} does not answer")
