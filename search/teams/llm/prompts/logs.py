@@ -2,7 +2,7 @@
 the single agent's when it fixes a failed node).
 
 The harness's logs (kernels/parent/evaluate.py: the build log, the run log with the traceback of the reported error) hold
-long tracebacks through the harness's own child (kernels/candidate_task.py, kernels/loading.py, ...), importlib and
+long tracebacks through the harness's own child (kernels/child/candidate.py, kernels/child/loading.py, ...), importlib and
 torch, and the window shows only their tail. `trim_log` keeps:
 - every frame of the candidate's own module (its file is `candidate.py` in the child's work directory), with its
   source line and carets;
