@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from search.bench_gate import EvaluationGate, Prefixed
-from search.bench_metrics import BASELINES, P_VALUES, markdown, metrics, summarize, winner_words
+from search.bench_metrics import markdown
 from search.bench_record import failed_record, problem_record
 from search.bench_retime import retime_text, retime_winner
+from search.engine.suite_metrics import BASELINES, P_VALUES, metrics, summarize
+from search.engine.verdict_words import winner_words
 from search.inline import DeviceBusyUsage, UsageError, search_problem
 from search.llm.pricing import DEFAULT_COST_LIMIT_USD, DEFAULT_SUITE_COST_LIMIT_USD
 from search.stop_signal import sigterm_stops_all

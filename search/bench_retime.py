@@ -26,13 +26,21 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from search.bench_gate import EvaluationGate, Prefixed
-from search.engine.contenders import chosen_node, further_contenders, retime_contenders, usable
+from search.engine.contenders import (
+    RETIME,
+    WINNER,
+    chosen_node,
+    further_contenders,
+    retime_contenders,
+    settled_winner,
+    usable,
+)
+from search.engine.problem_figure import COMPILE_MODES
 from search.engine.tree import Tree
 from search.engine.verdict import run_verdict
 
 ROUNDS = 4
 MAX_RETIMES = 8  # contenders in all, the further ones included (as the service's end-of-run re-time)
-COMPILE_MODES = {"compile": "default", "compile_max_autotune": "max-autotune-no-cudagraphs"}
 
 
 def compiled_reference(problem_source: str, mode: str = "default") -> str:
@@ -113,9 +121,9 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     best = tree.best()
     search_best = None if best is None else best.id
     out: dict[str, Any] = {"rounds": rounds, "device": device, "search_best": search_best}
-    earlier = tree.meta.get("retime") or {}
-    same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get("search_best", earlier.get(
-        "winner", earlier.get("node")))) == (rounds, device, search_best)
+    earlier = tree.meta.get(RETIME) or {}
+    same = keep_usable and (earlier.get("rounds"), earlier.get("device"), earlier.get(
+        "search_best", settled_winner(earlier))) == (rounds, device, search_best)
     kept = timed_contenders(earlier)
 
     def entry(kept_entry: dict[str, Any] | None, source: str) -> dict[str, Any]:
@@ -145,18 +153,18 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
                 store_on_node(tree, node_id, contenders[str(node_id)])
             wave = further_contenders(tree, [int(k) for k in contenders], MAX_RETIMES - len(contenders))
             pending = [(n.id, start(kept.get(str(n.id)), n.source)) for n in wave]
-        out["winner"] = chosen_node(contenders, search_best)  # the one key of the settled winner (as the service's)
+        out[WINNER] = chosen_node(contenders, search_best)  # the one key of the settled winner (as the service's)
         out["nodes"] = [int(k) for k in contenders]
-        if out["winner"] is not None:
+        if out[WINNER] is not None:
             out["contenders"] = contenders
-            out["best"] = contenders[str(out["winner"])]
+            out["best"] = contenders[str(out[WINNER])]
         for key, kept_entry, source in modes:
             out[key] = (compiles.get(key) or start(kept_entry, source))()
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)  # after an error, entries not begun yet are dropped
     out["wall_s"] = round(time.monotonic() - started, 1)
-    tree.meta["retime"] = out
+    tree.meta[RETIME] = out
     return out
 
 
@@ -178,7 +186,7 @@ def retime_text(tree: Tree) -> str:
             return f"error ({entry['error'][:120]})"
         return f"{entry['speedup']:.3g}x the reference" + (" (UNSTABLE)" if entry.get("unstable") else "")
 
-    node = retime.get("winner", retime.get("node"))  # "node": trees re-timed before "winner" was the one key
+    node = settled_winner(retime)
     search_best = retime.get("search_best", node)
     parts = [f"best attempt #{node}: {figure(retime['best'])}"] if retime.get("best") is not None else []
     parts += [f"attempt #{k}: {figure(e)}" for k, e in (retime.get("contenders") or {}).items() if k != str(node)]
@@ -207,10 +215,10 @@ def needs_retime(tree: Tree) -> bool:
 
 
 def timed_contenders(retime: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A re-time's entries per contender id; one from before contenders timed only the search's best ("node",
-    "best")."""
+    """A re-time's entries per contender id; one from before contenders timed only the search's best (its
+    settled winner and "best")."""
     timed = dict(retime.get("contenders") or {})
-    node = retime.get("winner", retime.get("node"))
+    node = settled_winner(retime)
     if node is not None and "best" in retime:
         timed.setdefault(str(node), retime["best"])
     return timed

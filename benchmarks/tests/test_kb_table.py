@@ -72,7 +72,7 @@ def test_the_table_names_the_winning_move_and_counts_strict_wins(tmp_path: Path)
     assert result["metrics"]["kb_l2"]["eager"]["Fast_1"] == 0.5 and result["metrics"]["kb_l2"]["custom"]["eager"]["success"] == 0
     text = kb_table.markdown(result)
     assert "| kb_l2 | 4 | 4/4 (100%) |" in text
-    assert "| kb_l2/slower | level2/63_Gemm_ReLU_Divide | #1 | reference-equiv. | reference | compile-default | 0.49× |" in text
+    assert "| kb_l2/slower | level2/63_Gemm_ReLU_Divide | #1 | reference-equivalent | reference | compile-default | 0.49× |" in text
 
 
 def test_main_writes_markdown_and_json(tmp_path: Path) -> None:

@@ -21,6 +21,22 @@ CONTENDER_MARGIN = 0.15  # a contender's search time is at most 15% above the be
 # a few percent apart is noise (add_min_gelu's winner was 6.4% ahead of its compile(default) step in the search and
 # 3.5% behind it alone), and 15% leaves room for more
 MAX_CONTENDERS = 4  # each contender costs one harness child (a compile for torch.compile candidates)
+RETIME = "retime"  # the run's re-time plan and figures: run.meta in the service, tree.meta in the CLI
+WINNER = "winner"  # meta["retime"]["winner"]: the one key of the settled winner, written by the service and the CLI
+OLDER_WINNER = "node"  # where trees the CLI re-timed before kept it; read by settled_winner only
+
+
+def is_settled(retime: dict[str, Any] | None) -> bool:
+    """Whether the re-time's winner was settled (it may be None: nothing beat the reference side by side)."""
+    return bool(retime) and (WINNER in retime or OLDER_WINNER in retime)  # type: ignore[operator]
+
+
+def settled_winner(retime: dict[str, Any] | None) -> int | None:
+    """The settled winner of a re-time (meta["retime"]), or None. The one place that reads a tree written before
+    "winner" was the one key: those kept the re-timed winner under "node"."""
+    retime = retime or {}
+    node = retime[WINNER] if WINNER in retime else retime.get(OLDER_WINNER)
+    return node if isinstance(node, int) and not isinstance(node, bool) else None
 
 
 def retime_contenders(tree: Tree, margin: float = CONTENDER_MARGIN, limit: int = MAX_CONTENDERS) -> list[Node]:

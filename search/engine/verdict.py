@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.engine.contenders import chosen_node
+from search.engine.contenders import RETIME, chosen_node, settled_winner
 from search.engine.limits import budget_used
 from search.engine.node import DECLINED, Node
 from search.engine.tree import Tree
@@ -55,8 +55,8 @@ def retime_entry(tree: Tree, node: Node) -> dict[str, Any] | None:
     written before, by the CLI, kept it in meta["retime"]["contenders"]). None without a usable answer."""
     raw = (node.result or {}).get("retime") or {}
     if raw.get("state") != "done":
-        old = tree.meta.get("retime") or {}
-        raw = (old.get("contenders") or {}).get(str(node.id)) or (old.get("best") if old.get("node") == node.id
+        old = tree.meta.get(RETIME) or {}
+        raw = (old.get("contenders") or {}).get(str(node.id)) or (old.get("best") if settled_winner(old) == node.id
                                                                   else None) or {}
     if raw.get("speedup") is None or raw.get("error"):
         return None
@@ -245,8 +245,8 @@ def best_attempt(tree: Tree, figures: dict[int, dict[str, Any] | None]) -> int |
                and (e := retime_entry(tree, n)) is not None}
     if not entries:
         return measured_best(figures, search_best.id)
-    settled = (tree.meta.get("retime") or {}).get("winner")
-    if isinstance(settled, int) and str(settled) in entries:
+    settled = settled_winner(tree.meta.get(RETIME))
+    if settled is not None and str(settled) in entries:
         return settled
     if str(search_best.id) not in entries:  # others re-timed (by hand, or the contenders still timing) but not the
         return search_best.id  # search's best: nothing side by side to weigh them against yet

@@ -6,7 +6,9 @@ import { TreeView } from "./tree.js";
 import { BestChart } from "./chart.js";
 import { LiveRun, socketUrl } from "./live.js";
 import { appendStream, enhanceInspector } from "./inspector.js";
-import { FREE_VERDICTS, FREE_WORDS, SETTLING_WHY, badges, moveLabel, settlingText, tieNote, tieTitle } from "./speed.js";
+import { FREE_VERDICTS, FREE_WORDS, SETTLING_WHY, badges, marks as figureMarks, moveLabel, settlingText, tieNote,
+  tieTitle } from "./speed.js";
+import { NO_TRUSTWORTHY_WINNER, REFERENCE_FASTEST } from "./verdict_words.js";
 import { rooflineView } from "./roofline.js";
 import { drawTemperatureNotice } from "./temperature.js";
 import { enableSteering } from "./steer.js";
@@ -180,8 +182,9 @@ function drawBest(best) {
   const s = best ? state.speedOf(best) : null;
   const winner = state.winner();
   const box = fig("best"), badge = fig("unstable"), spread = fig("spread"), marks = fig("marks");
-  badge.hidden = !(s && s.unstable);
-  badge.title = s && s.unstable ? `${s.why}; re-time it before trusting this number` : "";
+  const unstable = figureMarks(s).find((m) => m.key === "unstable");
+  badge.hidden = !unstable;
+  badge.title = unstable ? unstable.title : "";
   marks.replaceChildren(...badges(s, { skip: ["unstable"] }));
   box.className = "warn";
   if (state.run.status === "settling") {
@@ -190,10 +193,10 @@ function drawBest(best) {
     badge.hidden = true;
     marks.replaceChildren();
   } else if (winner.kind === "untrusted") {
-    box.textContent = "No trustworthy winner";
+    box.textContent = NO_TRUSTWORTHY_WINNER;
     spread.textContent = winner.why;
   } else if (winner.kind === "reference") {
-    box.textContent = "The reference is fastest: no attempt beat it";
+    box.textContent = REFERENCE_FASTEST;
     spread.textContent = best && s ? `best correct attempt #${best.id}: ${s.short} the reference's speed · ${s.how}`
       : "no correct attempt · the reference is kept";
   } else if (!best || !s) {

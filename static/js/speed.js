@@ -1,30 +1,31 @@
 // The speed-up the UI shows is the one the server stored: search/engine/verdict.py decides every figure (on the
-// node as `speed`, on the run as `verdict`) and the browser renders it, with no arithmetic of its own. The same
-// words and marks as stark_web/studio/pages/speed.py (the inspector, compare and the runs list are server-rendered).
+// node as `speed`, on the run as `verdict`) and the browser renders it, with no arithmetic of its own, in the words
+// of search/engine/verdict_words.py (the inspector, compare and the runs list are server-rendered from the same).
+
+// The verdict's words come from static/js/verdict_words.js, generated from search/engine/verdict_words.py: free
+// attempts (never counted), a settling run's headline, ties, the classes of win and the marks.
+import { CLASS_TITLE, CLASS_WHY, CLASS_WORDS, FREE_VERDICTS, FREE_WORDS, MARKS, PENDING_ITEM, SETTLING_IDLE,
+  SETTLING_PENDING, SETTLING_WHY, TIE_NOTE, TIE_TITLE, fill } from "./verdict_words.js";
+
+export { FREE_VERDICTS, FREE_WORDS, SETTLING_WHY };
 
 export const DECLINED = "declined"; // a free attempt: its team had nothing left to try (never counted)
-// Attempts that do not spend the budget (search/engine/node.py FREE_VERDICTS; docs/metrics.md "Attempt"): nothing
-// was evaluated, so they are shown and explained, never counted.
-export const FREE_VERDICTS = ["declined", "plan_rejected", "exhausted"];
-export const FREE_WORDS = { declined: "declined", plan_rejected: "plan rejected", exhausted: "nothing left to try" };
 
-// A settling run's headline (stark_web/studio/pages/speed.py settling_text and SETTLING_WHY say the same): what is
-// pending, never a figure that may be withdrawn.
-export const SETTLING_WHY = "the search ended; its contenders are re-timed side by side with the reference, and the verdict is final once their figures are in";
+// A settling run's headline: what is pending, never a figure that may be withdrawn.
 export function settlingText(pending) {
-  if (!pending.length) return "Settling: the verdict is being settled";
-  return `Settling: re-timing ${pending.map((p) => `#${p.node} (${p.state})`).join(", ")}`;
+  if (!pending.length) return SETTLING_IDLE;
+  return fill(SETTLING_PENDING, { pending: pending.map((p) => fill(PENDING_ITEM, p)).join(", ") });
 }
 
-// "a tie with #7 and #9 …" when attempts share the best's rank (stark_web/studio/pages/speed.py tie_note), else "".
+// "a tie with #7 and #9 …" when attempts share the best's rank (search.engine.verdict.ordered), else "".
 export function tieNote(order, best) {
   const tied = (order || []).filter((e) => e.tie_with === best).map((e) => `#${e.id}`);
-  return tied.length ? `a tie with ${tied.join(" and ")}: cannot be told apart beyond the noise` : "";
+  return tied.length ? fill(TIE_NOTE, { tied: tied.join(" and ") }) : "";
 }
 
 // An attempt the verdict cannot tell apart from the one above it (search.engine.verdict.ordered: tie_with).
 export function tieTitle(entry) {
-  return `cannot be told apart from #${entry.tie_with} beyond the noise of both figures: a tie`;
+  return fill(TIE_TITLE, entry);
 }
 
 export function rootOf(nodes) {
@@ -38,30 +39,13 @@ export function speedOf(n) {
   return (n && n.speed) || null;
 }
 
-// A figure's class of win in words (stark_web/studio/pages/speed.py CLASS_WORDS).
-export const CLASS_WORDS = { custom_kernel: "custom kernel", configuration: "compiler/library configuration",
-  reference_equivalent: "reference-equivalent" };
-const CLASS_WHY = {
-  custom_kernel: "its own CUDA/Triton/C++ code does the work",
-  configuration: "the win comes from a compiler or library setting (torch.compile, CUDA graphs, cuDNN flags, layouts), not a kernel of its own",
-  reference_equivalent: "it computes the way the reference does: no kernel of its own and no configuration change",
-};
-
-// The marks a figure carries, in the order shown (stark_web/studio/pages/speed.py marks says the same).
+// The marks a figure carries, in the order shown (search.engine.verdict_words.marks says the same): MARKS, then
+// the class of win of an attempt.
 export function marks(s) {
   if (!s) return [];
-  const out = [];
-  if (s.unstable) out.push({ key: "unstable", text: "unstable", title: `${s.why}; re-time it before trusting this number` });
-  if (s.not_retimed) {
-    out.push({ key: "not-retimed", text: "not re-timed",
-      title: "the search's figure: the run's contenders were re-timed side by side with the reference, this attempt was not" });
-  }
-  if (s.reused) {
-    out.push({ key: "reused", text: "reused",
-      title: "the harness reused an earlier identical evaluation's result: not a measurement of its own" });
-  }
-  if (!s.reference && CLASS_WORDS[s.class]) {
-    out.push({ key: `class ${s.class}`, text: CLASS_WORDS[s.class], title: `class of win: ${CLASS_WHY[s.class]}` });
+  const out = MARKS.filter((m) => s[m.when]).map((m) => ({ key: m.key, text: m.text, title: fill(m.title, s) }));
+  if (!s.reference && CLASS_WHY[s.class]) {
+    out.push({ key: `class ${s.class}`, text: CLASS_WORDS[s.class], title: fill(CLASS_TITLE, { why: CLASS_WHY[s.class] }) });
   }
   return out;
 }

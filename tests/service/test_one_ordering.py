@@ -17,8 +17,9 @@ from django.test import Client
 
 from kernels.parent.problem import reference_candidate
 from search import cli
-from search.bench_metrics import markdown, summarize
+from search.bench_metrics import markdown
 from search.bench_record import problem_record
+from search.engine.suite_metrics import summarize
 from stark_web.studio.models import Node, Problem, Run, source_hash
 from stark_web.studio.pages.views_runs import header_context
 from stark_web.studio.service import retime

@@ -115,8 +115,9 @@ def test_it_fans_out_within_the_active_run_limit(client, owner, settings):
 def test_results_exports_and_a_bench_import_agree(client, owner):
     """A stored run's tree gives the cell's record (bench_record) and the team's metrics (bench_metrics); the
     exports carry the same numbers; the bench format written from it imports with identical figures."""
-    from search.bench_metrics import markdown, summarize
+    from search.bench_metrics import markdown
     from search.bench_record import problem_record
+    from search.engine.suite_metrics import summarize
     from stark_web.studio.service.runs import load_tree
     from tests.web.seed import seeded_run
 

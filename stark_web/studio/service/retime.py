@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from rq.job import Dependency
 
-from search.engine.contenders import further_contenders, retime_contenders
+from search.engine.contenders import RETIME, WINNER, further_contenders, is_settled, retime_contenders
 from search.engine.tree import Tree
 from search.engine.verdict import best_attempt, refresh, speeds
 from stark_web.studio.events import store_event, sync_run_totals
@@ -27,8 +27,8 @@ from stark_web.studio.service.runs import eval_settings, load_tree, locked_run
 RETIME_JOB = "kernels.parent.jobs.retime_job"
 BUSY = ("queued", "running")
 ROUNDS = 6
-CONTENDERS = "retime"  # run.meta, as tree.meta in the CLI: {"search_best", "nodes", "winner" once settled}: the one
-# key of the settled winner (search.engine.verdict.best_attempt reads it)
+CONTENDERS = RETIME  # run.meta, as tree.meta in the CLI: {"search_best", "nodes", WINNER once settled}
+# (search.engine.contenders: the one key of the settled winner; search.engine.verdict.best_attempt reads it)
 MAX_RETIMES = 8  # contenders in all, the further ones included (each is one harness child)
 
 
@@ -161,7 +161,7 @@ def settle_winner(run: Run) -> list[int]:
     Nothing changes while a contender is still queued or running."""
     plan = (run.meta or {}).get(CONTENDERS) or {}
     nodes = list(plan.get("nodes") or [])
-    if run.status not in (Run.Status.SETTLING, Run.Status.FINISHED) or not nodes or "winner" in plan:
+    if run.status not in (Run.Status.SETTLING, Run.Status.FINISHED) or not nodes or is_settled(plan):
         return []
     states = {row.node_id: ((row.result or {}).get("retime") or {}).get("state")
               for row in Node.objects.filter(run=run, node_id__in=nodes)}
@@ -176,7 +176,7 @@ def settle_winner(run: Run) -> list[int]:
         return more
     figures = speeds(tree)
     winner = best_attempt(tree, figures)
-    run.meta = {**run.meta, CONTENDERS: {**plan, "winner": winner}}
+    run.meta = {**run.meta, CONTENDERS: {**plan, WINNER: winner}}
     run.save(update_fields=["meta"])
     if run.status == Run.Status.SETTLING:
         settled(run, f"{len(nodes)} contender(s) re-timed side by side with the reference")

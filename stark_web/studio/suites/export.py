@@ -1,5 +1,5 @@
 """A suite's results in the format of `python -m search bench` (per team: {team, budget, device, seed, settings,
-problems: [bench records], summary: bench_metrics.summarize(problems), finished}), as JSON, CSV and the Markdown report
+problems: [bench records], summary: search.engine.suite_metrics.summarize(problems), finished}), as JSON, CSV and the Markdown report
 of bench_metrics.markdown; its trees as a zip (`<team>/<level>__<name>.json`, the bench's --trees names); and the
 import of a bench output (results files, optionally its trees) as a suite shown the same way."""
 
@@ -14,8 +14,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from search.bench_metrics import BASELINES, P_VALUES, markdown, summarize
+from search.bench_metrics import markdown
 from search.engine.events import Event as EngineEvent
+from search.engine.suite_metrics import BASELINES, P_VALUES, summarize
 from search.engine.tree import Tree
 from search.run_settings import SettingError
 from stark_web.studio.events import Recorder, store_event, sync_run_totals

@@ -1,7 +1,7 @@
 """What users do to suites: create (every input checked before anything is stored), advance (the step that starts
 members as slots free), pause, resume, extend, cancel as a whole; and what a suite shows: per member its run's state
 and, once the run ended, its bench record (search.bench_record.problem_record of the run's tree), per team the
-paper's metrics (search.bench_metrics.summarize) over the ended members: the figures of `python -m search bench`."""
+paper's metrics (search.engine.suite_metrics.summarize) over the ended members: the figures of `python -m search bench`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 from rq import get_current_job
 
-from search.bench_metrics import summarize
 from search.bench_record import problem_record
+from search.engine.suite_metrics import summarize
 from stark_web.studio.models import Run
 from stark_web.studio.service import control, devices, fairness
 from stark_web.studio.service.checks import LimitError
