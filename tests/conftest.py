@@ -130,8 +130,10 @@ def pytest_runtest_call(item: pytest.Item):
 def pytest_configure(config: pytest.Config) -> None:
     """The test-only `scripted` team joins the registry here; children get it through tests.plugins.launch."""
     from tests.plugins import register
+    from tests.time_report import register as report_time
 
     register()
+    report_time(config)
     # This process's settings follow STARK_RETIME_AT_END as set above (Django read its settings earlier). A GPU
     # host without Django runs only tests/kernels.
     try:
