@@ -70,9 +70,8 @@ def summary(name: str, times: list[float]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device=None, out="var/bench/api_create_latency.json")
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "api_create_latency.json"))
     args = parser.parse_args()
     source = PROBLEM.read_text()
     with tempfile.TemporaryDirectory(prefix="stark-bench-") as tmp:
@@ -116,9 +115,7 @@ def main() -> None:
     for row in rows:
         print(f"{row['case']:<64} {row['n']:>3} {row['median_s'] * 1000:>7.1f}ms {row['p90_s'] * 1000:>7.1f}ms "
               f"{row['max_s'] * 1000:>7.1f}ms")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"benchmark": "POST /api/runs latency", "cpus": os.cpu_count(),
-                                          "rows": rows}, indent=2))
+    common.write_report("api_create_latency", rows, args.out, device="cpu", notes={"what": "POST /api/runs latency"})
     print(f"wrote {args.out}")
 
 

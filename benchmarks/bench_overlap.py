@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     data = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": args.device, "team": args.team,
             "budget": args.budget, "parallel": args.parallel, "at_once": args.at_once, "slots": args.slots,
             "problems": args.problems, "rows": rows}
-    write_md_json(args.out, f"Problems one after another or side by side — {args.device}, {data['date']}", text, data)
+    write_md_json(args.out, f"Problems one after another or side by side — {args.device}, {data['date']}", text,
+                  "bench_overlap", data)
     return 0
 
 

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                  "problems": list(sources), "batches": batches, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     print(text)
     write_md_json(args.out, f"The first hold of the device lock, with and without bring-up — {args.device}, "
-                  f"{data['date']}", text, data)
+                  f"{data['date']}", text, "first_hold", data)
     return 0
 
 

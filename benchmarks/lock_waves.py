@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     data.update({"device": args.device, "parallel": args.parallel, "rounds": args.rounds, "problems": list(problems),
                  "batches": batches, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     print(text)
-    write_md_json(args.out, f"Compiles aside from the device lock — {args.device}, {data['date']}", text, data)
+    write_md_json(args.out, f"Compiles aside from the device lock — {args.device}, {data['date']}", text,
+                  "lock_waves", data)
     return 0
 
 

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.rounds} rounds of {max(3, args.timing_runs // args.rounds)} runs, {args.load} busy children\n\n"
             + table(rows))
     print(text)
-    write_md_json(args.out, "Quiet timing", text, {
+    write_md_json(args.out, "Quiet timing", text, "quiet_timing", {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "problem": args.problem,
         "candidate": args.candidate, "cpus": os.cpu_count(),
         "repeats": args.repeats, "load": args.load, "parallel": args.parallel, "rounds": args.rounds,

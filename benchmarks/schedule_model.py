@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (table(rows) + f"\n\nA model, not a measurement: {len(problems)} problems of {args.trees}, each evaluation "
             f"with the wall it had, {args.plan_s:g} s to plan an attempt.\n")
     print(text)
-    write_md_json(args.out, "The bench's schedule replayed with other settings (a model)", text,
+    write_md_json(args.out, "The bench's schedule replayed with other settings (a model)", text, "schedule_model",
                   {"benchmark": "schedule_model", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "trees": str(args.trees), "plan_s": args.plan_s, "rows": rows})
     return 0

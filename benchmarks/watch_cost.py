@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             f"each check: {data['figures_mb_first_child']} MB (before: proportional; after: resident, under the "
             f"limit). Checks run {CHECKS_PER_S} times a second per child.\n")
     print(text)
-    write_md_json(args.out, "What watching a child's memory costs the harness parent", text,
+    write_md_json(args.out, "What watching a child's memory costs the harness parent", text, "watch_cost",
                   {"benchmark": "watch_cost", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **data})
     return 0
 
