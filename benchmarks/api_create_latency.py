@@ -10,7 +10,6 @@ with a problem already stored. No worker runs, so the runs stay queued. Prints a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -21,6 +20,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from benchmarks import common
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = ROOT / "examples" / "problems" / "level2" / "linear_gelu_scale.py"

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import table, write_md_json
+from benchmarks.common import check_device, table, write_md_json
 from benchmarks.kb_throughput import evaluations_running, throughput
 from search.engine.tree import Tree
 
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="more flags for both benches")
     parser.add_argument("--out", type=Path, required=True, help="write OUT.md and OUT.json")
     args = parser.parse_args(argv)
+    check_device(args.device, "bench-overlap --device cuda")
     rows = []
     for i in range(args.rounds):
         for side in ((False, True) if i % 2 == 0 else (True, False)):

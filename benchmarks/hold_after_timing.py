@@ -11,7 +11,6 @@ OUT.json:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -21,7 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, report
+from benchmarks import common
+from benchmarks.common import ROOT
 from benchmarks.lock_waits import Hold, read_holds
 
 PROBLEM = ROOT / "benchmarks" / "problems" / "cpu" / "big_output.py"
@@ -66,12 +66,11 @@ def evaluate_in(checkout: Path, device: str, cache: Path, trace: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, out="var/bench/hold_after_timing.json")
     parser.add_argument("checkouts", nargs="+", help="checkouts of this repository (the first is the baseline)")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default="var/bench/hold_after_timing.json")
     args = parser.parse_args(argv)
+    common.check_device(args.device, "hold-after-timing --device cuda")
     checkouts = [Path(c).resolve() for c in args.checkouts]
     work = Path(tempfile.mkdtemp(prefix="hold-after-timing-"))
     holds: dict[Path, list[float]] = defaultdict(list)
@@ -93,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                      "min_s": round(min(holds[checkout]), 3) if holds[checkout] else None,
                      "max_s": round(max(holds[checkout]), 3) if holds[checkout] else None,
                      "vs_first": round(median / base, 3) if median is not None and base else None})
-    report("hold_after_timing", rows, Path(args.out), device=args.device,
-                 notes={"problem": PROBLEM.name, "rounds": args.rounds})
+    common.report("hold_after_timing", rows, args.out, device=args.device,
+                  notes={"problem": PROBLEM.name, "rounds": args.rounds})
     return 0
 
 
