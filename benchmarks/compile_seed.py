@@ -74,7 +74,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = common.parser(__doc__, out_required=True, out_help="write OUT.json and OUT.md")
+    parser = common.parser(__doc__, device="cuda", out_required=True, out_help="write OUT.json and OUT.md")
     parser.add_argument("problems", nargs="+")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="default", help="comma-separated torch.compile modes")
