@@ -2,9 +2,9 @@
 references evaluated as candidates with fuzz="off" and fuzz="standard" (or --level), default trials and timed runs,
 on one device; with --corpus, a corpus of illusions and controls judged at each of --levels.
 
-    .venv/bin/python -m benchmarks.fuzz_cost [--device cpu|cuda] [--level standard] [--repeats 1]
+    .venv/bin/python -m benchmarks fuzz-cost [--device cpu|cuda] [--level standard] [--repeats 1]
         [--problems relu,softmax,...] [--runs 100] [--out var/bench/fuzz_cost.json]
-    .venv/bin/python -m benchmarks.fuzz_cost --corpus tests/kernels/fixtures/fuzz_classes [--levels off,standard,thorough]
+    .venv/bin/python -m benchmarks fuzz-cost --corpus tests/kernels/fixtures/fuzz_classes [--levels off,standard,thorough]
         [--device cpu|cuda] [--out var/bench/fuzz_corpus.json]
 
 A corpus folder holds problem_<name>.py files and candidates whose file name contains a problem's <name>
