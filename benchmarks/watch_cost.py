@@ -29,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import table, write_md_json
 from kernels.shared.process_tree import _pss_kb, descendants, tree_members, tree_memory_mb
 
@@ -117,13 +118,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write OUT.md and OUT.json")
     parser.add_argument("--children", type=int, default=4)
     parser.add_argument("--resident-mb", type=int, default=256)
     parser.add_argument("--limit-mb", type=float, default=8192.0, help="the memory limit the new check compares with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20, help="checks timed together per sample")
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     data = measure(args)
     text = (table(data["rows"]) + f"\n\n{data['processes_in_proc']} processes in /proc; the first child's memory by "
