@@ -21,6 +21,7 @@ class Question:
     device: str  # where it runs: "CPU", "CUDA", "CPU or CUDA", "none" (reads files), ...
     smoke: tuple[str, ...] | None = None  # its CPU smoke run's arguments ({out}: a fresh folder); None: needs a GPU
     report: str = "report.json"  # the JSON its smoke run writes, under {out}
+    smoke_inputs: tuple[tuple[str, str], ...] = ()  # (file, its copy under {out}) made before the smoke run
 
     @property
     def needs_gpu(self) -> bool:
@@ -103,7 +104,7 @@ _ALL = [
              smoke=("benchmarks/results/rules-gpu/trees", "--at-once", "2", "--slots", "2", "--out", "{out}/report")),
     Question("bench-overlap", "bench_overlap",
              "Problems one after another or side by side on a few slots: which judges more a minute?", "CPU",
-             smoke=("--budget", "1", "--at-once", "1", "--slots", "1", "--out", "{out}/report", SMALL)),
+             smoke=("--budget", "1", "--at-once", "1", "--slots", "1", "--time-limit", "2", "--out", "{out}/report", SMALL)),
     # The rules team (search/teams/rules/)
     Question("kb-rules", "kb_rules.sh",
              "The rules team on the KernelBench-shaped set: the paper's metrics, winners re-timed", "CUDA"),
@@ -123,8 +124,8 @@ _ALL = [
              "The rules team over GPU-sized sample problems of levels 1-3, benches side by side", "CUDA"),
     Question("rules-cpu", "rules_cpu", "How does each sample problem's best candidate compare with eager on the CPU?",
              "CPU",
-             smoke=("--budget", "1", "--confirm-rounds", "1", "--timing-runs", "5", "--extra=--no-compile-baseline",
-                    "--trees", "{out}/trees", "--out", "{out}/report", "examples/problems/level1/relu.py")),
+             smoke=("--render", "--out", "{out}/report"),  # a search builds C++ extensions: minutes on a CPU
+             smoke_inputs=(("benchmarks/results/rules-cpu/cpu.json", "report.json"),)),
     Question("rules-sources", "rules_sources",
              "Are the rules team's rendered candidates byte-identical before and after a change?", "CPU",
              smoke=("--problems", "examples:level1/relu.py", "--out", "{out}/report.json")),

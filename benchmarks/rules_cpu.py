@@ -197,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     common.check_device(args.device, "rules-cpu --device cuda")
     out = Path(args.out or ROOT / "benchmarks" / "results" / "rules-cpu" / args.device.split(":")[0])
     out.parent.mkdir(parents=True, exist_ok=True)
-    if args.render:
-        out.with_suffix(".md").write_text(markdown(results_of(json.loads(out.with_suffix(".json").read_text()))))
+    if args.render:  # the JSON (in this schema) and its table again, from the JSON
+        results = results_of(json.loads(out.with_suffix(".json").read_text()))
+        save(results, out)
         return 0
     work = Path(args.trees)
     work.mkdir(parents=True, exist_ok=True)
@@ -217,10 +218,15 @@ def main(argv: list[str] | None = None) -> int:
             "budget": args.budget, "timing_runs": args.timing_runs, "run_device": args.device,
             "problems": sorted(previous.values(), key=lambda r: r["problem"]),
         }
-        common.write_report("rules_cpu", results["problems"], out.with_suffix(".json"), results["device"],
-                            {k: v for k, v in results.items() if k not in ("problems", "device", "date")})
-        out.with_suffix(".md").write_text(markdown(results))
+        save(results, out)
     return 0
+
+
+def save(results: dict[str, Any], out: Path) -> None:
+    """OUT.json (the common report: the problems as rows, the settings as notes) and OUT.md (markdown())."""
+    common.write_report("rules_cpu", results["problems"], out.with_suffix(".json"), results["device"],
+                        {k: v for k, v in results.items() if k not in ("problems", "device", "date")})
+    out.with_suffix(".md").write_text(markdown(results))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import sys
 import time
 import traceback
@@ -42,6 +43,8 @@ def run(out: Path, names: list[str]) -> None:
         question = QUESTIONS[name]
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
+        for source, copy in question.smoke_inputs:
+            shutil.copyfile(source, folder / copy)
         if question.smoke is None:
             result = {"run": one([name]), "help": one([name, "--help"])}
         else:
