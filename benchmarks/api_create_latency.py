@@ -109,7 +109,11 @@ def main() -> None:
             for proc in (daphne, redis):
                 if proc is not None:
                     proc.terminate()
-                    proc.wait(timeout=10)
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:  # a loaded host: daphne's shutdown outlasts the wait
+                        proc.kill()
+                        proc.wait(timeout=10)
     rows = [summary("new problem (static check here, full check in the background)", fresh),
             summary("problem already stored", known)]
     print(f"{'POST /api/runs':<64} {'n':>3} {'median':>9} {'p90':>9} {'max':>9}")

@@ -64,7 +64,7 @@ def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
     for _ in range(rounds):
         for label in runs:
             cold = label == "cold"
-            if cold:
+            if cold and own.exists():  # a candidate with nothing compiled (plain torch) keeps no seed
                 shutil.move(str(own), str(aside))
             try:  # cold: the seed its evaluation kept again is removed before the re-time too
                 runs[label].append(timed(label, problem, candidate, settings,

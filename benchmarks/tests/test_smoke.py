@@ -55,7 +55,8 @@ def smoke_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     shares: list[list[str]] = [[], []]
     for name in names:  # greedy: the next longest to the share with less so far
         min(shares, key=lambda s: sum(COST.get(n, 1) for n in s)).append(name)
-    env = {**os.environ, "STARK_CACHE_DIR": str(out / "cache"), "PYTHONUNBUFFERED": "1"}
+    # TRITON_INTERPRET: Triton kernels run on the CPU (gemm-epilogue); set before the shared interpreter imports triton
+    env = {**os.environ, "STARK_CACHE_DIR": str(out / "cache"), "PYTHONUNBUFFERED": "1", "TRITON_INTERPRET": "1"}
     env.pop("DEVICE", None)
     procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.tests.smoke_run", str(out), *share], cwd=ROOT,
                               env=env, stdout=(out / f"runner-{i}.log").open("w"), stderr=subprocess.STDOUT)
