@@ -90,7 +90,7 @@ _ALL = [
     Question("hold-after-timing", "hold_after_timing",
              "How long does a child hold the device after its timed loop (two checkouts side by side)?",
              "CPU or CUDA",
-             smoke=("--device", "cpu", "--rounds", "1", "--out", "{out}/report.json", ".")),
+             smoke=("--device", "cpu", "--rounds", "1", "--problem", SMALL, "--out", "{out}/report.json", ".")),
     # A suite on one GPU
     Question("throughput", "throughput.sh",
              "Judged attempts per minute per GPU over a suite, every winner re-timed (search, then re-times)", "CUDA"),
