@@ -22,7 +22,7 @@ lint:
 # The CPU benchmarks that finish in a few minutes (benchmarks/README.md: the index), results under var/bench/.
 bench-cpu:
 	mkdir -p var/bench
-	.venv/bin/python -m benchmarks kb-set --json var/bench/kb_set.json
+	.venv/bin/python -m benchmarks kb-set --out var/bench/kb_set.json
 	.venv/bin/python -m benchmarks sandbox-overhead --repeats 1 --out var/bench/sandbox.json
 	.venv/bin/python -m benchmarks profiling-cost --device cpu --repeats 1 --runs 5 --out var/bench/profiling_cost.json
 	.venv/bin/python -m benchmarks rules-trace-store --budget 2 --out var/bench/rules_trace_store.json

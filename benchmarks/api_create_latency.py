@@ -10,7 +10,6 @@ with a problem already stored. No worker runs, so the runs stay queued. Prints a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -21,6 +20,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from benchmarks import common
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = ROOT / "examples" / "problems" / "level2" / "linear_gelu_scale.py"
@@ -70,9 +71,8 @@ def summary(name: str, times: list[float]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device=None, out="var/bench/api_create_latency.json")
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "api_create_latency.json"))
     args = parser.parse_args()
     source = PROBLEM.read_text()
     with tempfile.TemporaryDirectory(prefix="stark-bench-") as tmp:
@@ -109,16 +109,18 @@ def main() -> None:
             for proc in (daphne, redis):
                 if proc is not None:
                     proc.terminate()
-                    proc.wait(timeout=10)
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:  # a loaded host: daphne's shutdown outlasts the wait
+                        proc.kill()
+                        proc.wait(timeout=10)
     rows = [summary("new problem (static check here, full check in the background)", fresh),
             summary("problem already stored", known)]
     print(f"{'POST /api/runs':<64} {'n':>3} {'median':>9} {'p90':>9} {'max':>9}")
     for row in rows:
         print(f"{row['case']:<64} {row['n']:>3} {row['median_s'] * 1000:>7.1f}ms {row['p90_s'] * 1000:>7.1f}ms "
               f"{row['max_s'] * 1000:>7.1f}ms")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"benchmark": "POST /api/runs latency", "cpus": os.cpu_count(),
-                                          "rows": rows}, indent=2))
+    common.write_report("api_create_latency", rows, args.out, device="cpu", notes={"what": "POST /api/runs latency"})
     print(f"wrote {args.out}")
 
 

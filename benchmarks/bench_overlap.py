@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import table, write_md_json
+from benchmarks import common
+from benchmarks.common import check_device, table, write_md_json
 from benchmarks.kb_throughput import evaluations_running, throughput
 from search.engine.tree import Tree
 
@@ -63,10 +64,9 @@ def one_run(problems: list[str], args: argparse.Namespace, side_by_side: bool) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, out_required=True, out_help="write OUT.md and OUT.json")
     parser.add_argument("problems", nargs="+")
     parser.add_argument("--team", default="rules")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--budget", type=int, default=4)
     parser.add_argument("--parallel", type=int, default=2, help="attempts in flight per problem (both modes)")
     parser.add_argument("--at-once", type=int, default=3, help="problems side by side")
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="pairs of runs, alternating which goes first")
     parser.add_argument("--bench-flags", default="--no-compile-baseline --timing-runs 20",
                         help="more flags for both benches")
-    parser.add_argument("--out", type=Path, required=True, help="write OUT.md and OUT.json")
     args = parser.parse_args(argv)
+    check_device(args.device, "bench-overlap --device cuda")
     rows = []
     for i in range(args.rounds):
         for side in ((False, True) if i % 2 == 0 else (True, False)):
@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     data = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": args.device, "team": args.team,
             "budget": args.budget, "parallel": args.parallel, "at_once": args.at_once, "slots": args.slots,
             "problems": args.problems, "rows": rows}
-    write_md_json(args.out, f"Problems one after another or side by side — {args.device}, {data['date']}", text, data)
+    write_md_json(args.out, f"Problems one after another or side by side — {args.device}, {data['date']}", text,
+                  "bench_overlap", data)
     return 0
 
 

@@ -1,5 +1,6 @@
-"""What the benchmark scripts share: the repository root, one problem loader, and one output schema (a table
-printed, the same rows written as JSON under the same top-level keys)."""
+"""What the benchmark scripts share: the repository root, one problem loader, one argument parser (--device, --out),
+the one "needs a GPU" exit, and one output schema (a table printed, the same rows written as JSON under the same
+top-level keys, with the environment that measured them)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import argparse
 import importlib.machinery
 import importlib.util
 import json
+import os
 import platform
+import shutil
 import sys
 import time
 import types
@@ -16,7 +19,66 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORT_KEYS = ("benchmark", "date", "device", "command", "rows", "notes")
+REPORT_KEYS = ("benchmark", "date", "device", "command", "environment", "rows", "notes")
+NEEDS_GPU_EXIT = 3  # the exit status of a question that needs a GPU, run on a host without one
+
+
+def gpu_present() -> bool:
+    """Whether this host has an NVIDIA GPU, without importing torch (nvidia-smi or the driver's device node)."""
+    return shutil.which("nvidia-smi") is not None or Path("/dev/nvidiactl").exists()
+
+
+def needs_gpu(what: str, fix: str = "") -> SystemExit:
+    """The clear exit of a question that needs a GPU on a host without one (raise it): names what and the fix."""
+    print(f"error: {what} needs a GPU (CUDA), and this host has none. Run it on a GPU host"
+          f"{' (' + fix + ')' if fix else ''}.", file=sys.stderr)
+    return SystemExit(NEEDS_GPU_EXIT)
+
+
+def check_device(device: str, what: str | None = None) -> None:
+    """Exits with the "needs a GPU" error when `device` is a CUDA device and this host has no GPU."""
+    if device.startswith("cuda") and not gpu_present():
+        raise needs_gpu(what or Path(sys.argv[0]).name, "or pass --device cpu where the question runs on a CPU")
+
+
+def parser(doc: str | None, *, device: str | None = "cpu", out: str | None = None, out_required: bool = False,
+           out_help: str = "write the report (JSON) here") -> argparse.ArgumentParser:
+    """The benchmark's argument parser, its docstring as the description, with the arguments every benchmark names
+    alike: --device (when `device` is not None: its default) and --out (`out` its default; required if asked)."""
+    made = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if device is not None:
+        made.add_argument("--device", default=device, help=f"cpu, cuda or cuda:N (default {device})")
+    if out_required:
+        made.add_argument("--out", required=True, help=out_help)
+    else:
+        made.add_argument("--out", default=out, help=out_help + (f" (default {out})" if out else ""))
+    return made
+
+
+def environment() -> dict[str, Any]:
+    """What measured a report: the host, its cores, Python, and torch and the GPU where this process loaded torch
+    (torch is not imported for it)."""
+    found: dict[str, Any] = {"host": platform.node(), "platform": platform.platform(), "cpu": cpu_name(),
+                             "cores": os.cpu_count(), "python": platform.python_version()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        found["torch"] = getattr(torch, "__version__", None)
+        try:
+            if torch.cuda.is_available():
+                found["gpu"] = torch.cuda.get_device_name()
+                found["cuda"] = torch.version.cuda
+        except Exception as exc:  # noqa: BLE001 (a broken driver is reported, not raised)
+            found["gpu"] = f"unavailable: {exc}"
+    return found
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        return next(ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def load_module(path: str | Path, name: str | None = None) -> types.ModuleType:
@@ -53,20 +115,22 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) 
     return "\n".join(lines)
 
 
-def write_report(benchmark: str, rows: list[dict[str, Any]], out: Path | None, device: str | None = None,
+def write_report(benchmark: str, rows: list[dict[str, Any]], out: str | Path | None, device: str | None = None,
                  notes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The rows with REPORT_KEYS as the top level: benchmark (the script's name), date (UTC), device (a GPU's name
-    or the CPU's), command, rows, notes; written as JSON to `out` when given."""
+    or the CPU's), command, environment (environment()), rows, notes; written as JSON to `out` when given."""
     result = {"benchmark": benchmark, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "device": device or platform.processor() or platform.machine(),
-              "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "rows": rows, "notes": notes or {}}
+              "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "environment": environment(),
+              "rows": rows, "notes": notes or {}}
     if out is not None:
+        out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     return result
 
 
-def report(benchmark: str, rows: list[dict[str, Any]], out: Path | None, device: str | None = None,
+def report(benchmark: str, rows: list[dict[str, Any]], out: str | Path | None, device: str | None = None,
            notes: dict[str, Any] | None = None, columns: Sequence[str] | None = None) -> dict[str, Any]:
     """Print the rows as a table (the columns named, or the first row's) and write them (write_report)."""
     print(table(rows, columns))
@@ -87,13 +151,17 @@ def make_references(sources: dict[str, str], settings: Any) -> None:
     print(f"references ready in {time.monotonic() - started:.0f} s", flush=True)
 
 
-def write_md_json(out: str | None, title: str, text: str, data: dict[str, Any]) -> None:
-    """OUT.md (`# title` over the printed text) and OUT.json (the data) of a side-by-side benchmark, when `out`."""
+def write_md_json(out: str | Path | None, title: str, text: str, benchmark: str, data: dict[str, Any],
+                  device: str | None = None) -> None:
+    """OUT.md (`# title` over the printed text) and OUT.json (write_report: data's rows as the rows, its other keys
+    as the notes) of a benchmark with its own text, when `out`."""
     if not out:
         return
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).with_suffix(".md").write_text(f"# {title}\n\n" + text)
-    Path(out).with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    notes = {k: v for k, v in data.items() if k not in ("rows", "date", "benchmark", "device")}
+    write_report(benchmark, list(data.get("rows") or []), Path(out).with_suffix(".json"),
+                 device or data.get("device"), notes)
 
 
 def side_by_side_parser(doc: str | None) -> argparse.ArgumentParser:

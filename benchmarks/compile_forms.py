@@ -11,12 +11,16 @@ import sys
 import torch
 from triton.testing import do_bench
 
+from benchmarks import common
 from benchmarks.common import load_module
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str] | None = None) -> int:
+    parser = common.parser(__doc__, device=None, out="var/bench/compile_forms.json")
+    parser.add_argument("problems", nargs="+", help="problem files (KernelBench format)")
+    args = parser.parse_args(argv)
     rows = []
-    for path in paths:
+    for path in args.problems:
         p = load_module(path)
         torch.manual_seed(0)
         model = p.Model(*p.get_init_inputs()).cuda()
@@ -32,7 +36,9 @@ def main(paths: list[str]) -> None:
                 row[name] = round(do_bench(lambda fn=fn, inputs=inputs: fn(*inputs), warmup=25, rep=200), 4)
         rows.append(row)
         print(json.dumps(row), flush=True)
+    common.write_report("compile_forms", rows, args.out, torch.cuda.get_device_name())
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main())

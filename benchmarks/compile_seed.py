@@ -8,8 +8,6 @@ same settings otherwise. Prints a table and writes OUT.json / OUT.md. Usage:
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import tempfile
@@ -17,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from kernels import EvalSettings, evaluate
 from kernels.parent import compile_seed
 from search.bench_retime import compiled_reference
@@ -59,7 +58,8 @@ def one(problem: str, mode: str, settings: EvalSettings, rounds: int) -> dict[st
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = [f"# Seeded vs cold compile caches ({results['device']}, {results['rounds']} rounds, {results['date']})", "",
+    lines = [f"# Seeded vs cold compile caches ({results['device']}, {results['notes']['rounds']} rounds, "
+             f"{results['date']})", "",
              "| problem | torch.compile mode | cold s (median) | seeded s (median) | saved s | cold / seeded | "
              "FX graph cache, seeded | all passed (no seed retry) |", "|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
@@ -74,20 +74,18 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device="cuda", out_required=True, out_help="write OUT.json and OUT.md")
     parser.add_argument("problems", nargs="+")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="default", help="comma-separated torch.compile modes")
-    parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    common.check_device(args.device, "compile-seed --device cuda")
     settings = EvalSettings(device=args.device, cache_dir=tempfile.mkdtemp(prefix="compile-seed-"),
                             reuse_results=False, roofline=False, profile=False)
     rows = [one(p, mode, settings, args.rounds) for p in args.problems for mode in args.modes.split(",")]
-    results = {"device": args.device, "rounds": args.rounds, "date": time.strftime("%Y-%m-%d"), "rows": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+    results = common.write_report("compile_seed", rows, out.with_suffix(".json"), args.device,
+                                  {"rounds": args.rounds, "modes": args.modes})
     text = markdown(results)
     out.with_suffix(".md").write_text(text)
     print(text)

@@ -17,10 +17,8 @@ Prints a table (ms, and ratios vs eager and vs compile(default)) and writes JSON
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
-import json
 import multiprocessing as mp
 import os
 import statistics
@@ -31,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import load_module
 
 RUNS, WARMUP = 30, 5
@@ -206,15 +205,14 @@ def table(rows: list[dict[str, Any]], forms: tuple[str, ...]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device="cuda", out="conv_knobs.json")
     parser.add_argument("problems", nargs="+")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--deadline", type=float, default=150.0, help="seconds per problem")
-    parser.add_argument("--out", default="conv_knobs.json")
-    parser.add_argument("--device", default="cuda", help="cuda; cpu only smoke-tests this script")
     parser.add_argument("--forms", default=",".join(FORMS), help=f"comma-separated, in order (the first is the "
                         f"reference of the correctness check; include compile for the ratios): {', '.join(FORMS)}")
     args = parser.parse_args(argv)
+    common.check_device(args.device, "conv-knobs (cpu: a smoke test of this script)")
     forms = tuple(f.strip() for f in args.forms.split(",") if f.strip())
     unknown = [f for f in forms if f not in FORMS]
     if unknown:
@@ -235,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"device: {name}, torch {torch.__version__}; ratios: compile(default) / form")
     print(text)
-    Path(args.out).write_text(json.dumps({"device": name, "torch": torch.__version__,
-                                          "runs": RUNS, "warmup": WARMUP, "rows": rows}, indent=1))
+    common.write_report("conv_knobs", rows, args.out, name, {"runs": RUNS, "warmup": WARMUP, "forms": forms})
     return 0
 
 

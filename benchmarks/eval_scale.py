@@ -15,7 +15,6 @@ Prints a Markdown table and writes JSON (every evaluation with its children and 
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from kernels.parent.isolation import sandbox
 from kernels.parent.isolation.worker_run import WorkerRun
 from kernels.parent.settings import EvalSettings
@@ -125,16 +125,15 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device="cuda", out_required=True)
     parser.add_argument("problems", nargs="+", type=Path)
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--mixed", type=int, default=0, help="then N steady-state evaluations cycling the problems")
     parser.add_argument("--baselines", default="eager,compile")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--settings", default=None, help="JSON object of extra EvalSettings")
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    common.check_device(args.device, "eval-scale --device cuda")
     data: dict[str, Any] = json.loads(args.settings) if args.settings else {}
     data.update(device=args.device, baselines=[b for b in args.baselines.split(",") if b], reuse_results=False)
     if args.cache_dir:
@@ -152,7 +151,6 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001
         report["torch"] = f"unavailable: {exc}"
     print(f"interpreter start: {report['interpreter']}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     for problem in args.problems:
         for round_no in range(1, args.rounds + 1):
             row = one(problem, settings, round_no)
@@ -160,7 +158,7 @@ def main() -> int:
             print(f"{row['problem']} round {round_no}: {row['verdict']} wall {row['wall_s']:.1f} s "
                   f"overhead {row.get('overhead_s', 0):.1f} s children "
                   f"{[(c['kind'], c['wall_s'], c.get('durations')) for c in row['children']]}", flush=True)
-            args.out.write_text(json.dumps(report, indent=1, default=str))
+            save(report, args.out)
     if args.mixed:
         started = time.monotonic()
         mixed = [one(args.problems[i % len(args.problems)], settings, 0) for i in range(args.mixed)]
@@ -170,8 +168,14 @@ def main() -> int:
                            "verdicts": [m["verdict"] for m in mixed]}
         print(f"mixed: {report['mixed']}", flush=True)
     print(table(report["rows"]))
-    args.out.write_text(json.dumps(report, indent=1, default=str))
+    save(report, args.out)
     return 0
+
+
+def save(report: dict[str, Any], out: str) -> None:
+    """The report so far (a bench cut short keeps what it finished), in the common schema."""
+    common.write_report("eval_scale", report["rows"], out, report.get("device_name") or report["device"],
+                        {k: v for k, v in report.items() if k not in ("rows", "date", "device")})
 
 
 if __name__ == "__main__":

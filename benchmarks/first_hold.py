@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import make_references, side_by_side_parser, write_md_json
+from benchmarks.common import check_device, make_references, side_by_side_parser, write_md_json
 from benchmarks.kb_throughput import lock_shares
 from benchmarks.lock_waits import read_holds
 from kernels import EvalSettings, evaluate
@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-batches", type=int, default=1,
                         help="unmeasured batches first (the first compiles of a fresh cache are slower)")
     args = parser.parse_args(argv)
+    check_device(args.device, "first-hold --device cuda")
     work = Path(tempfile.mkdtemp(prefix="first-hold-"))
     os.environ["STARK_COMPILE_ASIDE"] = "1"  # as on a GPU (on the CPU its default is off)
     settings = EvalSettings(device=args.device, cache_dir=str(work / "cache"), reuse_results=False,
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                  "problems": list(sources), "batches": batches, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     print(text)
     write_md_json(args.out, f"The first hold of the device lock, with and without bring-up — {args.device}, "
-                  f"{data['date']}", text, data)
+                  f"{data['date']}", text, "first_hold", data)
     return 0
 
 

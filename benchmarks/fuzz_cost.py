@@ -2,9 +2,9 @@
 references evaluated as candidates with fuzz="off" and fuzz="standard" (or --level), default trials and timed runs,
 on one device; with --corpus, a corpus of illusions and controls judged at each of --levels.
 
-    .venv/bin/python -m benchmarks.fuzz_cost [--device cpu|cuda] [--level standard] [--repeats 1]
+    .venv/bin/python -m benchmarks fuzz-cost [--device cpu|cuda] [--level standard] [--repeats 1]
         [--problems relu,softmax,...] [--runs 100] [--out var/bench/fuzz_cost.json]
-    .venv/bin/python -m benchmarks.fuzz_cost --corpus tests/kernels/fixtures/fuzz_classes [--levels off,standard,thorough]
+    .venv/bin/python -m benchmarks fuzz-cost --corpus tests/kernels/fixtures/fuzz_classes [--levels off,standard,thorough]
         [--device cpu|cuda] [--out var/bench/fuzz_corpus.json]
 
 A corpus folder holds problem_<name>.py files and candidates whose file name contains a problem's <name>
@@ -23,12 +23,12 @@ and cached, as in a search after its first candidate. Per problem:
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import tempfile
 from pathlib import Path
 
+from benchmarks import common
 from benchmarks.common import report
 from kernels import EvalSettings, evaluate, reference_candidate
 
@@ -38,17 +38,16 @@ PROBLEMS = ("level1/relu", "level1/softmax", "level1/layernorm", "level1/matmul"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
+    parser = common.parser(__doc__, out_help="the JSON report (default var/bench/fuzz_cost.json, or "
+                           "var/bench/fuzz_corpus.json with --corpus)")
     parser.add_argument("--level", default="standard", choices=("standard", "thorough"))
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--runs", type=int, default=100, help="timed runs per evaluation (the default: 100)")
     parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list under examples/problems/")
-    parser.add_argument("--out", default=None, help="JSON report (default var/bench/fuzz_cost.json, or "
-                        "var/bench/fuzz_corpus.json with --corpus)")
     parser.add_argument("--corpus", default=None, help="a corpus folder: judge its candidates instead")
     parser.add_argument("--levels", default="off,standard,thorough", help="with --corpus: the fuzz levels")
     args = parser.parse_args()
+    common.check_device(args.device, "fuzz-cost --device cuda")
     if args.corpus:
         corpus(Path(args.corpus), args.device, [x.strip() for x in args.levels.split(",") if x.strip()],
                Path(args.out or "var/bench/fuzz_corpus.json"))

@@ -16,8 +16,6 @@ Needs torch + triton + CUDA; no Django, no Redis.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import tempfile
 import time
@@ -27,6 +25,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import common
 from benchmarks.common import load_module
 from search.teams.rules.analysis.forward import analyse
 from search.teams.rules.analysis.problem import LoadedProblem
@@ -260,14 +259,14 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks" / "results" / "gemm-epilogue"))
+    parser = common.parser(__doc__, device="cuda", out=os.environ.get("OUT") or "benchmarks/results/gemm-epilogue",
+                           out_help="the folder for DEVICE.json and DEVICE.md")
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds; later problems are skipped")
     parser.add_argument("--quick", action="store_true", help="small shapes (a smoke test)")
     parser.add_argument("--only", nargs="*", default=None)
-    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script (Triton interpreter)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
     args = parser.parse_args()
+    common.check_device(args.device, "gemm-epilogue (cpu: a smoke test of this script in the Triton interpreter)")
     global DEVICE
     DEVICE = args.device
     if DEVICE == "cpu":  # the candidates' Triton kernels run in its interpreter (they are imported after this)
@@ -302,13 +301,13 @@ def main() -> None:
             print(f"  {name}: {exc!r}", flush=True)
         if DEVICE == "cuda":
             torch.cuda.empty_cache()
-        (out / f"{DEVICE}.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped},
-                                                           indent=1))
+        common.write_report("gemm_epilogue", rows, out / f"{DEVICE}.json", info["device"],
+                            {"info": info, "skipped": skipped})
     md = (f"# GEMM + epilogue candidates ({info['device']}, torch {info['torch']}, {info['date']})\n\n"
           f"cuBLASLt GELU epilogue error: {info.get('gelu_epilogue')}\n\n" + table(rows)
           + (f"\nSkipped (deadline): {', '.join(skipped)}\n" if skipped else ""))
     (out / f"{DEVICE}.md").write_text(md)
-    (out / f"{DEVICE}.json").write_text(json.dumps({"info": info, "rows": rows, "skipped": skipped}, indent=1))
+    common.write_report("gemm_epilogue", rows, out / f"{DEVICE}.json", info["device"], {"info": info, "skipped": skipped})
     print(md)
 
 

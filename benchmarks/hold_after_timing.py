@@ -11,7 +11,6 @@ OUT.json:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -21,7 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, report
+from benchmarks import common
+from benchmarks.common import ROOT
 from benchmarks.lock_waits import Hold, read_holds
 
 PROBLEM = ROOT / "benchmarks" / "problems" / "cpu" / "big_output.py"
@@ -56,9 +56,9 @@ def after_timing(trace: Path) -> list[float]:
     return found
 
 
-def evaluate_in(checkout: Path, device: str, cache: Path, trace: Path) -> str:
+def evaluate_in(checkout: Path, device: str, cache: Path, trace: Path, problem: Path = PROBLEM) -> str:
     env = {**os.environ, "PYTHONPATH": str(checkout), "STARK_LOCK_TRACE": str(trace)}
-    proc = subprocess.run([sys.executable, "-c", ONE, str(PROBLEM), device, str(cache)], cwd=checkout, env=env,
+    proc = subprocess.run([sys.executable, "-c", ONE, str(problem), device, str(cache)], cwd=checkout, env=env,
                           capture_output=True, text=True, timeout=900)
     if proc.returncode:
         raise RuntimeError(f"{checkout}: {proc.stderr[-2000:]}")
@@ -66,22 +66,24 @@ def evaluate_in(checkout: Path, device: str, cache: Path, trace: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, out="var/bench/hold_after_timing.json")
     parser.add_argument("checkouts", nargs="+", help="checkouts of this repository (the first is the baseline)")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default="var/bench/hold_after_timing.json")
+    parser.add_argument("--problem", type=Path, default=PROBLEM, help="the problem evaluated (default: a large "
+                        "output, so the hold after the timed loop shows)")
     args = parser.parse_args(argv)
+    common.check_device(args.device, "hold-after-timing --device cuda")
     checkouts = [Path(c).resolve() for c in args.checkouts]
     work = Path(tempfile.mkdtemp(prefix="hold-after-timing-"))
     holds: dict[Path, list[float]] = defaultdict(list)
     for index, checkout in enumerate(checkouts):  # the reference (its outputs cached): not measured
-        print(checkout, "reference:", evaluate_in(checkout, args.device, work / f"cache{index}", work / "warm.trace"))
+        print(checkout, "reference:", evaluate_in(checkout, args.device, work / f"cache{index}", work / "warm.trace",
+                                                      args.problem))
     for round_ in range(args.rounds):
         order = checkouts if round_ % 2 == 0 else checkouts[::-1]
         for checkout in order:
             trace = work / f"{round_}-{checkouts.index(checkout)}.trace"
-            verdict = evaluate_in(checkout, args.device, work / f"cache{checkouts.index(checkout)}", trace)
+            verdict = evaluate_in(checkout, args.device, work / f"cache{checkouts.index(checkout)}", trace, args.problem)
             holds[checkout] += after_timing(trace)
             print(f"round {round_ + 1} {checkout}: {verdict}", flush=True)
     base = statistics.median(holds[checkouts[0]]) if holds[checkouts[0]] else None
@@ -93,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                      "min_s": round(min(holds[checkout]), 3) if holds[checkout] else None,
                      "max_s": round(max(holds[checkout]), 3) if holds[checkout] else None,
                      "vs_first": round(median / base, 3) if median is not None and base else None})
-    report("hold_after_timing", rows, Path(args.out), device=args.device,
-                 notes={"problem": PROBLEM.name, "rounds": args.rounds})
+    common.report("hold_after_timing", rows, args.out, device=args.device,
+                  notes={"problem": args.problem.name, "rounds": args.rounds})
     return 0
 
 

@@ -8,13 +8,11 @@ in waves (16 children, one device lock): this is the table that shows it. Prints
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from search.engine.tree import Tree
 
 ASIDE = "of which compiling off the device lock"  # kernels.child.device_lock: a part of "build" (its share overlaps)
@@ -58,16 +56,15 @@ def table(found: dict[str, dict[str, list[float]]]) -> tuple[str, dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write OUT.md and OUT.json")
     parser.add_argument("trees", nargs="+", help="tree JSON files (bench --trees)")
-    parser.add_argument("--out", default=None, help="write OUT.md and OUT.json")
     args = parser.parse_args(argv)
     text, data = table(phase_seconds([Tree.load(name) for name in args.trees]))
     print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).with_suffix(".md").write_text(text)
-        Path(args.out).with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    rows = [{"nodes": kind, "phase": phase, **figures} for kind, phases in data.items()
+            for phase, figures in phases.items()]
+    common.write_md_json(args.out, "Where the evaluation time went, per harness phase", text, "kb_phases",
+                         {"rows": rows, "trees": args.trees}, "none (tree files)")
     return 0
 
 

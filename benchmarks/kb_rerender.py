@@ -8,13 +8,12 @@ search.engine.verdict). The title's device note is kept from the table it replac
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
-from benchmarks import kb_table
+from benchmarks import common, kb_table
 
 
 def device_note(md: Path) -> str | None:
@@ -38,15 +37,21 @@ def render(archive: Path, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = common.parser(__doc__, device=None, out_help="the folder for the tables (default: beside each archive)")
     ap.add_argument("--root", default="benchmarks/results/kb-rules")
-    root = Path(ap.parse_args(argv).root)
+    args = ap.parse_args(argv)
+    root = Path(args.root)
     archives = sorted(root.rglob("trees*.tar.gz"))
     if not archives:
         ap.error(f"no trees*.tar.gz under {root}: pass --root, a folder holding a bench's saved trees")
     for archive in archives:
         suffix = archive.name.removeprefix("trees").removesuffix(".tar.gz")
-        render(archive, archive.parent / f"kb_rules{suffix}")
+        folder = Path(args.out) / archive.parent.relative_to(root) if args.out else archive.parent
+        if args.out:  # the device note is read from the table it replaces
+            folder.mkdir(parents=True, exist_ok=True)
+            for old in archive.parent.glob(f"kb_rules{suffix}.md"):
+                (folder / old.name).write_text(old.read_text())
+        render(archive, folder / f"kb_rules{suffix}")
     return 0
 
 

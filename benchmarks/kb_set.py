@@ -13,7 +13,6 @@ benchmarks/problems/README.md.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import common
 from benchmarks.common import load_module, write_report
 
 ROOT = Path(__file__).resolve().parent / "problems"
@@ -143,9 +143,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write the rows as JSON here")
     parser.add_argument("paths", nargs="*", help="problem files or directories (default: kb_l1 and kb_l2)")
-    parser.add_argument("--json", default=None, help="write the rows as JSON here")
+    parser.add_argument("--json", dest="out", help="the same as --out")
     parser.add_argument("--time", default=None, metavar="DEVICE", help="also time eager forward() on DEVICE")
     args = parser.parse_args(argv)
     rows = [measure(p) for p in problem_files(args.paths)]
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         for row, path in zip(rows, problem_files(args.paths), strict=True):
             row.update(time_eager(path, args.time))
     print(markdown(rows))
-    if args.json:
-        write_report("kb_set", rows, Path(args.json), device=args.time or "meta")
+    if args.out:
+        write_report("kb_set", rows, Path(args.out), device=args.time or "meta")
     over = [r["file"] for r in rows if r["total_bytes"] > MEMORY_CAP_BYTES]
     if over:
         print(f"over {gb(MEMORY_CAP_BYTES)} GB (inputs + weights + outputs): {', '.join(over)}", file=sys.stderr)

@@ -18,13 +18,12 @@ new shared takers wait too), held shared with no timer waiting, or free; the hol
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks import lock_waits
+from benchmarks import common, lock_waits
 from benchmarks.common import report
 from search.bench_record import problem_record
 from search.bench_retime import COMPILE_MODES
@@ -187,12 +186,11 @@ def retime_facts(trees: list[Tree]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write the JSON report here")
     parser.add_argument("trees", nargs="+", help="tree JSON files (bench --trees)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs the bench used (default 1)")
     parser.add_argument("--lock-trace", type=Path, default=None, help="the run's $STARK_LOCK_TRACE file")
     parser.add_argument("--device", default=None, help="the device's name, for the report")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     args = parser.parse_args(argv)
     trees = [Tree.load(name) for name in args.trees]
     row = throughput(trees, args.gpus)

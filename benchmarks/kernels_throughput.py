@@ -12,7 +12,6 @@ benchmarks/results/harness-throughput/<device>.json and .md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import statistics
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import load_module
 from kernels import EvalSettings, ProblemError, evaluate, reference_candidate
 
@@ -162,21 +162,23 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu")
+    parser = common.parser(__doc__, out="benchmarks/results/harness-throughput",
+                           out_help="the folder for DEVICE.json and DEVICE.md")
     parser.add_argument("--quick", action="store_true", help="level 1 only, fewer timed runs on CPU")
     parser.add_argument("--levels", default="level1,level2,level3")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N problems (a smoke run)")
     parser.add_argument("--quality", default=None, help="comma list of problem paths for the timing-quality table")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "harness-throughput"))
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary directory (cold start)")
     parser.add_argument("--skip-corpus", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--corpus", default=None, help="comma list: only these corpus candidates")
     args = parser.parse_args()
+    common.check_device(args.device, "harness-throughput --device cuda")
     cache = args.cache_dir or tempfile.mkdtemp(prefix="stark-bench-")
     cuda = args.device.startswith("cuda")
     levels = ["level1"] if args.quick else args.levels.split(",")
     problems = sorted(p for level in levels for p in (ROOT / "examples" / "problems" / level).glob("*.py"))
+    problems = problems[:args.limit] if args.limit else problems
     settings = EvalSettings(device=args.device, cache_dir=cache, baselines=("eager",), reuse_results=False,
                             timing_runs=100 if cuda or not args.quick else 20, warmup_runs=10 if cuda else 3)
     started = time.monotonic()
@@ -211,7 +213,8 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "cuda" if cuda else "cpu"
-    (out / f"{name}.json").write_text(json.dumps(report, indent=1))
+    common.write_report("harness_throughput", report["throughput"], out / f"{name}.json", env.get("device_name"),
+                        {k: v for k, v in report.items() if k != "throughput"})
     (out / f"{name}.md").write_text(markdown(report))
     print(markdown(report))
     return 0

@@ -15,15 +15,14 @@ Prints tables; writes JSON with --out. kb_throughput.py includes the same figure
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from kernels.parent.isolation.lock_broker import parse_where
 
 LONG_S = 1.0
@@ -198,16 +197,15 @@ def print_tables(result: dict[str, Any], out: Any = sys.stdout) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write the JSON here (rows: what the timers waited for, "
+                           "by cause)")
     parser.add_argument("trace", type=Path, help="a $STARK_LOCK_TRACE file (or its .gz)")
     parser.add_argument("--top", type=int, default=12, help="rows per table (default 12)")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON here")
     args = parser.parse_args(argv)
     result = analyse(args.trace, args.top)
     print_tables(result)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"benchmark": "lock_waits", "trace": str(args.trace), **result}, indent=1))
+    common.write_report("lock_waits", result["waited_for_by_cause"], args.out, "none (a trace)",
+                        {"trace": str(args.trace), **result})
     return 0
 
 

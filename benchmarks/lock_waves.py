@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import make_references, side_by_side_parser, write_md_json
+from benchmarks.common import check_device, make_references, side_by_side_parser, write_md_json
 from kernels import EvalSettings, evaluate, reference_candidate
 from search.bench_retime import compiled_reference
 
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = side_by_side_parser(__doc__)
     parser.add_argument("--cache-dir", default=None, help="default: a fresh temporary directory")
     args = parser.parse_args(argv)
+    check_device(args.device, "lock-waves --device cuda")
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="lock-waves-")
     settings = EvalSettings(device=args.device, cache_dir=cache_dir, reuse_results=False,
                             baselines=("compile", "compile-max-autotune"))
@@ -136,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     data.update({"device": args.device, "parallel": args.parallel, "rounds": args.rounds, "problems": list(problems),
                  "batches": batches, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     print(text)
-    write_md_json(args.out, f"Compiles aside from the device lock — {args.device}, {data['date']}", text, data)
+    write_md_json(args.out, f"Compiles aside from the device lock — {args.device}, {data['date']}", text,
+                  "lock_waves", data)
     return 0
 
 

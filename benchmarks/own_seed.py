@@ -10,7 +10,6 @@ evaluation and a side-by-side re-time with the candidate's own seed planted ("ow
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import tempfile
@@ -19,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import report
+from benchmarks import common
 from kernels import EvalSettings, evaluate
 from kernels.parent import compile_seed
 from kernels.parent.retime import RetimeError, retime
@@ -65,7 +64,7 @@ def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
     for _ in range(rounds):
         for label in runs:
             cold = label == "cold"
-            if cold:
+            if cold and own.exists():  # a candidate with nothing compiled (plain torch) keeps no seed
                 shutil.move(str(own), str(aside))
             try:  # cold: the seed its evaluation kept again is removed before the re-time too
                 runs[label].append(timed(label, problem, candidate, settings,
@@ -87,16 +86,15 @@ def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__)
     parser.add_argument("pairs", nargs="+", help="PROBLEM.py:CANDIDATE.py or PROBLEM.py:compile:MODE")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    common.check_device(args.device, "own-seed --device cuda")
     settings = EvalSettings(device=args.device, cache_dir=tempfile.mkdtemp(prefix="own-seed-"), baselines=(),
                             reuse_results=False, roofline=False, profile=False)
     rows = [row for pair in args.pairs for row in one(pair, settings, args.rounds)]
-    report("own_seed", rows, args.out, notes={"rounds": args.rounds, "what": __doc__.splitlines()[0]},
+    common.report("own_seed", rows, args.out, args.device, notes={"rounds": args.rounds, "what": __doc__.splitlines()[0]},
            columns=("problem", "candidate", "first_s", "children", "evaluation_s", "retime_s", "extension_builds",
                     "compile_cache", "verdicts"))
 

@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+from benchmarks import common
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "examples" / "problems"
 
@@ -62,14 +64,18 @@ def write_all(out: Path) -> list[Path]:
     return written
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    for path in write_all(Path(argv[0])):
+def main(argv: list[str] | None = None) -> int:
+    parser = common.parser(__doc__, device=None, out_help="also write the list of copies as JSON here")
+    parser.add_argument("folder", type=Path, help="where the copies go (FOLDER/level1/*.py, level2, level3)")
+    args = parser.parse_args(argv)
+    rows = []
+    for path in write_all(args.folder):
         print(path)
+        name = str(path.relative_to(args.folder))
+        rows.append({"problem": name, "path": str(path), "sizes": SIZES[name]})
+    common.write_report("problems_gpu", rows, args.out, "none (writes files)")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

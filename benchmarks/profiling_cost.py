@@ -11,13 +11,13 @@ profiling time (profile.wall_s), `phase s` the "profiling" phase as the parent s
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
 import tempfile
 from pathlib import Path
 
+from benchmarks import common
 from kernels import EvalSettings, evaluate, reference_candidate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,16 +30,16 @@ def phase(result, name: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
+    parser = common.parser(__doc__, out="var/bench/profiling_cost.json")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--runs", type=int, default=20, help="timed runs per evaluation")
-    parser.add_argument("--out", default="var/bench/profiling_cost.json")
+    parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list of examples/problems/level1")
     args = parser.parse_args()
+    common.check_device(args.device, "profiling-cost --device cuda")
     cache = tempfile.mkdtemp(prefix="stark-bench-")
     rows = []
     try:
-        for name in PROBLEMS:
+        for name in [p for p in args.problems.split(",") if p]:
             source = (ROOT / "examples" / "problems" / "level1" / f"{name}.py").read_text()
             settings = EvalSettings(device=args.device, cache_dir=cache, baselines=(), correctness_trials=2,
                                     timing_runs=args.runs, warmup_runs=2, reuse_results=False)
@@ -68,9 +68,8 @@ def main() -> None:
     for r in rows:
         print(f"{r['problem']:10} {r['median_ms']:10.3f} {r['eval_s_with']:12.2f} {r['eval_s_without']:8.2f} "
               f"{r['profile_s']:10.3f} {r['phase_s']:8.3f} {r['calls']:5}  {r['top'][:40]}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1))
+    common.write_report("profiling_cost", rows, args.out, args.device,
+                        {"repeats": args.repeats, "timing_runs": args.runs})
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import table, write_md_json
 from kernels.parent import cache
 from kernels.parent.isolation import quiet
@@ -167,8 +168,7 @@ def summarize(result: dict[str, Any], alone: dict[str, float] | None) -> dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu")
+    parser = common.parser(__doc__, out_help="write OUT.md and OUT.json")
     parser.add_argument("--repeats", type=int, default=3, help="re-times per scenario (default 3)")
     parser.add_argument("--load", type=int, default=2, help="busy children beside the re-times (default 2)")
     parser.add_argument("--parallel", type=int, default=3, help="re-times at once in the last two scenarios")
@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problem", default=None, help="a KernelBench file to re-time (default: the built-in chain)")
     parser.add_argument("--candidate", default=None, help="its candidate (default: the reference itself)")
     parser.add_argument("--cache-dir", default=None, help="the harness cache (default: a fresh one under /tmp)")
-    parser.add_argument("--out", default=None, help="OUT.md and OUT.json")
     args = parser.parse_args(argv)
+    common.check_device(args.device, "quiet-timing --device cuda")
     cache_dir = args.cache_dir or f"/tmp/quiet-timing-{os.getpid()}"
     settings = {"device": args.device, "timing_runs": args.timing_runs, "warmup_runs": 4, "cache_dir": cache_dir}
     args.sources = pair(args.problem, args.candidate)
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.rounds} rounds of {max(3, args.timing_runs // args.rounds)} runs, {args.load} busy children\n\n"
             + table(rows))
     print(text)
-    write_md_json(args.out, "Quiet timing", text, {
+    write_md_json(args.out, "Quiet timing", text, "quiet_timing", {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device, "problem": args.problem,
         "candidate": args.candidate, "cpus": os.cpu_count(),
         "repeats": args.repeats, "load": args.load, "parallel": args.parallel, "rounds": args.rounds,

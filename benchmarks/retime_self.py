@@ -7,21 +7,20 @@ median ratio, the lowest and highest per-round ratio and the wall time of one re
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
+from benchmarks import common
 from kernels.parent.retime import RetimeError, retime
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device="cuda", out_required=True)
     parser.add_argument("problems", nargs="+", type=Path)
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    common.check_device(args.device, "retime-self --device cuda")
     rows = []
     for path in args.problems:
         started = time.monotonic()
@@ -35,8 +34,7 @@ def main() -> None:
             row = {"problem": path.stem, "error": exc.message[:500], "wall_s": round(time.monotonic() - started, 2)}
         rows.append(row)
         print(json.dumps(row), flush=True)
-        args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": args.device,
-                                        "rounds": args.rounds, "rows": rows}, indent=1))
+        common.write_report("retime_self", rows, args.out, args.device, {"rounds": args.rounds})
     print("| problem | reference ms | same kernel ms | ratio | per-round low-high | unstable | wall s |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:

@@ -8,7 +8,6 @@ see docs/benchmarks.md). Writes OUT.json and OUT.md. Usage (on a quiet host):
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from kernels import EvalSettings, evaluate, reference_candidate
 from search.bench_retime import compiled_reference
 
@@ -67,14 +67,13 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = common.parser(__doc__, out_required=True, out_help="path without suffix for the .json and .md")
     ap.add_argument("trees", nargs="+", help="tree files written by `python -m search run/bench --trees`")
-    ap.add_argument("--device", default="cpu")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--timing-runs", type=int, default=100)
-    ap.add_argument("--out", required=True, help="path without suffix for the .json and .md")
     ap.add_argument("--cache-dir", default=None, help="harness cache (default: $STARK_CACHE_DIR or var/cache)")
     args = ap.parse_args(argv)
+    common.check_device(args.device, "retime-trees --device cuda")
     settings = EvalSettings(device=args.device, timing_runs=args.timing_runs, baselines=(), reuse_results=False,
                             roofline=False, cache_dir=args.cache_dir)
     results: dict[str, Any] = {"device": args.device, "rounds": args.rounds, "timing_runs": args.timing_runs,
@@ -85,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         record = retime(Path(name), settings, args.rounds)
         results["records"].append(record)
         print(json.dumps({k: v for k, v in record.items() if k not in ("runs_ms", "iqr_share")}), flush=True)
-        out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")  # kept if the call is cut short
+        common.write_report("retime_trees", results["records"], out.with_suffix(".json"), args.device,
+                            {k: v for k, v in results.items() if k not in ("records", "date", "device")})
         out.with_suffix(".md").write_text(markdown(results))
     print(markdown(results))
     return 0 if all("error" not in r for r in results["records"]) else 1

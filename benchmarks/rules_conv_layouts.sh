@@ -5,7 +5,7 @@
 # the rules team's rendered candidates of the cudnn-autotune, channels-last and conv-epilogue-nhwc moves (rendered
 # in-process from our own problem files, trusted; written to $OUT/candidates). Writes $OUT/layouts.json and prints a
 # table (x = speed-up over eager). < 150 s. Extra arguments: problem files instead of the default set;
-# LAYOUTS_CHECK_DEVICE=cpu runs it on the CPU (a dry run of the script itself on small problems).
+# DEVICE=cpu (or LAYOUTS_CHECK_DEVICE=cpu) runs it on the CPU (a dry run of the script itself on small problems).
 set -euo pipefail
 OUT="${OUT:-/tmp/layouts_out}"
 mkdir -p "$OUT"
@@ -17,7 +17,7 @@ out_dir = sys.argv[1]
 files = sorted(glob.glob("benchmarks/problems/kb_l2/*.py"))
 files += [f for f in sorted(glob.glob("benchmarks/problems/kb_l1/*.py")) if "conv" in os.path.basename(f)]
 files = sys.argv[2:] or files
-DEVICE = os.environ.get("LAYOUTS_CHECK_DEVICE", "cuda")
+DEVICE = os.environ.get("DEVICE") or os.environ.get("LAYOUTS_CHECK_DEVICE", "cuda")
 LAYOUTS = {4: torch.channels_last, 5: torch.channels_last_3d}
 PER_PROBLEM_S, PHASE1_S, TOTAL_S = 20.0, 80.0, 140.0
 cudnn = torch.backends.cudnn

@@ -11,11 +11,9 @@ named problems are re-run and merged into the existing results.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -23,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks import common
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROBLEMS = ["examples/problems/level1", "examples/problems/level2"]
@@ -37,7 +37,7 @@ def problems(paths: list[str]) -> list[Path]:
 
 
 def run_one(path: Path, budget: int, timing_runs: int, work: Path, extra: list[str],
-            device: str = "cpu", cache_dir: str | None = None) -> dict[str, Any]:
+            device: str = "cpu", cache_dir: str | None = None, confirm_rounds: int = 3) -> dict[str, Any]:
     """One real CLI run; the record is read back from its tree file. Its harness cache is `cache_dir` (a fresh
     one per benchmark by default), so eager and compile baselines are timed in this run, beside the candidates,
     and never read from an older run made under another load."""
@@ -49,7 +49,7 @@ def run_one(path: Path, budget: int, timing_runs: int, work: Path, extra: list[s
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     record = record_from_tree(path, tree_file, time.time() - started, done.returncode, done.stderr or done.stdout)
     record["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]  # 1-minute, before and after
-    confirm(path, tree_file, record, device, timing_runs, cache_dir)
+    confirm(path, tree_file, record, device, timing_runs, cache_dir, confirm_rounds)
     return record
 
 
@@ -114,12 +114,15 @@ def record_from_tree(path: Path, tree_file: Path, wall: float, exit_code: int, o
 
 
 def cpu_name() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        model = next(ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        model = platform.machine()
-    return f"CPU {model}, {os.cpu_count()} cores (shared)"
+    return f"CPU {common.cpu_name()}, {os.cpu_count()} cores (shared)"
+
+
+def results_of(written: dict[str, Any]) -> dict[str, Any]:
+    """What markdown() reads, from a JSON this wrote (the report's rows and notes; or the flat form of earlier
+    versions: problems beside the settings)."""
+    if "rows" not in written:
+        return written
+    return {"date": written["date"], "device": written["device"], **written["notes"], "problems": written["rows"]}
 
 
 def gpu_name() -> str:
@@ -179,31 +182,34 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = common.parser(__doc__, out_help="path without suffix (default benchmarks/results/rules-cpu/<device>)")
     ap.add_argument("problems", nargs="*", help="problem files or directories (default: level 1 and 2 samples)")
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--timing-runs", type=int, default=30)
-    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    ap.add_argument("--out", default=None, help="path without suffix (default benchmarks/results/rules-cpu/<device>)")
+    ap.add_argument("--confirm-rounds", type=int, default=3,
+                    help="side-by-side rounds of the best against the reference (default 3)")
     ap.add_argument("--update", action="store_true", help="merge into the existing results instead of replacing")
     ap.add_argument("--trees", default="/tmp/rules_cpu_trees", help="where the runs' tree files go")
     ap.add_argument("--render", action="store_true", help="only rewrite the .md from the existing .json")
     ap.add_argument("--cache-dir", default=None, help="harness cache (default: a fresh temporary directory)")
     ap.add_argument("--extra", default="", help="extra flags for `python -m search run`, space separated")
     args = ap.parse_args(argv)
+    common.check_device(args.device, "rules-cpu --device cuda")
     out = Path(args.out or ROOT / "benchmarks" / "results" / "rules-cpu" / args.device.split(":")[0])
     out.parent.mkdir(parents=True, exist_ok=True)
-    if args.render:
-        out.with_suffix(".md").write_text(markdown(json.loads(out.with_suffix(".json").read_text())))
+    if args.render:  # the JSON (in this schema) and its table again, from the JSON
+        results = results_of(json.loads(out.with_suffix(".json").read_text()))
+        save(results, out)
         return 0
     work = Path(args.trees)
     work.mkdir(parents=True, exist_ok=True)
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="stark-rules-bench-")
     previous: dict[str, Any] = {}
     if args.update and out.with_suffix(".json").exists():
-        previous = {r["problem"]: r for r in json.loads(out.with_suffix(".json").read_text())["problems"]}
+        previous = {r["problem"]: r for r in results_of(json.loads(out.with_suffix(".json").read_text()))["problems"]}
     for path in problems(args.problems or DEFAULT_PROBLEMS):
-        record = run_one(path, args.budget, args.timing_runs, work, args.extra.split(), args.device, cache_dir)
+        record = run_one(path, args.budget, args.timing_runs, work, args.extra.split(), args.device, cache_dir,
+                         args.confirm_rounds)
         previous[record["problem"]] = record
         print(json.dumps(record), flush=True)
         results = {
@@ -212,9 +218,15 @@ def main(argv: list[str] | None = None) -> int:
             "budget": args.budget, "timing_runs": args.timing_runs, "run_device": args.device,
             "problems": sorted(previous.values(), key=lambda r: r["problem"]),
         }
-        out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
-        out.with_suffix(".md").write_text(markdown(results))
+        save(results, out)
     return 0
+
+
+def save(results: dict[str, Any], out: Path) -> None:
+    """OUT.json (the common report: the problems as rows, the settings as notes) and OUT.md (markdown())."""
+    common.write_report("rules_cpu", results["problems"], out.with_suffix(".json"), results["device"],
+                        {k: v for k, v in results.items() if k not in ("problems", "device", "date")})
+    out.with_suffix(".md").write_text(markdown(results))
 
 
 if __name__ == "__main__":

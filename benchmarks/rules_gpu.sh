@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The offline rules team on the H200 with `python -m search bench`, over GPU-sized copies of the sample problems
+# The offline rules team on a GPU with `python -m search bench`, over GPU-sized copies of the sample problems
 # (benchmarks/problems_gpu.py), in one device call. The selected problems are dealt round-robin into STREAMS
 # benches that run side by side (CPU-side work overlaps; the harness's per-device lock makes their device work take
 # turns, so timings are not disturbed), each problem with a wall-time limit, each stream with DEADLINE seconds in
@@ -11,7 +11,7 @@
 # SELECTOR: level1, level2, level3 or level2/linear_gelu_scale (default: every problem). With EXTRA set, that
 # command runs beside the benches (e.g. EXTRA="python3 -m pytest tests/teams -m gpu -q"), its output in the logs.
 # DEVICE=cpu runs the same on the CPU (a smoke test of this script).
-# Writes to $OUT (or var/bench/rules-gpu): device.txt, rules_h200.json/.md, trees.tar.gz, logs.tar.gz.
+# Writes to $OUT (or var/bench/rules-gpu): device.txt, rules.json/.md, trees.tar.gz, logs.tar.gz.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 STARK_CACHE_DIR=${STARK_CACHE_DIR:-/tmp/stark-cache}
 budget=${1:-6}
@@ -47,7 +47,7 @@ done
 wait
 date -u +%FT%TZ | tee -a "$out/device.txt"
 if compgen -G "$trees/level*.json" > /dev/null; then
-  python3 -m benchmarks bench-from-trees "$out/rules_h200.json" "$trees"/level*.json
+  python3 -m benchmarks bench-from-trees --out "$out/rules.json" "$trees"/level*.json
 else
   echo "no problem finished inside ${deadline} s: no table" | tee -a "$out/device.txt"
 fi

@@ -17,11 +17,8 @@ sizes: conv-to-window-sums builds its window matrices for the traced input map).
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -29,6 +26,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import common
 from benchmarks.common import load_module
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,19 +156,20 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("render", "time"))
+    parser = common.parser(__doc__, out_help="write the rows and the environment here (JSON)")
+    parser.add_argument("action", choices=("render", "time", "both"), help="both: render, then time")
     parser.add_argument("dir", type=Path, help="where the candidates are written (render) or read (time)")
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--cpu-sizes", action="store_true", help="render at the CPU sizes (CPU_SIZES) time uses")
     parser.add_argument("--runs", type=int, default=10, help="timed calls of each per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile of the reference (GPU)")
     parser.add_argument("--budget-s", type=float, default=240.0, help="stop starting problems after this long")
-    parser.add_argument("--json", type=Path, help="write the rows and the environment here")
+    parser.add_argument("--json", dest="out", help="the same as --out")
     args = parser.parse_args()
+    common.check_device(args.device, "rules-rewrites --device cuda")
+    if args.action in ("render", "both"):
+        render(args.dir, args.cpu_sizes or args.action == "both" and args.device == "cpu")
     if args.action == "render":
-        render(args.dir, args.cpu_sizes)
         return
     device = torch.device(args.device)
     with_compile = device.type == "cuda" and not args.no_compile
@@ -186,11 +185,9 @@ def main() -> None:
             rows.append({"problem": path.stem, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
         print(json.dumps(rows[-1]), flush=True)
     print(table(rows))
-    if args.json:
-        env = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__,
-               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
-               or platform.machine(), "threads": torch.get_num_threads(), "load_average": os.getloadavg()}
-        args.json.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    common.write_report("rules_rewrites", rows, args.out, name, {"threads": torch.get_num_threads(),
+                                                                  "load_average": os.getloadavg()})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ the wrappers (CUDA graph, channels_last) on top. Prints a table; --compare exits
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import runpy
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from kernels.parent.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
@@ -62,9 +62,11 @@ def recipes(n: int, device: str) -> list[Recipe]:
     return out
 
 
-def render_all() -> dict[str, dict[str, str]]:
+def render_all(only: set[str] | None = None) -> dict[str, dict[str, str]]:
     table: dict[str, dict[str, str]] = {}
     for name, source in problems().items():
+        if only and name not in only:
+            continue
         for device in ("cpu", "cuda"):
             ctx = RulesContext()
             tree = Tree(source, {"device": device}, root_source=reference_candidate(source))
@@ -81,19 +83,27 @@ def render_all() -> dict[str, dict[str, str]]:
     return table
 
 
+def hashes_of(written: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """{problem [device]: {recipe: hash}} of a JSON this wrote (its rows; or the bare table of earlier versions)."""
+    if "rows" in written and "benchmark" in written:
+        return {row["problem"]: row["sources"] for row in written["rows"]}
+    return written
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON of source hashes")
+    parser = common.parser(__doc__, device=None, out_required=True, out_help="where to write the JSON of source hashes")
     parser.add_argument("--compare", type=Path, help="a JSON written before the change: report every difference")
+    parser.add_argument("--problems", default=None, help="comma list of problem names (examples:level1/relu.py, "
+                        "tests:NAME): only these")
     args = parser.parse_args()
-    table = render_all()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(table, indent=1, sort_keys=True))
+    table = render_all(set(args.problems.split(",")) if args.problems else None)
+    rows = [{"problem": key, "recipes": len(hashes), "sources": hashes} for key, hashes in sorted(table.items())]
+    common.write_report("rules_sources", rows, args.out, "cpu")
     total = sum(len(v) for v in table.values())
     print(f"{total} sources from {len(table)} (problem, device) pairs -> {args.out}")
     if args.compare is None:
         return 0
-    before = json.loads(args.compare.read_text())
+    before = hashes_of(json.loads(args.compare.read_text()))
     differ = [f"{key}: {recipe}" for key in sorted(set(before) | set(table))
               for recipe in sorted(set(before.get(key, {})) | set(table.get(key, {})))
               if before.get(key, {}).get(recipe) != table.get(key, {}).get(recipe)]

@@ -13,13 +13,12 @@ numbers are the agents' tracing work alone (children are real kernels.parent.iso
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from kernels.parent.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.tree import Tree
@@ -65,12 +64,12 @@ def search(problem: str, name: str, budget: int, mode: str) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device=None, out="benchmarks/results/rules-trace-store/cpu.json")
     parser.add_argument("--budget", type=int, default=8)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/rules-trace-store/cpu.json"))
+    parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list under examples/problems/")
     args = parser.parse_args()
     rows = []
-    for rel in PROBLEMS:
+    for rel in [p for p in args.problems.split(",") if p]:
         path = ROOT / "examples/problems" / rel
         for mode in ("per-job", "per-job+store", "one-team"):
             rows.append(search(path.read_text(), path.stem, args.budget, mode))
@@ -81,8 +80,7 @@ def main() -> int:
     table = "\n".join(lines)
     print(table)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"budget": args.budget, "rows": rows}, indent=1) + "\n")
+    common.write_report("rules_trace_store", rows, out, "cpu", {"budget": args.budget})
     out.with_suffix(".md").write_text(f"# Rules team: tracing children per run (budget {args.budget}, CPU, expand "
                                       f"only)\n\n{table}\n")
     return 0

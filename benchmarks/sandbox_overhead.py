@@ -8,14 +8,13 @@ scale-add problem on CPU, so the figures are mostly process start-up, imports an
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import report
+from benchmarks import common
 from kernels import EvalSettings, evaluate
 from kernels.parent.isolation import layers
 
@@ -25,14 +24,14 @@ FIXTURES = ROOT / "tests" / "kernels" / "fixtures"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device=None, out="var/bench/sandbox.json")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default="var/bench/sandbox.json")
+    parser.add_argument("--modes", default="auto,none", help="the isolation modes, comma-separated (default auto,none)")
     args = parser.parse_args()
     problem = (FIXTURES / "problem_scale_add.py").read_text()
     candidate = (FIXTURES / "candidates" / "honest_torch.py").read_text()
     rows = []
-    for mode in ("auto", "none"):
+    for mode in [m for m in args.modes.split(",") if m]:
         start = time.monotonic()
         chosen = layers.plan(mode, cuda=False)
         decide_s = time.monotonic() - start
@@ -48,7 +47,7 @@ def main() -> None:
             assert result.verdict == "pass", result.reasons
         rows.append({"mode": mode, "layers": list(chosen.layers), "decide_s": round(decide_s, 3),
                      "eval_median_s": round(statistics.median(walls), 3), "eval_s": [round(w, 3) for w in walls]})
-    report("sandbox_overhead", rows, Path(args.out), device="cpu",
+    common.report("sandbox_overhead", rows, Path(args.out), device="cpu",
            columns=("mode", "layers", "decide_s", "eval_median_s"))
 
 

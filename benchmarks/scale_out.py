@@ -10,8 +10,6 @@ same mixed sequence of steady-state evaluations (candidate = the reference renam
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from benchmarks.eval_scale import as_candidate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,15 +81,14 @@ def summary(batch: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device="cuda", out_required=True)
     parser.add_argument("problems", nargs="+", type=Path)
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--evaluations", type=int, default=24)
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--cache-dir", default=None)
-    parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    common.check_device(args.device, "scale-out")
     from redis import Redis
     from rq import Queue
 
@@ -110,18 +108,25 @@ def main() -> int:
     jobs = [(s, as_candidate(s)) for s in sources]
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "problems": [p.stem for p in args.problems],
                               "settings": settings}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     # warm-up: every problem's reference, baselines and ceilings, on every GPU's worker (the caches are shared)
     sequence = [jobs[i % len(jobs)] for i in range(args.evaluations)]
     for key, batch, workers in (("warmup", jobs, args.gpus), ("one_worker", sequence, 1),
                                 ("per_gpu_workers", sequence, args.gpus)):
         report[key] = run_batch(queue, batch, settings, workers, url, scratch)
         print(f"{key}: {summary(report[key])}", flush=True)
-        args.out.write_text(json.dumps(report, indent=1))  # a bench cut short keeps what it finished
+        save(report, args.out)  # a bench cut short keeps what it finished
     report["ratio"] = round(report["per_gpu_workers"]["per_minute"] / report["one_worker"]["per_minute"], 3)
     print(f"ratio {report['ratio']}x", flush=True)
-    args.out.write_text(json.dumps(report, indent=1))
+    save(report, args.out)
     return 0
+
+
+def save(report: dict[str, Any], out: str) -> None:
+    """One row per batch (warm-up, one worker, a worker per GPU: its summary); the jobs and settings in the notes."""
+    rows = [{"batch": key, **summary(report[key])} for key in ("warmup", "one_worker", "per_gpu_workers")
+            if key in report]
+    common.write_report("scale_out", rows, out, report["settings"]["device"],
+                        {k: v for k, v in report.items() if k != "date"})
 
 
 if __name__ == "__main__":

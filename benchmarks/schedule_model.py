@@ -12,7 +12,6 @@ running, the model gives 10.89 and 5.94; another (4 benches x 2, no gate) 6.18 a
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import tarfile
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import table, write_md_json
 
 
@@ -111,13 +111,12 @@ def replay(problems: list[dict[str, Any]], at_once: int, slots: int, parallel: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write OUT.md and OUT.json")
     parser.add_argument("trees", type=Path, help="a directory of tree JSON files or a trees.tar.gz")
     parser.add_argument("--plan-s", type=float, default=6.0, help="seconds to plan an attempt (the rules team: ~5)")
     parser.add_argument("--parallel", type=int, default=3)
     parser.add_argument("--at-once", type=int, nargs="+", default=[4, 10])
     parser.add_argument("--slots", type=int, nargs="+", default=[8, 10, 12])
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     problems = problems_of(args.trees)
     rows = [replay(problems, at_once, slots, args.parallel, args.plan_s)
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (table(rows) + f"\n\nA model, not a measurement: {len(problems)} problems of {args.trees}, each evaluation "
             f"with the wall it had, {args.plan_s:g} s to plan an attempt.\n")
     print(text)
-    write_md_json(args.out, "The bench's schedule replayed with other settings (a model)", text,
+    write_md_json(args.out, "The bench's schedule replayed with other settings (a model)", text, "schedule_model",
                   {"benchmark": "schedule_model", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "trees": str(args.trees), "plan_s": args.plan_s, "rows": rows})
     return 0

@@ -13,8 +13,6 @@ It serves `static/` from a local HTTP server, loads the same ES modules the run 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import random
@@ -25,6 +23,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from benchmarks import common
 from stark_web.studio.pages import static_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -245,19 +244,21 @@ def table(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, device=None, out="benchmarks/results/ui-tree",
+                           out_help="the folder for cpu.json and cpu.md")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--per-frame", type=int, default=10, help="events applied per animation frame in the stream phase")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "ui-tree")
     args = parser.parse_args(argv)
     result = run(args.nodes, args.per_frame)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cpu.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = Path(args.out)
+    row = {k: v for k, v in result.items() if k != "environment"}
+    common.write_report("ui_tree", [row], out / "cpu.json", "cpu + headless chromium",
+                        {"environment": result["environment"]})
     env = result["environment"]
     md = (f"# Live tree benchmark\n\n`python -m benchmarks ui-tree` on {env['cpus']} CPUs, headless chromium "
           f"{env['chromium']} with the GPU disabled, {result['measured_at']}, 1-minute load average {env['load_average_1m']} "
           f"(a shared machine: frame times include time the browser waited for a core).\n\n{table(result)}\n")
-    (args.out / "cpu.md").write_text(md)
+    (out / "cpu.md").write_text(md)
     print(table(result))
     return 0
 

@@ -29,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import table, write_md_json
 from kernels.shared.process_tree import _pss_kb, descendants, tree_members, tree_memory_mb
 
@@ -117,20 +118,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__, device=None, out_help="write OUT.md and OUT.json")
     parser.add_argument("--children", type=int, default=4)
     parser.add_argument("--resident-mb", type=int, default=256)
     parser.add_argument("--limit-mb", type=float, default=8192.0, help="the memory limit the new check compares with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20, help="checks timed together per sample")
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     data = measure(args)
     text = (table(data["rows"]) + f"\n\n{data['processes_in_proc']} processes in /proc; the first child's memory by "
             f"each check: {data['figures_mb_first_child']} MB (before: proportional; after: resident, under the "
             f"limit). Checks run {CHECKS_PER_S} times a second per child.\n")
     print(text)
-    write_md_json(args.out, "What watching a child's memory costs the harness parent", text,
+    write_md_json(args.out, "What watching a child's memory costs the harness parent", text, "watch_cost",
                   {"benchmark": "watch_cost", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **data})
     return 0
 

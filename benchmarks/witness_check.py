@@ -16,7 +16,6 @@ and large candidates `pass`, witnessed and measurable (--no-require-measurable w
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import common  # noqa: E402
 from kernels import EvalSettings, evaluate  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "kernels" / "fixtures"
@@ -47,13 +47,13 @@ def problems(device: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    parser = common.parser(__doc__, device="cuda", out_help="write the rows as JSON here")
     parser.add_argument("--runs", type=int, default=100, help="timing_runs (split across both models and rounds)")
     parser.add_argument("--require-measurable", action=argparse.BooleanOptionalAction, default=None,
                         help="fail unless the honest controls are measurable (default: on a GPU)")
-    parser.add_argument("--out", default="", help="write the rows as JSON here")
+    parser.add_argument("--cases", default=None, help="comma list of candidates: only these cases (a smoke run)")
     args = parser.parse_args(argv)
+    common.check_device(args.device, "witness-check --device cuda")
     strict = args.device.startswith("cuda") if args.require_measurable is None else args.require_measurable
     sources = problems(args.device)
     settings = EvalSettings(device=args.device, cache_dir=tempfile.mkdtemp(prefix="witness-check-"),
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"{'problem':13} {'candidate':20} {'verdict':9} {'witness':8} {'speed-up':>8} {'range':>13} "
           f"{'measurable':10} {'per tick':>8} {'seconds':>7}")
-    for problem, name, expect in CASES:
+    chosen = set(args.cases.split(",")) if args.cases else None
+    for problem, name, expect in [c for c in CASES if chosen is None or c[1] in chosen]:
         start = time.monotonic()
         result = evaluate(sources[problem], (FIXTURES / "candidates" / f"{name}.py").read_text(), settings)
         side = result.side_by_side or {}
@@ -86,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                for kind in ("forged", "never_faster", "not_rejected", "measurable")}
     print("; ".join(f"{kind}: {ok}" for kind, ok in summary.items())
           + ("" if strict else " (measurable not required here)"))
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": args.device, "rows": rows, **summary, "strict": strict},
-                                             indent=1, default=str))
+    common.write_report("witness_check", rows, args.out, args.device, {**summary, "strict": strict})
     return 0 if all(summary.values()) else 1
 
 

@@ -58,7 +58,7 @@ def test_the_set_is_the_first_draws_of_the_documented_seeded_rule(level: int, co
 
 
 @pytest.mark.parametrize("path", FILES, ids=rel)
-def test_full_size_fits_the_h200_and_is_listed_in_the_readme(path: Path) -> None:
+def test_full_size_fits_the_memory_cap_and_is_listed_in_the_readme(path: Path) -> None:
     text = path.read_text()
     for piece in ("class Model(nn.Module)", "def get_inputs()", "def get_init_inputs()", "After KernelBench level"):
         assert piece in text, f"{rel(path)} lacks {piece!r}"

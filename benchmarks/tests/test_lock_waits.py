@@ -78,4 +78,5 @@ def test_old_traces_read_as_unnamed_and_the_command_writes_json(tmp_path: Path) 
                      "2.6 t release exclusive\nnot a line\n")
     assert lock_waits.main([str(trace), "--out", str(tmp_path / "w.json")]) == 0
     data = json.loads((tmp_path / "w.json").read_text())
-    assert data["waited_for_by_cause"] == [{"what": "unnamed (first)", "seconds": 1.0, "share": 1.0}]
+    assert data["rows"] == [{"what": "unnamed (first)", "seconds": 1.0, "share": 1.0}]
+    assert data["notes"]["waited_for_by_cause"] == data["rows"] and data["notes"]["timer_waits"] == 1
