@@ -1,5 +1,5 @@
 # The two commands of the README. Both set up everything they need on a fresh Debian machine.
-.PHONY: run test test-fast setup lint bench-cpu
+.PHONY: run test test-fast setup lint bench-cpu bench-smoke
 
 run:
 	scripts/run.sh
@@ -14,6 +14,10 @@ test-fast:
 
 setup:
 	scripts/setup.sh --with-browser
+
+# The benchmarks' smoke runs that take minutes on a 2-core host (left out of make test): every question's CPU smoke.
+bench-smoke:
+	scripts/test.sh -m minutes benchmarks/tests/test_smoke.py
 
 lint:
 	.venv/bin/ruff check .

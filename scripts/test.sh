@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 fast=0
 if [ "${1:-}" = "--fast" ]; then fast=1; shift; set -- -m "not slow and not browser and not gpu" "$@"; fi
 if [ "$fast" = 1 ]; then scripts/setup.sh; else scripts/setup.sh --with-browser; fi
+# The benchmarks' minutes-long smoke runs (marker `minutes`) are `make bench-smoke`'s, unless the arguments pick markers.
+case " $* " in *" -m "*) ;; *) set -- -m "not minutes" "$@" ;; esac
 mkdir -p var test-artifacts
 
 # Like make run's: a unix socket in a 0700 folder, a random password (the suite exercises that URL form).

@@ -101,8 +101,15 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "rules-rewrites": rules_rewrites}
 
 
+# Smoke runs that take minutes on a 2-core host even at their smallest (each starts many harness children or C++
+# builds): marked `minutes`, which `make test` leaves out and `make bench-smoke` runs.
+MINUTES = {"profiling-cost", "bench-overlap", "harness-throughput", "api-create-latency", "rules-sources",
+           "rules-trace-store", "own-seed"}
+
+
 def params() -> list[Any]:
-    return [pytest.param(name, marks=[pytest.mark.slow, *([pytest.mark.browser] if name in BROWSER else [])],
+    return [pytest.param(name, marks=[pytest.mark.slow, *([pytest.mark.browser] if name in BROWSER else []),
+                                      *([pytest.mark.minutes] if name in MINUTES else [])],
                          id=name) for name in QUESTIONS]
 
 
