@@ -18,6 +18,7 @@ setup:
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/python -m mypy
+	.venv/bin/lint-imports
 
 # The CPU benchmarks that finish in a few minutes (benchmarks/README.md: the index), results under var/bench/.
 bench-cpu:
