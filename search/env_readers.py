@@ -82,12 +82,11 @@ def envfloat(name: str, default: float, minimum: float | None = None, maximum: f
     return _envnumber(name, default, float, minimum, maximum)
 
 
-
 # --- The worker's heartbeat: read by settings.py at start-up and by the worker class itself ---
 
 
 def job_heartbeat_s() -> int:
-    """How often a worker (the worker class, stark_web/studio/service/worker.py) beats while it runs a job."""
+    """How often a worker (stark_web/studio/service/worker.py) beats while it runs a job."""
     return envint("STARK_JOB_HEARTBEAT_S", 30, minimum=1)
 
 
