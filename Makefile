@@ -22,6 +22,7 @@ bench-smoke:
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/python -m mypy
+	.venv/bin/lint-imports
 
 # The CPU benchmarks that finish in a few minutes (benchmarks/README.md: the index), results under var/bench/.
 bench-cpu:

@@ -23,7 +23,7 @@ from kernels.parent.problem import reference_candidate
 from search.engine.context import build_window
 from search.engine.tree import Tree
 from search.teams.rules.planning.recipe import Recipe
-from search.teams.rules.planning.roles import RulesContext
+from search.teams.rules.roles import RulesContext
 
 ROOT = Path(__file__).resolve().parents[1]
 

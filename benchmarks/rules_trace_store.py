@@ -23,7 +23,7 @@ from kernels.parent.problem import reference_candidate
 from search.engine.engine import Engine
 from search.engine.tree import Tree
 from search.teams import get_team
-from search.teams.rules.planning.roles import MemoryTraceStore
+from search.teams.rules.roles import MemoryTraceStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

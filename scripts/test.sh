@@ -46,6 +46,8 @@ echo "==> ruff"
 .venv/bin/ruff check .
 echo "==> mypy (the pure packages: [tool.mypy] in pyproject.toml)"
 .venv/bin/python -m mypy
+echo "==> lint-imports (the layers and the import rules: [tool.importlinter] in pyproject.toml)"
+.venv/bin/lint-imports
 # Tests run side by side in STARK_TEST_WORKERS processes (pytest-xdist; default 3, 1 = one process): much of the suite
 # waits on workers, servers, harness children and the browser. Each process gets its own Redis database, var dir
 # (SQLite) and kernel cache (tests/parallel_workers.py). Beside others a test that times kernels or races a deadline

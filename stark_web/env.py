@@ -5,85 +5,51 @@ what would be accepted, so a typo stops start-up instead of running with a surpr
 every variable of the Django side at start-up; the few read again outside it have one reader here, called by
 settings.py (so `manage.py check` and every process start validate them) and by their user.
 
-The readers need no Django: a GPU host's bare `rq worker` (stark_web/studio/service/worker.py) uses them without it.
+The number, word and list readers and the worker heartbeat's readers live in search/env_readers.py (no Django: a
+GPU host's bare `rq worker` reads its heartbeat there); here they raise Django's error with the same message.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import math
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 from urllib.parse import unquote, urlparse
 
-try:
-    from django.core.exceptions import ImproperlyConfigured
-except ImportError:  # a GPU host's bare rq worker has no Django
+from django.core.exceptions import ImproperlyConfigured
 
-    class ImproperlyConfigured(Exception):  # type: ignore[no-redef]
-        """Django's exception of that name, where Django is not installed."""
+from search import env_readers
 
-TRUE_WORDS = {"1", "true", "yes", "on"}
-FALSE_WORDS = {"0", "false", "no", "off", ""}
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def envstr(name: str, default: str) -> str:
-    return os.environ.get(name, default)
+def _django_error(reader: Callable[P, R]) -> Callable[P, R]:
+    """`reader` raising Django's ImproperlyConfigured (what manage.py reports as a bad setting) for its SettingError."""
+
+    @functools.wraps(reader)
+    def read(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return reader(*args, **kwargs)
+        except env_readers.SettingError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
+
+    return read
 
 
-def envbool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    word = raw.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off.")
-
-
-def envint(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
-    return _envnumber(name, default, int, minimum, maximum)
-
-
-def _envnumber(name: str, default, kind: type, minimum, maximum):
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        what = "an integer; set it to a whole number" if kind is int else "a number; set it to a number"
-        raise ImproperlyConfigured(f"{name}={raw!r} is not {what} like {default}.") from None
-    if not math.isfinite(value):
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number; set it to a number like {default}.")
-    if minimum is not None and value < minimum or maximum is not None and value > maximum:
-        allowed = (f"{minimum} to {maximum}" if minimum is not None and maximum is not None
-                   else f"at least {minimum}" if minimum is not None else f"at most {maximum}")
-        raise ImproperlyConfigured(f"{name}={value} is out of range; allowed: {allowed} (default {default}).")
-    return value
-
-
-def envchoice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    """One of choices (compared without case), returned as spelled in choices."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    found = next((choice for choice in choices if choice.lower() == raw.lower()), None)
-    if found is None:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not one of {', '.join(choices)}; set it to one of them "
-                                   f"(default {default}).")
-    return found
-
-
-def envlist(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    return [part.strip() for part in raw.split(",") if part.strip()]
+envstr = _django_error(env_readers.envstr)
+envbool = _django_error(env_readers.envbool)
+envint = _django_error(env_readers.envint)
+envfloat = _django_error(env_readers.envfloat)
+envchoice = _django_error(env_readers.envchoice)
+envlist = _django_error(env_readers.envlist)
+job_heartbeat_s = _django_error(env_readers.job_heartbeat_s)
+job_heartbeat_grace_s = _django_error(env_readers.job_heartbeat_grace_s)
 
 
 def redis_url(name: str, default: str) -> str:
@@ -200,10 +166,6 @@ def secret_key(name: str, production: bool, var_dir: Path) -> str:
 # --- Policy: operator-owned limits of users' runs, production hardening (docs/settings.md) ---
 
 
-def envfloat(name: str, default: float, minimum: float | None = None, maximum: float | None = None) -> float:
-    return _envnumber(name, default, float, minimum, maximum)
-
-
 def eval_ceilings() -> dict[str, tuple[float, str]]:
     """Ceilings of the evaluation settings a web/API run may ask for: name -> (ceiling, variable).
     A run above one gets a 400 naming the field and the variable (stark_web/studio/service/settings.py)."""
@@ -239,16 +201,6 @@ def proxy_ssl_header(name: str) -> tuple[str, str] | None:
 
 
 # --- Variables read outside settings.py too: one reader each, validated by settings.py at start-up ---
-
-
-def job_heartbeat_s() -> int:
-    """How often a worker (stark_web.studio.service.worker.Worker) beats while it runs a job."""
-    return envint("STARK_JOB_HEARTBEAT_S", 30, minimum=1)
-
-
-def job_heartbeat_grace_s() -> int:
-    """Missed-heartbeat grace after which a worker's job counts as abandoned."""
-    return envint("STARK_JOB_HEARTBEAT_GRACE_S", 60, minimum=1)
 
 
 def header_name(name: str) -> str:

@@ -79,3 +79,12 @@ def get_team(name: str, options: dict[str, Any] | None = None) -> Team:
     if make_team is None:
         raise TeamUnavailable(f"team {name!r}: module {module_name} defines no make_team(name, options)")
     return make_team(name, dict(options or {}))
+
+
+def rules_analysis_limits() -> tuple[float, float]:
+    """(timeout s, memory MB) of the rules team's analysis child (STARK_RULES_ANALYSIS_TIMEOUT_S, _MEMORY_MB), as the
+    search worker reads them; ValueError naming the variable and its fix for a bad value. The web's settings call it
+    at start-up, so a bad value stops `manage.py check`."""
+    from search.teams.rules.remote import analysis_memory_mb, analysis_timeout_s
+
+    return analysis_timeout_s(), analysis_memory_mb()

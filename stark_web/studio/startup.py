@@ -1,7 +1,7 @@
 """Start-up checks of the environment variables that search's own modules read (the LLM allow-list and prices, the
 rules team's analysis limits, the waits for a busy GPU): stark_web/settings.py calls them while settings load, so a
-bad value stops `manage.py check` and every server with the variable and its fix (stark_web/env.py, which reads the
-project's other variables, imports nothing of the project)."""
+bad value stops `manage.py check` and every server with the variable and its fix (stark_web/env.py reads the project's
+other variables)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from search import teams
 from search.engine.busy import BusyPolicy
 from search.llm.errors import ConfigError
 from search.llm.keys import allowed_base_urls
 from search.llm.pricing import load_prices
-from search.teams.rules.remote import analysis_memory_mb, analysis_timeout_s
 
 
 def llm_base_urls(name: str) -> str:
@@ -40,7 +40,7 @@ def rules_analysis_limits() -> tuple[float, float]:
     """(timeout s, memory MB) of the rules team's analysis child, checked at start-up (search/teams/rules/remote.py
     reads them in the search worker)."""
     try:
-        return analysis_timeout_s(), analysis_memory_mb()
+        return teams.rules_analysis_limits()
     except ValueError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 

@@ -73,9 +73,9 @@ READ = re.compile(r"""\b(?:env\w+|redis_url|database_config|secret_key|instance_
 
 def variables_read_at_start_up() -> set[str]:
     found: set[str] = set()
-    for path in ("stark_web/settings.py", "stark_web/env.py", "stark_web/studio/startup.py"):
+    for path in ("stark_web/settings.py", "stark_web/env.py", "search/env_readers.py", "stark_web/studio/startup.py"):
         found.update(READ.findall((ROOT / path).read_text()))
-    # read by search/teams/rules/remote.py and validated through it by stark_web/studio/startup.py rules_analysis_limits()
+    # read by search/teams/rules/remote.py, validated through search.teams.rules_analysis_limits() at start-up
     return found | {"STARK_RULES_ANALYSIS_TIMEOUT_S", "STARK_RULES_ANALYSIS_MEMORY_MB"}
 
 
@@ -154,12 +154,12 @@ def test_a_fresh_manage_py_check_exits_2_on_a_bad_value():
     assert proc.stderr.startswith("error: bad setting: ") and "STARK_REAP_INTERVAL_S" in proc.stderr
 
 
-def test_the_worker_reads_its_heartbeat_through_env_py_at_start(monkeypatch, redis_url):
-    """The search/gpu worker (also a GPU host's bare `rq worker`, without Django settings) validates its
-    heartbeat when it is constructed, i.e. when the process starts, with the same reader and message."""
+def test_the_worker_reads_its_heartbeat_through_the_env_readers_at_start(monkeypatch, redis_url):
+    """The search/gpu worker (also a GPU host's bare `rq worker`, without Django) validates its heartbeat when it
+    is constructed, i.e. when the process starts, with the reader settings.py uses and its message."""
     import redis
-    from django.core.exceptions import ImproperlyConfigured
 
+    from search.env_readers import SettingError
     from stark_web.studio.service.worker import Worker
 
     conn = redis.Redis.from_url(redis_url)
@@ -168,5 +168,5 @@ def test_the_worker_reads_its_heartbeat_through_env_py_at_start(monkeypatch, red
     worker = Worker(["stark-test-heartbeat"], connection=conn)
     assert (worker.job_monitoring_interval, worker.heartbeat_grace_s) == (7, 9)
     monkeypatch.setenv("STARK_JOB_HEARTBEAT_GRACE_S", "soon")
-    with pytest.raises(ImproperlyConfigured, match="STARK_JOB_HEARTBEAT_GRACE_S='soon' is not an integer"):
+    with pytest.raises(SettingError, match="STARK_JOB_HEARTBEAT_GRACE_S='soon' is not an integer"):
         Worker(["stark-test-heartbeat"], connection=conn)

@@ -124,7 +124,7 @@ def test_the_child_sees_no_secret_and_no_django(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "stark_web.settings")
     spy = ("import os, sys\nraise RuntimeError(f\"key={os.environ.get('ANTHROPIC_API_KEY')} "
            "django={'django' in sys.modules} settings={os.environ.get('DJANGO_SETTINGS_MODULE')}\")\n")
-    from search.teams.rules.planning.roles import RulesContext
+    from search.teams.rules.roles import RulesContext
 
     ctx = RulesContext()
     tree = Tree(P.HEADER + spy + P.RELU.removeprefix(P.HEADER), {"device": "cpu"}, root_source=reference_candidate(P.HEADER + spy + P.RELU.removeprefix(P.HEADER)))

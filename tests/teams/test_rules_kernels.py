@@ -120,7 +120,7 @@ def test_the_cuda_kernels_compile_with_nvcc(tmp_path: Path) -> None:
 @pytest.mark.gpu
 def test_the_gpu_candidates_match_the_reference_on_cuda(tmp_path: Path) -> None:
     """Triton and CUDA C++ fused kernels, with CUDA graphs and channels_last, on a real GPU."""
-    from search.teams.rules.planning.roles import RulesContext  # noqa: F401 - imported for the same module graph
+    from search.teams.rules.roles import RulesContext  # noqa: F401 - imported for the same module graph
 
     a = analyse(P.CONV_CHAIN, (torch.float32, torch.float16, torch.bfloat16))
     for k, recipe in enumerate([Recipe(fused=(0,), backend="triton", cuda_graph=True),

@@ -32,9 +32,9 @@ from search.teams.rules.planning.anchoring import anchor, fill
 from search.teams.rules.planning.failures import Failure, added_parts, failed_here, failure_of, normalized
 from search.teams.rules.planning.moves import GPU_FIRST, candidate_moves, changed_aspects, fixes
 from search.teams.rules.planning.recipe import Recipe, recipe_of
-from search.teams.rules.planning.roles import MemoryTraceStore
 from search.teams.rules.rendering.candidate import render
 from search.teams.rules.rewrites.passes import variants
+from search.teams.rules.roles import MemoryTraceStore
 from tests.teams.samples import analysis, with_rewrite_problems
 from tests.teams.test_rules_kernels import import_candidate
 

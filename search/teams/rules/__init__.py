@@ -10,10 +10,10 @@ A small compiler in four parts, each a subpackage:
     analysis/   trace the problem: the forward with shapes, its fusions, the plain Facts      (child side)
     rewrites/   exact graph rewrites of the traced forward                                    (child side)
     rendering/  the candidate file and its kernel writers (C++ for the CPU, CUDA, Triton)     (child side)
-    planning/   recipes, moves, stop rules and the plan/code/debug roles                      (server side)
+    planning/   recipes, moves and stop rules                                                 (server side)
 
-with the process boundary at the top: traced (the child's entry point, allow-listed by the harness) and remote (the
-server side that asks it)."""
+with the process boundary at the top: traced (the child's entry point, allow-listed by the harness), remote (the
+server side that asks it) and roles (the plan/code/debug roles, which ask it through remote)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any
 from search.engine.agents import Team
 from search.engine.policies import get_policy
 from search.teams.rules.planning.moves import GPU_FIRST
-from search.teams.rules.planning.roles import RulesCode, RulesContext, RulesDebug, RulesPlan
+from search.teams.rules.roles import RulesCode, RulesContext, RulesDebug, RulesPlan
 
 POLICY_PARAMS = ("n_root", "n_child", "eps")
 SETTINGS = ("max_reasks", "max_agent_retries", "top_r", "context_tokens")

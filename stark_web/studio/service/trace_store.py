@@ -1,4 +1,4 @@
-"""A run's store of the offline team's tracing answers (search.teams.rules.planning.roles.TraceStore) in Redis: every
+"""A run's store of the offline team's tracing answers (search.teams.rules.roles.TraceStore) in Redis: every
 expand job runs in a fresh work-horse process, and without it each one would start a tracing child again for
 facts and renders an earlier job of the run already has. Entries are the child's answers as text; they expire
 a day after the run last added one, and a Redis restart only costs a trace again."""

@@ -30,7 +30,7 @@ from rq.defaults import DEFAULT_MAINTENANCE_TASK_INTERVAL, DEFAULT_WORKER_TTL
 from rq.scheduler import SCHEDULER_KEY_TEMPLATE, RQScheduler
 from rq.scripts import release_lock
 
-from stark_web.env import job_heartbeat_grace_s, job_heartbeat_s
+from search.env_readers import job_heartbeat_grace_s, job_heartbeat_s
 
 log = logging.getLogger(__name__)
 
