@@ -14,11 +14,11 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from kernels import EvalSettings
+from search.engine.agents import Team
 from search.engine.engine import selection_settings
 from search.llm.errors import ConfigError
 from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
 from search.run_settings import BASE_URL_OPTIONS, OPTION_BOUNDS, ROLES, RunSettings, SettingError
-from search.engine.agents import Team
 from search.teams import get_team
 from stark_web.studio.service.inputs import check_values, loads, plain_text, refuse_booleans
 
