@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.ops import estimated_flops
+from kernels.shared.ops import estimated_flops
 from search.engine.agents import ContextWindow
 from search.engine.engine import device_facts
 from search.engine.tree import Tree
