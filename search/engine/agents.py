@@ -87,6 +87,15 @@ class AgentError(Exception):
         self.usage = usage or Usage()
 
 
+class LimitReached(AgentError):
+    """A limit of the run leaves no room for the agents' next call after the run spent up to it (its LLM cost
+    limit): permanent, and the run stops as it does at its budget, finished with this reason, not failed. (A limit
+    that not even the first call fits is a plain permanent AgentError: the run fails, naming the fix.)"""
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message, permanent=True, usage=usage)
+
+
 class SearchExhausted(AgentError):
     """The team has nothing left to try from the selected node nor from any node it sees (an offline team's
     finite space of moves): the attempt ends with verdict "exhausted", unevaluated, and the run finishes with

@@ -20,7 +20,8 @@ ALLOWANCE = ("only new imports, new module-level functions/classes, assignments 
              "comments may be added outside the spans, between top-level statements, and they may only define new "
              "names: nothing that rebinds, patches or shadows the skeleton's names or builtins, calls code at import "
              "(beyond building an extension such as load_inline) or decorates (beyond kernel decorators such as "
-             "@triton.jit)")
+             "@triton.jit, and @torch.library.custom_op(\"mylib::name\", ...) with its register_fake/register_kernel "
+             "in a namespace of its own)")
 
 
 @dataclass

@@ -4,7 +4,11 @@ allowance, search.engine.allowance, judges added lines by their effect, not thei
 A new statement may define new names: an import, a function, a class, an assignment of a value built without
 running code (literals, names, attributes, arithmetic, containers, comprehensions) or by building an extension
 (`load_inline`, `load`, `ctypes.CDLL`, `torch.ops.load_library`, `torch.compile`, ...) or by a side-effect-free
-helper (`tuple`, `os.path.join`, `triton.Config`, `inspect.signature`, ...). It may not
+helper (`tuple`, `os.path.join`, `triton.Config`, `inspect.signature`, ...). It may define a new operator through
+`torch.library` (`@torch.library.custom_op("mylib::name", ...)`, `triton_op`, the call form on the right of an
+assignment) in a namespace of its own, and register kernels for the operators it defines (`@op.register_fake`,
+`@op.register_kernel("cuda")`, `@torch.library.register_fake("mylib::name")`), never for torch's own (`aten::...`).
+It may not
 
 - bind a name the skeleton already binds (an import may repeat one of the skeleton's, bound to the same thing),
   a builtin (`def super()`), a name the skeleton's fixed lines use, or a module dunder (`__getattr__`);
@@ -45,6 +49,19 @@ DECORATORS = frozenset({  # decorators that make a kernel or a plain wrapper of 
     "triton.jit", "triton.autotune", "triton.heuristics", "torch.compile", "torch.jit.script", "torch.no_grad",
     "torch.inference_mode", "numba.jit", "numba.njit", "numba.cuda.jit", "functools.cache", "functools.lru_cache",
     "functools.wraps", "staticmethod", "classmethod", "property", "dataclasses.dataclass", "typing.final",
+})
+LIBRARY_OPS = frozenset({"torch.library.custom_op", "torch.library.triton_op"})  # define a new operator
+# register a kernel (fake, device, autograd) for an operator named by its first argument
+LIBRARY_REGISTRATIONS = frozenset({"torch.library.register_fake", "torch.library.register_kernel",
+                                   "torch.library.register_autograd", "torch.library.register_vmap",
+                                   "torch.library.impl", "torch.library.impl_abstract"})
+OP_METHODS = frozenset({"register_fake", "register_kernel", "register_autograd", "register_vmap"})
+# operator namespaces torch and its companion libraries own: a kernel registered there replaces what the reference runs
+TORCH_NAMESPACES = frozenset({
+    "aten", "prim", "prims", "torch", "quantized", "_quantized", "quantized_decomposed", "mkldnn", "onednn",
+    "c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "profiler", "rngprims", "higher_order",
+    "inductor", "_inductor_test", "fbgemm", "torchvision", "torchaudio", "image", "cuda", "mps", "xpu",
+    "debugprims", "sparse", "triton", "streams", "fsdp", "_test",
 })
 CLASS_HOOKS = frozenset({"__init_subclass__", "__class_getitem__", "__set_name__", "__mro_entries__", "__prepare__"})
 BUILTINS = frozenset(dir(builtins))
@@ -96,6 +113,8 @@ class Effects:
         self.used = used
         self.line = line
         self.text = text
+        self.ops: set[str] = set()  # operators ("mylib::name") the added statements define through torch.library
+        self.op_objects: set[str] = set()  # names bound to such an operator (its register_* decorators are allowed)
 
     def at(self, node: ast.AST) -> str:
         no = self.line(node)
@@ -144,6 +163,11 @@ class Effects:
         if expr is None:
             return None
         for node in _evaluated(expr):
+            if isinstance(node, ast.Call) and self.qualified(node.func) in LIBRARY_OPS:
+                why = self.new_operator(node)
+                if why:
+                    return why
+                continue
             if isinstance(node, ast.Call) and not self.call_allowed(node.func):
                 return (f"{self.at(node)} calls {ast.unparse(node.func)}(...) {where} when the module is imported; "
                         "new module-level code may only build values and extensions (load_inline, load, "
@@ -177,6 +201,11 @@ class Effects:
         for dec in stmt.decorator_list:
             call = dec if isinstance(dec, ast.Call) else None
             name = self.qualified(call.func if call else dec)
+            library = self.library_decorator(dec, stmt)
+            if library is not None:
+                if library:
+                    return library
+                continue
             if name not in DECORATORS:
                 return (f"{self.at(dec)} decorates {stmt.name!r} with @{ast.unparse(dec)}, which runs when the module "
                         f"is imported; a new definition may carry only kernel decorators ({KERNEL_DECORATORS})")
@@ -219,7 +248,73 @@ class Effects:
             why = self.runs(stmt.annotation, "in an annotation")
             if why:
                 return why
-        return self.runs(stmt.value, "on the right of the assignment")
+        why = self.runs(stmt.value, "on the right of the assignment")
+        if why is None and isinstance(stmt.value, ast.Call) and self.qualified(stmt.value.func) in LIBRARY_OPS:
+            self.op_objects.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        return why
+
+    # -- operators defined through torch.library --------------------------------------------------------------------
+    def operator_name(self, call: ast.Call) -> tuple[str | None, str | None]:
+        """The operator a torch.library call names (its first argument, a literal "namespace::name"), or why not."""
+        arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg in ("name", "op", "qualname")),
+                                                  None)
+        what = ast.unparse(call.func)
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str) and "::" in arg.value):
+            return None, (f"{self.at(call)} calls {what}(...) without a literal operator name 'namespace::name'; "
+                          "name the operator it defines or registers for, e.g. \"mylib::fused_relu\"")
+        namespace = arg.value.split("::", 1)[0]
+        if namespace in TORCH_NAMESPACES:
+            return None, (f"{self.at(call)} calls {what}(...) for {arg.value!r}, in torch's own namespace "
+                          f"{namespace!r}: a kernel there replaces what the reference runs; define a new operator in a "
+                          "namespace of your own (\"mylib::...\") and call it from the spans")
+        return arg.value, None
+
+    def arguments_run(self, call: ast.Call, skip_first: bool) -> str | None:
+        rest = [*call.args[1 if skip_first else 0:], *(k.value for k in call.keywords)]
+        for arg in rest:
+            why = self.runs(arg, f"in the arguments of {ast.unparse(call.func)}")
+            if why:
+                return why
+        return None
+
+    def new_operator(self, call: ast.Call) -> str | None:
+        """Why a torch.library.custom_op/triton_op call may not define its operator, or None (it is recorded)."""
+        op, why = self.operator_name(call)
+        if op is None:
+            return why
+        why = self.arguments_run(call, skip_first=True)
+        if why is None:
+            self.ops.add(op)
+        return why
+
+    def library_decorator(self, dec: ast.expr, stmt: ast.stmt) -> str | None:
+        """None when `dec` is not a torch.library decorator; else "" when it defines a new operator or registers a
+        kernel for one the added statements define, or why it may not."""
+        call = dec if isinstance(dec, ast.Call) else None
+        target = call.func if call else dec
+        name = self.qualified(target)
+        if name in LIBRARY_OPS:
+            if call is None:
+                return (f"{self.at(dec)} uses @{name} without its operator name; write "
+                        f"@{ast.unparse(target)}(\"mylib::name\", mutates_args=())")
+            why = self.new_operator(call)
+            if why is None and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.op_objects.add(stmt.name)
+            return why or ""
+        if name in LIBRARY_REGISTRATIONS:
+            if call is None:
+                return f"{self.at(dec)} uses @{name} without the operator it registers for"
+            op, why = self.operator_name(call)
+            if op is None:
+                return why
+            if op not in self.ops:
+                return (f"{self.at(dec)} registers a kernel for {op!r}, an operator the added code does not define; "
+                        "register kernels only for operators defined here with torch.library.custom_op")
+            return self.arguments_run(call, skip_first=True) or ""
+        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                and target.value.id in self.op_objects and target.attr in OP_METHODS):
+            return (self.arguments_run(call, skip_first=False) or "") if call else ""
+        return None
 
     def definition(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
                    in_class: str | None) -> str | None:

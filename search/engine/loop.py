@@ -9,7 +9,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from search.engine.agents import AgentError
+from search.engine.agents import AgentError, LimitReached
 from search.engine.engine import Engine, Finish
 from search.engine.limits import DEFAULT_BUDGET, budget_used
 from search.engine.node import Node
@@ -114,7 +114,9 @@ def run(engine: Engine, budget: int | None = None, parallel: int = 1, time_limit
             for fut in done:
                 futures.pop(fut)
                 exc = fut.exception()
-                if isinstance(exc, AgentError):
+                if isinstance(exc, LimitReached):  # the run's cost limit: it stops, as at its budget
+                    failure = Finish("finished", exc.message)
+                elif isinstance(exc, AgentError):
                     failure = Finish("failed", f"agent error: {exc.message}")
                 elif exc is not None:
                     for other in futures:

@@ -40,6 +40,7 @@ class CostLimitReached(LLMError):
 
     def __init__(self, spent_usd: float, limit_usd: float, worst_usd: float = 0.0, reserved_usd: float = 0.0,
                  what: str = "the next call") -> None:
+        self.spent_usd, self.limit_usd = spent_usd, limit_usd
         held = f", ${reserved_usd:.4f} held by calls in flight" if reserved_usd else ""
         worst = f"; {what} could cost up to ${worst_usd:.4f}" if worst_usd else ""
         super().__init__(

@@ -122,6 +122,16 @@ function drawHeader(data) {
     busy.textContent = text;
     busy.classList.toggle("warn", short);
   }
+  const cost = document.getElementById("suite-cost");
+  if (cost && s.cost) {
+    cost.textContent = s.cost.limit_usd == null ? `LLM spend $${s.cost.spent_usd.toFixed(4)} (no suite cost limit)`
+      : `LLM spend $${s.cost.spent_usd.toFixed(4)} of the suite's cost limit $${s.cost.limit_usd}`;
+  }
+  const stopped = document.getElementById("suite-stop-reason");
+  if (stopped) {
+    stopped.textContent = s.stop_reason || "";
+    stopped.hidden = !s.stop_reason;
+  }
   const can = { pause: s.status === "running", resume: s.status === "paused", cancel: ["running", "paused"].includes(s.status),
                 extend: ["running", "paused", "finished"].includes(s.status) };
   for (const b of document.querySelectorAll("#suite-actions button")) b.disabled = !can[b.dataset.action];

@@ -89,6 +89,22 @@ LEAKS = [
                  id="fake-builder"),
     pytest.param("inspect = None\n", BEFORE_MODELNEW, "rebinds 'inspect', which the skeleton already binds",
                  "inspect = None", id="rebind-import"),
+    pytest.param("@torch.library.custom_op('aten::relu_fast', mutates_args=())\ndef relu_fast(x):\n    return x\n",
+                 BEFORE_MODELNEW, "for 'aten::relu_fast', in torch's own namespace 'aten'",
+                 "@torch.library.custom_op('aten::relu_fast'", id="custom-op-torch-namespace"),
+    pytest.param("@torch.library.register_kernel('aten::relu', 'cpu')\ndef relu_fast(x):\n    return x\n",
+                 BEFORE_MODELNEW, "in torch's own namespace 'aten'", "@torch.library.register_kernel('aten::relu'",
+                 id="kernel-for-a-torch-operator"),
+    pytest.param("@torch.library.register_fake('other::relu')\ndef relu_fast(x):\n    return x\n",
+                 BEFORE_MODELNEW, "registers a kernel for 'other::relu', an operator the added code does not define",
+                 "@torch.library.register_fake('other::relu')", id="kernel-for-an-operator-not-defined-here"),
+    pytest.param("_NAME = 'mylib::relu'\n\n\n@torch.library.custom_op(_NAME, mutates_args=())\n"
+                 "def relu_fast(x):\n    return x\n", BEFORE_MODELNEW,
+                 "without a literal operator name 'namespace::name'", "@torch.library.custom_op(_NAME",
+                 id="custom-op-unnamed"),
+    pytest.param("@torch.library.custom_op('mylib::relu', mutates_args=print('x'))\ndef relu_fast(x):\n    return x\n",
+                 BEFORE_MODELNEW, "calls print(...) in the arguments of torch.library.custom_op",
+                 "@torch.library.custom_op('mylib::relu', mutates_args=print('x'))", id="custom-op-arguments"),
 ]
 
 
@@ -155,6 +171,42 @@ def test_a_legitimate_helper_still_passes_and_is_recorded() -> None:
     assert result.allowed[0].names == ["load_inline", "triton", "tl", "CUDA_SOURCE", "relu_ext", "_CONFIGS",
                                        "_LAYOUTS", "_FLAGS", "BLOCK", "_relu_kernel", "relu_fast", "Launcher"]
     assert "new import + assignment + comment + function + class" in result.summary()
+
+
+CUSTOM_OP = '''
+@torch.library.custom_op("stark_relu::relu", mutates_args=())
+def relu_fast(x: torch.Tensor) -> torch.Tensor:
+    return x.clamp_min(0)
+
+
+@relu_fast.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@relu_fast.register_kernel("cuda")
+def _relu_cuda(x):
+    return x.clamp_min(0)
+
+
+def _relu_scaled_impl(x: torch.Tensor) -> torch.Tensor:
+    return x.clamp_min(0) * 2
+
+
+relu_scaled = torch.library.custom_op("stark_relu::relu_scaled", _relu_scaled_impl, mutates_args=())
+
+
+@torch.library.register_fake("stark_relu::relu_scaled")
+def _relu_scaled_fake(x):
+    return torch.empty_like(x)
+'''
+
+
+def test_an_operator_defined_through_torch_library_passes_like_an_extension_build() -> None:
+    result = check_filled(SKELETON, filled_with(CUSTOM_OP.lstrip("\n"), BEFORE_MODELNEW))
+    assert len(result.allowed) == 1
+    assert result.allowed[0].names == ["relu_fast", "_", "_relu_cuda", "_relu_scaled_impl", "relu_scaled",
+                                       "_relu_scaled_fake"]
 
 
 def test_a_name_used_only_inside_a_span_may_be_defined() -> None:

@@ -146,6 +146,7 @@ def test_an_unknown_model_is_charged_an_assumed_price_said_at_the_start_and_stop
     assert said < proc.stdout.index("[1/5]"), proc.stdout  # at the start, before the first attempt
     assert "assumed: the highest rates of the claude-sonnet family" in proc.stdout
     assert "cost limit reached" in proc.stdout and calls == 1, proc.stdout + proc.stderr
+    assert "run finished: cost limit reached" in proc.stdout and proc.returncode == 0  # a stop, as at its budget
     tree = json.loads((tmp_path / "tree.json").read_text())
     assert tree["settings"]["cost_limit_usd"] == DEFAULT_COST_LIMIT_USD
     (record,) = [r for n in tree["nodes"] for r in (n.get("usage") or {}).get("calls", [])]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernels.shared.ops import estimated_flops
 from search.engine.agents import ContextWindow
 from search.engine.engine import device_facts
 from search.engine.tree import Tree
@@ -30,6 +31,9 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+REDUCTION = GELU.replace("return F.gelu(x)", "return torch.sum(x, dim=1) + torch.amax(x, dim=1)")
 
 
 def window(problem: dict, device: dict) -> ContextWindow:
@@ -65,6 +69,22 @@ def test_the_prompts_state_the_harnesss_report() -> None:
         assert "speed-up = reference time / attempt time, both timed alternately in the same process" in prompt
     assert "part of STARK, a team of agents" in plan.system(w, "cpp")
     assert "team of agents" not in single.system(w, "cpp") and "You are a single agent" in single.system(w, "cpp")
+    reduction = inspect_problem(REDUCTION, "cpu").to_dict()  # one operation per element per reduction, one per add
+    assert reduction["flops"] == 2 * 64 * 4096 + 64
+    assert "Work per forward: 524 kFLOP" in plan.system(window(reduction, facts), "cpp")
+
+
+def test_work_figures_of_elementwise_and_reduction_ops() -> None:
+    """The harness's work figure for the ops torch's counter leaves at 0: elementwise per output element, reductions
+    per input element; matrix products stay torch's own count."""
+    n = 64 * 4096
+    assert estimated_flops("gelu", n, n) == 8 * n and estimated_flops("relu", n, n) == n
+    assert estimated_flops("exp", n, n) == 4 * n
+    assert estimated_flops("sum", n, 64) == n and estimated_flops("softmax", n, n) == 5 * n
+    assert estimated_flops("layer_norm", n, n) == 8 * n
+    assert estimated_flops("mm", n, n) == 0 and estimated_flops("view", n, n) == 0
+    text = describe_problem({"flops": float(n), "bytes": 4 * n + 256})
+    assert "Work per forward: 262 kFLOP" in text and "arithmetic intensity 0.25 FLOP/byte" in text
 
 
 def test_the_rules_say_how_speed_is_measured_and_what_a_win_is() -> None:

@@ -16,6 +16,7 @@ from search.engine.agents import (
     AgentError,
     CodeAnswer,
     ContextWindow,
+    LimitReached,
     MalformedAnswer,
     PlanAnswer,
     Usage,
@@ -196,6 +197,8 @@ class LLMAgent:
         except ContextTooLong:
             raise
         except LLMError as exc:
+            if exc.kind == "cost" and getattr(exc, "spent_usd", 0.0) > 0:  # it spent up to its limit: a stop, as at
+                raise LimitReached(exc.message) from exc  # its budget (a limit no first call fits fails the run)
             raise AgentError(exc.message, permanent=exc.permanent) from exc
         finally:
             stream.flush()

@@ -75,7 +75,9 @@ def header_context(run: Run) -> dict[str, Any]:
         "best": "—", "spread": "", "unstable": False, "why": "", "class": "", "marks": [],
         "reference": ms(root.runtime_ms) if root is not None else "—", "baselines": "",
         "attempts_note": attempts_note(run, free_counts(run)),
-        "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage"))}
+        "temperature": notices(Node.objects.filter(run=run).values_list("node_id", "usage")),
+        "start_notices": list((run.meta or {}).get("notices") or []),
+        "cost_limit": (run.settings or {}).get("cost_limit_usd")}
     best, figure = verdict.get("best"), verdict.get("best_speed")
     if figure is not None and best is not None:
         out["unstable"], out["why"], out["class"] = bool(figure["unstable"]), figure["why"], speeds.class_words(figure)

@@ -16,12 +16,13 @@ from search.engine.node import FINISHED
 from search.engine.steering import forked_history
 from search.engine.tree import Tree
 from search.run_settings import MAX_BUDGET, RunSettings, SettingError
+from search.teams import get_team
 from stark_web.studio.events import Recorder, store_event
 from stark_web.studio.models import Node, Problem, Run, source_hash
 from stark_web.studio.service import background_check, checks, devices, fairness, queues, steps
 from stark_web.studio.service.reaper_chain import ensure_reaper
 from stark_web.studio.service.runs import load_tree, locked_run, stored_options_problem
-from stark_web.studio.service.settings import parse_run_settings, stored_settings
+from stark_web.studio.service.settings import parse_run_settings, start_notices, stored_settings
 
 
 class RunStateError(Exception):
@@ -76,7 +77,10 @@ def create_run(owner, problem: Problem, settings: RunSettings, root_source: str 
     if background_check.is_pending(problem.summary):
         meta = {**meta, "problem_summary": {}, "status_line": background_check.CHECKING_LINE}
     root = root_source if root_source is not None else reference_candidate(problem.source)
-    tree = Tree(problem.source, stored_settings(settings), root_source=root, meta=meta)
+    team = get_team(settings.team, settings.team_config())
+    if start_notices(team):
+        meta["notices"] = start_notices(team)
+    tree = Tree(problem.source, stored_settings(settings, team), root_source=root, meta=meta)
     with transaction.atomic():
         fairness.check_active_runs(owner)
         run = Run.objects.create(
@@ -95,8 +99,9 @@ def create_run(owner, problem: Problem, settings: RunSettings, root_source: str 
     return run
 
 
-def cancel(run_id: int) -> Run:
-    """Stop for good: attempts in flight are recorded as failed ("cancelled"), their queued jobs dropped."""
+def cancel(run_id: int, reason: str = "cancelled by the user") -> Run:
+    """Stop for good: attempts in flight are recorded as failed ("cancelled"), their queued jobs dropped; `reason`
+    is the run's stop reason (a suite that reached its cost limit says so)."""
     with locked_run(run_id) as run:
         if run.status in Run.ENDED:
             raise RunStateError(f"run {run_id} is already {run.status}; only queued, running or paused runs can "
@@ -104,9 +109,9 @@ def cancel(run_id: int) -> Run:
         engine = steps.engine_of(run)  # marking nodes failed needs no agents: no team (no API key) is built here
         rows = list(Node.objects.filter(run=run).exclude(status__in=FINISHED))
         for row in rows:
-            engine.fail(row.node_id, "interrupted", "the run was cancelled before this attempt finished")
+            engine.fail(row.node_id, "interrupted", f"{reason} before this attempt finished")
         Node.objects.filter(pk__in=[r.pk for r in rows]).update(phase="", claim="")
-        steps.finish(run, engine.tree, Run.Status.CANCELLED, "cancelled by the user")
+        steps.finish(run, engine.tree, Run.Status.CANCELLED, reason)
         job_ids = [r.job_id for r in rows if r.job_id] + [queues.start_job_id(run.pk)]
         queues.after_commit(queues.cancel_jobs, job_ids)
     return run

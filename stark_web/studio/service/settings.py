@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from kernels import EvalSettings
+from search.engine.agents import Team
 from search.engine.engine import selection_settings
 from search.llm.errors import ConfigError
 from search.llm.keys import ALLOWLIST_ENV, is_operator_base_url, operator_base_urls
@@ -22,7 +23,7 @@ from search.teams import get_team
 from stark_web.studio.service.inputs import check_values, loads, plain_text, refuse_booleans
 
 __all__ = ["RunSettings", "SettingError", "check_stored_options", "parse_run_settings", "service_settings",
-           "stored_settings"]
+           "start_notices", "stored_settings"]
 
 # Evaluation settings that belong to the server's operator, never to a run: where the evaluator
 # isolates candidates, where it caches, and the device lock that keeps timings honest.
@@ -84,13 +85,21 @@ def service_settings(settings: RunSettings) -> RunSettings:
     return settings
 
 
-def stored_settings(settings: RunSettings) -> dict[str, Any]:
+def stored_settings(settings: RunSettings, team: Team | None = None) -> dict[str, Any]:
     """The tree settings a run stores: its evaluation settings without the operator's (the workers' own values
     apply; stark_web.studio.service.runs.eval_settings drops them from old runs too), and its team's selection (policy,
-    can_debug), so the steps that only schedule never build the team."""
-    out = {**settings.tree_settings(), **selection_settings(get_team(settings.team, settings.team_config()))}
+    can_debug), so the steps that only schedule never build the team. `team`: the run's team, when already built."""
+    team = team if team is not None else get_team(settings.team, settings.team_config())
+    out = {**settings.tree_settings(), **selection_settings(team)}
     out["eval"] = {k: v for k, v in out["eval"].items() if k not in OPERATOR_EVAL_KEYS}
     return out
+
+
+def start_notices(team: Team) -> list[str]:
+    """What the run says at its start (search.teams.llm.start): the price assumed for a model the price data lacks,
+    and the roles whose temperature the chosen model will not take, with what the run does instead. Kept in the
+    run's meta (`notices`) and shown in the run page's header from the start."""
+    return [str(line) for line in team.settings.get("notices") or []]
 
 
 def _operator_eval(raw: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from search.engine.agents import AgentError
+from search.engine.agents import AgentError, LimitReached
 from search.engine.busy import BusyWait
 from search.engine.engine import Engine
 from search.engine.node import FINISHED, REVIEW
@@ -130,10 +130,13 @@ def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
     run = Run.objects.select_related("problem", "owner").get(pk=run_id)
     row = Node.objects.get(pk=node_pk)
     fatal: str | None = None
+    end = Run.Status.FAILED
     try:
         engine_of(run, claim).expand(row.parent, row.node_id)
     except StaleClaim:
         return f"node pk {node_pk}: taken over while its agents ran; dropped this try"
+    except LimitReached as exc:  # the run's cost limit: it stops there, finished, as at its budget
+        fatal, end = exc.message, Run.Status.FINISHED
     except AgentError as exc:  # permanent: the engine recorded it on the node; the run cannot go on
         fatal = f"agent error: {exc.message}"
     with locked_run(run_id) as run:
@@ -150,7 +153,7 @@ def expand_attempt(run_id: int, node_pk: int, tries: int) -> str:
             Node.objects.filter(pk=node_pk).update(phase="", claim="")
             engine.progress()
             if fatal is not None and run.status == Run.Status.RUNNING:
-                finish(run, engine.tree, Run.Status.FAILED, fatal)
+                finish(run, engine.tree, end, fatal)
             schedule(run, engine)
     return f"node pk {node_pk} expanded"
 

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from stark_web.studio.api.auth import BadRequest, api_view
 from stark_web.studio.api.views import handles_errors, request_data
 from stark_web.studio.service.inputs import plain_text, whole_number
-from stark_web.studio.suites import export, service, uploads
+from stark_web.studio.suites import export, service, spend, uploads
 from stark_web.studio.suites.models import Suite
 
 
@@ -36,7 +36,8 @@ def create_from(request: HttpRequest, data: dict | None = None) -> Suite:
     fields = uploads.run_fields(data)
     problems = uploads.read_problems(request.FILES, data)
     name = plain_text(data.get("name"), "name")
-    return service.create_suite(request.user, name, problems, teams, budget, fields, max_active)
+    limit = spend.read_limit(data.get(spend.FIELD), teams)
+    return service.create_suite(request.user, name, problems, teams, budget, fields, max_active, limit)
 
 
 @api_view("GET", "POST")

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from search.llm.pricing import DEFAULT_COST_LIMIT_USD, DEFAULT_SUITE_COST_LIMIT_USD
 from search.teams import TEAMS
 from stark_web.studio.api.auth import BadRequest
 from stark_web.studio.api.views import request_data
@@ -50,7 +51,9 @@ def new_suite(request: HttpRequest) -> HttpResponse:
     from stark_web.studio.suites.api import create_from
 
     context = {"teams": [(name, entry.about) for name, entry in TEAMS.items() if entry.offered],
-               "sets": uploads.bundled_sets(), "values": {"budget": 10, "device": "cpu"}, "error": None}
+               "sets": uploads.bundled_sets(), "values": {"budget": 10, "device": "cpu"}, "error": None,
+               "default_cost_limit": f"{DEFAULT_COST_LIMIT_USD:g}",
+               "default_suite_cost_limit": f"{DEFAULT_SUITE_COST_LIMIT_USD:g}"}
     if request.method == "POST":
         values = form_data(request)
         try:

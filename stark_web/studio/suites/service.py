@@ -21,7 +21,7 @@ from stark_web.studio.service import control, devices, fairness
 from stark_web.studio.service.checks import LimitError
 from stark_web.studio.service.runs import load_tree
 from stark_web.studio.service.settings import RunSettings, SettingError, parse_run_settings
-from stark_web.studio.suites import jobs
+from stark_web.studio.suites import jobs, spend
 from stark_web.studio.suites.models import Suite, SuiteMember
 from stark_web.studio.suites.uploads import Upload
 
@@ -51,9 +51,10 @@ def member_settings(suite_fields: dict[str, Any], team: dict[str, Any], budget: 
 
 
 def create_suite(owner, name: str, uploads: list[Upload], teams: list[dict[str, Any]], budget: int,
-                 fields: dict[str, Any], max_active: int | None = None) -> Suite:
+                 fields: dict[str, Any], max_active: int | None = None, cost_limit_usd: float | None = None) -> Suite:
     """Check every team's settings and every problem (statically: the full check runs in each run's start job), then
-    store the suite and its members and queue its first advance."""
+    store the suite and its members and queue its first advance. `cost_limit_usd`: the whole suite's LLM cost
+    limit (stark_web.studio.suites.spend)."""
     checked = [member_settings(fields, team, budget, name, k) for k, team in enumerate(teams)]
     devices.check_device(checked[0].device)  # a 400 naming the devices served
     problems = {}
@@ -67,7 +68,8 @@ def create_suite(owner, name: str, uploads: list[Upload], teams: list[dict[str, 
     with transaction.atomic():
         suite = Suite.objects.create(owner=owner, name=name or f"{len(uploads)} problems × {len(teams)} teams",
                                      teams=teams, budget=budget, settings=fields,
-                                     max_active=max_active or default_max_active())
+                                     max_active=max_active or default_max_active(),
+                                     meta={} if cost_limit_usd is None else {"cost_limit_usd": cost_limit_usd})
         SuiteMember.objects.bulk_create([
             SuiteMember(suite=suite, position=p * len(teams) + t, key=up.key, level=up.level,
                         problem=problems[up.key], team=team["label"])
@@ -80,9 +82,10 @@ def _team(suite: Suite, label: str) -> dict[str, Any]:
     return next(t for t in suite.teams if t["label"] == label)
 
 
-def _start(suite: Suite, member: SuiteMember) -> Run:
-    settings = member_settings(suite.settings, _team(suite, member.team), suite.budget,
-                               f"{suite.name} · {member.key} · {member.team}")
+def _start(suite: Suite, member: SuiteMember, members: list[SuiteMember]) -> Run:
+    team = _team(suite, member.team)
+    fields = spend.member_fields(suite, suite.settings, team["team"], members)  # at most what the suite has left
+    settings = member_settings(fields, team, suite.budget, f"{suite.name} · {member.key} · {member.team}")
     waiting = devices.check_device(settings.device) or ""
     return control.create_run(suite.owner, member.problem, settings, waiting=waiting)
 
@@ -96,6 +99,9 @@ def advance(suite_id: int) -> str:
         if suite is None or suite.status != Suite.Status.RUNNING:
             return f"suite {suite_id}: not running"
         members = list(suite.members.select_related("run", "problem").order_by("position"))
+        over = spend.reached(suite, members)
+        if over:
+            return _stop_at_cost_limit(suite, members, over)
         busy = sum(1 for m in members if m.run is not None and m.run.status in BUSY)
         started = 0
         for m in members:
@@ -106,7 +112,7 @@ def advance(suite_id: int) -> str:
             try:
                 if m.run is None:
                     with transaction.atomic():
-                        m.run = _start(suite, m)
+                        m.run = _start(suite, m, members)
                         m.save(update_fields=["run"])
                 elif m.run.status == Run.Status.FINISHED and m.run.budget < suite.budget:
                     control.extend(m.run.pk, suite.budget - m.run.budget)
@@ -126,6 +132,21 @@ def advance(suite_id: int) -> str:
             suite.finished_at = timezone.now()
             suite.save(update_fields=["status", "finished_at"])
     return f"suite {suite_id}: {started} started or extended, {busy} active"
+
+
+def _stop_at_cost_limit(suite: Suite, members: list[SuiteMember], why: str) -> str:
+    """The suite's runs spent its cost limit: members not started never start, active runs are cancelled, each
+    saying why, and the suite is finished with that reason."""
+    for m in members:
+        if m.run is None and not m.error:
+            m.error = f"not started: {why}"
+            m.save(update_fields=["error"])
+        elif m.run is not None and m.run.status in BUSY:
+            control.cancel(m.run.pk, why)
+    suite.status, suite.finished_at = Suite.Status.FINISHED, timezone.now()
+    suite.meta = {**(suite.meta or {}), "stop_reason": why}
+    suite.save(update_fields=["status", "finished_at", "meta"])
+    return f"suite {suite.pk}: {why}"
 
 
 def done(suite: Suite) -> bool:
@@ -179,6 +200,9 @@ def extend(suite_id: int, more: int) -> Suite:
         suite = _locked(suite_id)
         if suite.status in (Suite.Status.CANCELLED, Suite.Status.IMPORTED):
             raise control.RunStateError(f"suite {suite_id} is {suite.status}; it cannot be extended")
+        if (suite.meta or {}).get("stop_reason"):
+            raise control.RunStateError(f"suite {suite_id} stopped: {suite.meta['stop_reason']}; start a new suite "
+                                        f"with a higher {spend.FIELD} to go on")
         if not 1 <= more <= 1000 or suite.budget + more > 1000:
             raise SettingError("budget", f"extend by 1 to {1000 - suite.budget} attempts (got {more})")
         suite.budget += more
@@ -253,7 +277,9 @@ def results(suite: Suite) -> dict[str, Any]:
               "active": sum(1 for c in cells if c["status"] in BUSY), "pending": sum(1 for c in cells
                                                                                       if c["status"] == "pending")}
     problems = list(dict.fromkeys((c["key"], c["level"], c["name"]) for c in cells))
-    return {"suite": suite_dict(suite, counts) | {"capacity": capacity(suite)},
+    limit = spend.limit_of(suite)
+    cost = {"limit_usd": limit, "spent_usd": round(spend.spent(members), 6)}
+    return {"suite": suite_dict(suite, counts) | {"capacity": capacity(suite), "cost": cost},
             "problems": [{"key": k, "level": lv, "name": n} for k, lv, n in problems], "cells": cells, "metrics": metrics}
 
 
@@ -276,6 +302,7 @@ def capacity(suite: Suite) -> dict[str, Any]:
 def suite_dict(suite: Suite, counts: dict[str, int] | None = None) -> dict[str, Any]:
     return {"id": suite.pk, "name": suite.name, "owner": suite.owner.get_username(), "status": suite.status,
             "teams": suite.teams, "budget": suite.budget, "settings": suite.settings, "max_active": suite.max_active,
+            "cost_limit_usd": spend.limit_of(suite), "stop_reason": (suite.meta or {}).get("stop_reason", ""),
             "counts": counts, "url": f"/suites/{suite.pk}/", "api_url": f"/api/suites/{suite.pk}",
             "created_at": suite.created_at.timestamp() if suite.created_at else None,
             "finished_at": suite.finished_at.timestamp() if suite.finished_at else None}
