@@ -58,6 +58,10 @@ HIDDEN_FRACTION = 0.1  # ... and this share of the candidate's claimed time per 
 # window and FORGED_FLOOR_MS too, so a loaded host's noise can make an honest figure undecided but never rejected
 FORGED_SHARE = 1.0
 FORGED_FLOOR_MS = 2.0
+# Hidden time is proof only when every one of at least this many rounds shows it: in a single round one preemption
+# of the candidate's window on a loaded host looks the same, so there the figure is only "not measurable" (it never
+# decides, so a forger gains nothing from a one-round plan either).
+FORGED_MIN_ROUNDS = 2
 SLOWED_REFERENCE = 1.25  # the reference after the candidate's import vs before: above this the figure never decides
 GAP_NOISE = 3.0  # the candidate's extra time between windows is named past this many IQRs of the reference's gaps
 GAP_SHARE = 0.5  # ... and this share of the reference's median gap (it widens the range whether named or not)
@@ -238,7 +242,7 @@ def assess(found: list[Block]) -> dict[str, Any]:
     out["hidden_bar_ms"] = round(bar, 4)
     least_hidden = min(r["hidden_ms"] for r in rows)
     hidden_note = ""
-    if least_hidden > max(bar, FORGED_SHARE * claimed_window, FORGED_FLOOR_MS):
+    if least_hidden > max(bar, FORGED_SHARE * claimed_window, FORGED_FLOOR_MS) and len(rows) >= FORGED_MIN_ROUNDS:
         forged.append(f"in every round the candidate's tick windows took at least {least_hidden:.4g} ms longer each "
                       f"on the harness's clock than its reported times ({claimed_window:.4g} ms a window) account "
                       f"for, beyond the reference's (noise bar {bar:.4g} ms: its reported times are shorter than the "

@@ -105,6 +105,15 @@ def test_shrunk_candidate_times_fail_the_witness() -> None:
     assert seen["state"] == "forged" and "longer each on the harness's clock" in seen["why"]
 
 
+def test_one_round_of_hidden_time_cannot_decide_but_is_never_called_forged() -> None:
+    """A single round (a timing budget under four runs): one preempted window of an honest child on a loaded host
+    looks like hidden time, so it makes the figure undecided; with two rounds the same hiding is forged."""
+    seen = judged(child(ref=0.2, cand=20.0, claim_cand=0.0001, rounds=1))
+    assert seen["state"] == "unwitnessed" and "longer each" in seen["why"], seen
+    assert not measurable(seen["low"], seen["high"], witness=seen["state"])[0]
+    assert judged(child(ref=0.2, cand=20.0, claim_cand=0.0001, rounds=2))["state"] == "forged"
+
+
 def test_a_modest_shave_past_the_noise_cannot_decide_and_a_large_one_fails_the_witness() -> None:
     """Each 1 ms run reported as 0.8 ms: a fifth of its time, far above the noise of the reference's windows, yet
     short of proof (a loaded host can do that to an honest child): the figure cannot decide. Each 5 ms run reported
