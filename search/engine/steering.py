@@ -36,6 +36,9 @@ MAX_TEXT = 4000
 MAX_SKELETON = 400_000
 REVIEW_OPENED = "review"  # the engine's own entry on a node whose plan waits for the user (who "STARK")
 TIMEOUT_WHO = "timeout"
+ENGINE_WHO = "STARK"
+STEERED = "steered"  # on a child: a human action that produced it (detail.by: pin | hint)
+STEERING_MARKS = (STEERED, "try", "approve", "edit", "reject")  # the actions that make an attempt "steered"
 
 
 class SteeringError(ValueError):
@@ -124,19 +127,44 @@ def on_start(tree: Tree, parent_id: int, child: Node) -> None:
     pins = st.get("pins") or []
     if parent_id in pins:
         pins.remove(parent_id)
+        pin = next((e for e in reversed(tree[parent_id].human) if e.get("action") == "pin"), None)
+        if pin is not None:
+            child.human.append(steered_entry(pin, "pin", parent_id))
+    if child.role == "plan+code":  # the hints its plan receives (hints_for) shaped it too
+        for node_id, e in hint_sources(tree, parent_id):
+            child.human.append(steered_entry(e, "hint", node_id))
+
+
+def steered_entry(cause: dict[str, Any], by: str, node_id: int | None) -> dict[str, Any]:
+    """The child's record of a human action that produced it: a pin that chose its parent, a hint its plan
+    received. Action "steered" (hints_for reads only "hint", so a hint is not received twice); who and when are
+    the original action's."""
+    detail: dict[str, Any] = {"by": by, "from_node": node_id}
+    if (cause.get("detail") or {}).get("text"):
+        detail["text"] = cause["detail"]["text"]
+    return {"who": cause.get("who"), "at": cause.get("at"), "action": STEERED, "detail": detail}
+
+
+def hint_sources(tree: Tree, node_id: int) -> list[tuple[int | None, dict[str, Any]]]:
+    """The hints a plan from node_id receives, with the node each was given on (None: run-wide)."""
+    out: list[tuple[int | None, dict[str, Any]]] = [
+        (None, e) for e in tree.meta.get("human") or () if e.get("action") == "hint" and not e.get("inactive")]
+    for node in reversed([tree[node_id], *tree.ancestors(node_id)]):
+        out.extend((node.id, e) for e in node.human if e.get("action") == "hint")
+    return out
+
+
+def is_steered(human: list[dict[str, Any]]) -> bool:
+    """A person shaped this attempt: a pin or hint that produced it, a plan they gave, edited, approved or rejected
+    (the engine's own review entry and a review that timed out do not count)."""
+    return any(e.get("action") in STEERING_MARKS and e.get("who") not in (ENGINE_WHO, TIMEOUT_WHO) for e in human)
 
 
 def hints_for(tree: Tree, node_id: int) -> list[str]:
     """The notes a plan from node_id receives: the run-wide hints, then those on node_id and its ancestors, oldest
     first, each marked as the user's."""
-    out = [f"(from the user {e['who']}, for every plan) {e['detail'].get('text', '')}"
-           for e in tree.meta.get("human") or () if e.get("action") == "hint" and not e.get("inactive")]
-    chain = [tree[node_id], *tree.ancestors(node_id)]
-    for node in reversed(chain):
-        for e in node.human:
-            if e.get("action") == "hint":
-                out.append(f"(from the user {e['who']}, on node {node.id}) {e['detail'].get('text', '')}")
-    return out
+    return [f"(from the user {e['who']}, " + ("for every plan" if where is None else f"on node {where}")
+            + f") {e['detail'].get('text', '')}" for where, e in hint_sources(tree, node_id)]
 
 
 def given_plan(child: Node) -> PlanAnswer | None:
@@ -151,7 +179,7 @@ def hold_for_review(host: SteeringHost, child: Node) -> bool:
     timeout = review_timeout(host.tree)
     if timeout is None:
         return False
-    child.human.append(entry("STARK", REVIEW_OPENED, {"timeout_s": timeout}))
+    child.human.append(entry(ENGINE_WHO, REVIEW_OPENED, {"timeout_s": timeout}))
     host.emit("node.human", child.id, **child.human[-1])
     host.set_status(child, REVIEW)
     return True

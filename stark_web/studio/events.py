@@ -159,7 +159,7 @@ def snapshot(run_id: int) -> dict[str, Any]:
     """The whole tree with the seq it reflects, read in one transaction (CONTRACTS §3)."""
     with transaction.atomic():
         run = Run.objects.select_related("owner", "problem").get(pk=run_id)
-        nodes = [n.to_dict() for n in Node.objects.filter(run_id=run_id).order_by("node_id")]
+        nodes = [n.api_dict() for n in Node.objects.filter(run_id=run_id).order_by("node_id")]
     return {"type": "snapshot", "seq": run.last_seq, "run": run.to_dict(), "nodes": nodes}
 
 

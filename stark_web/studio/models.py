@@ -219,6 +219,18 @@ class Node(models.Model):
             d[name] = getattr(self, name)
         return d
 
+    @property
+    def steered(self) -> bool:
+        """A person shaped this attempt (search.engine.steering.is_steered): a pin or hint that produced it, or a
+        plan they gave, edited, approved or rejected."""
+        from search.engine.steering import is_steered
+
+        return is_steered(self.human or [])
+
+    def api_dict(self) -> dict[str, Any]:
+        """The node as the API and the pages read it: the engine's fields and `steered`."""
+        return {**self.to_dict(), "steered": self.steered}
+
 
 class Event(models.Model):
     """One change of a run, stored before it is published; seq increases by one per run."""

@@ -9,6 +9,7 @@ import json
 import zipfile
 from typing import Any
 
+from search.engine.steering import ENGINE_WHO, TIMEOUT_WHO, describe
 from stark_web.studio.models import Node, Run
 from stark_web.studio.pages import speed as speeds
 
@@ -103,6 +104,7 @@ CHECK_AND_TIME = '''"""Check kernel.py's ModelNew against problem.py's Model, th
 
 import argparse
 import importlib.util
+import os
 import statistics
 import sys
 import time
@@ -111,6 +113,39 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
+
+
+LOG = HERE / "check_and_time.log"
+
+
+class quiet_build:
+    """While kernel.py loads (an inline extension compiles then), the compiler's output goes to check_and_time.log
+    instead of the terminal; afterwards one line counts its warnings. A failure prints the log's tail."""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.log = open(LOG, "w")
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.log.fileno(), 1)
+        os.dup2(self.log.fileno(), 2)
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self.log.close()
+        text = LOG.read_text(errors="replace")
+        warnings = sum(1 for line in text.splitlines() if "warning" in line.lower())
+        if kind is not None:
+            print("building kernel.py failed; the compiler's last lines (all of them in check_and_time.log):")
+            print("\\n".join(text.splitlines()[-20:]))
+        elif warnings:
+            print(f"kernel.py built with {warnings} compiler warning line(s), see {LOG.name}")
+        return False
 
 
 def load(name, path):
@@ -162,10 +197,11 @@ def main():
     p.add_argument("--rtol", type=float, default=1e-2)
     a = p.parse_args()
     problem = load("problem", HERE / "problem.py")
-    kernel = load("kernel", HERE / "kernel.py")
     init = problem.get_init_inputs()
     ref = build(problem, "Model", init, 0, a.device)
-    new = build(kernel, "ModelNew", init, 0, a.device)
+    with quiet_build():  # the compiler's warnings go to the log, not before the result
+        kernel = load("kernel", HERE / "kernel.py")
+        new = build(kernel, "ModelNew", init, 0, a.device)
     with torch.no_grad():
         for trial in range(a.trials):
             args = inputs(problem, 1000 + trial, a.device)
@@ -228,7 +264,7 @@ def board_entry(run: Run, n: Node) -> dict[str, Any]:
 
 
 def report(run: Run, node: Node) -> dict[str, Any]:
-    node_dict = node.to_dict()
+    node_dict = node.api_dict()
     return {
         "run": run.to_dict(),
         "node": {k: v for k, v in node_dict.items() if k not in ("source",)},
@@ -245,6 +281,14 @@ PROVENANCE = {"retimed": "side by side with the reference in one process", "sear
 
 def marks_text(s: dict[str, Any] | None) -> str:
     return ", ".join(m["text"] for m in speeds.marks(s)) or "—"
+
+
+def steered_text(node: Node) -> str:
+    """The report's "Steered" row: whether a person shaped this attempt, and who."""
+    if not node.steered:
+        return "no (the search chose and planned it alone)"
+    who = sorted({str(e.get("who")) for e in node.human if e.get("who") not in (ENGINE_WHO, TIMEOUT_WHO)})
+    return f"yes, by {', '.join(who)} (see Human steering below)"
 
 
 def fmt_ms(value: Any) -> str:
@@ -278,6 +322,7 @@ def report_markdown(run: Run, node: Node) -> str:
          + (f"; stopped: {run.stop_reason}" if run.status in Run.ENDED and run.attempts < run.budget
             and run.stop_reason else "")),
         ("LLM cost", f"${run.cost_usd:.4f}"),
+        ("Steered", steered_text(node)),
     ]
     lines = [f"# STARK Studio report: {run.problem.name}, node {node.node_id}", ""]
     if note := slower_note(run, node):
@@ -300,6 +345,8 @@ def report_markdown(run: Run, node: Node) -> str:
                      f"{speeds.class_words(f) or '—'} | {marks_text(f or None)} |")
     if node.instruction:
         lines += ["", "## Instruction", "", node.instruction]
+    if people := [e for e in node.human or () if e.get("who") not in (ENGINE_WHO, TIMEOUT_WHO)]:
+        lines += ["", "## Human steering", ""] + [f"- {describe(e)}" for e in people]
     if node.reasons:
         lines += ["", "## Evaluation notes", ""] + [f"- {r}" for r in node.reasons]
     correctness = result.get("correctness") or {}

@@ -29,4 +29,4 @@ def run_steer(request: HttpRequest, run_id: int) -> HttpResponse:
     record = steering.steer(run.pk, request.user, data)
     node_id = record.get("node_id", steering.parse(data)["node"])
     row = None if node_id is None else Node.objects.filter(run=run, node_id=node_id).first()
-    return JsonResponse({"human": record, "node": None if row is None else row.to_dict()})
+    return JsonResponse({"human": record, "node": None if row is None else row.api_dict()})

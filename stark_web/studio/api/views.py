@@ -226,7 +226,7 @@ def find_node(run: Run, node_id: int) -> Node:
 @handles_errors
 def node_detail(request: HttpRequest, run_id: int, node_id: int) -> HttpResponse:
     run = find_run(request, run_id)
-    return JsonResponse(find_node(run, node_id).to_dict())
+    return JsonResponse(find_node(run, node_id).api_dict())
 
 
 @api_view("GET")
