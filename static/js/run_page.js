@@ -11,11 +11,13 @@ import { FREE_VERDICTS, FREE_WORDS, SETTLING_WHY, badges, marks as figureMarks, 
 import { NO_TRUSTWORTHY_WINNER, REFERENCE_FASTEST } from "./verdict_words.js";
 import { rooflineView } from "./roofline.js";
 import { drawTemperatureNotice } from "./temperature.js";
-import { enableSteering } from "./steer.js";
+import { enableSteering, showConfirmation } from "./steer.js";
+import { isSteered } from "./tree_labels.js";
 
 const config = JSON.parse(document.getElementById("run-config").textContent);
 const inspector = document.getElementById("inspector");
-enableSteering(inspector); // human steering: the inspector's review, pin, prune, hint and "try this" controls
+// human steering: the inspector's review, pin, prune, hint and "try this" controls; an action reloads the pane
+enableSteering(inspector, () => loadInspector());
 const state = new RunState();
 let selected = null;
 let firstSnapshot = true;
@@ -57,6 +59,8 @@ function refreshInspectorSoon() {
 
 inspector.addEventListener("htmx:afterSwap", () => {
   enhanceInspector(inspector, { streamText: state.streams.get(selected), onSelectNode: (id) => openNode(id) });
+  showConfirmation(inspector); // the last steering action's confirmation outlives the pane's reload
+
   drawNodePhase();
 });
 
@@ -197,6 +201,8 @@ function drawBest(best) {
     spread.textContent = winner.why;
   } else if (winner.kind === "reference") {
     box.textContent = REFERENCE_FASTEST;
+    marks.replaceChildren(); // the best attempt's marks ("custom kernel"...) are not the reference's
+    badge.hidden = true;
     spread.textContent = best && s ? `best correct attempt #${best.id}: ${s.short} the reference's speed · ${s.how}`
       : "no correct attempt · the reference is kept";
   } else if (!best || !s) {
@@ -280,6 +286,13 @@ function drawLeaderboard() {
         mark.className = "badge best";
         mark.textContent = "best";
         mark.title = state.verdict().why || "the run's best attempt";
+        td.append(" ", mark);
+      }
+      if (k === 1 && isSteered(n)) {
+        const mark = document.createElement("span");
+        mark.className = "badge steered";
+        mark.textContent = "steered";
+        mark.title = "a person shaped this attempt (see its inspector's human actions)";
         td.append(" ", mark);
       }
       if (k === 0 && entry && entry.tie_with != null) {

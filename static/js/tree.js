@@ -2,7 +2,7 @@
 // text label (never colour alone), the agent role on each edge, zoom/pan, collapse and keyboard moves.
 // Renders at most once per animation frame however many events arrive (smooth at 1,000 nodes).
 
-import { fillColour, nodeDescription, nodeLabel, statusClass } from "./tree_labels.js";
+import { fillColour, isSteered, nodeDescription, nodeLabel, statusClass } from "./tree_labels.js";
 
 export { fillColour, nodeLabel, statusClass };
 
@@ -201,6 +201,7 @@ export class TreeView {
       if (n.id === self.selected) cls += " selected";
       if (n.id === self.focused) cls += " focused";
       if (closed) cls += " collapsed";
+      if (isSteered(n)) cls += " steered";
       const words = nodeLabel(n);
       const described = nodeDescription(n);
       const label = tiny ? "" : closed ? `${words}  (+${countBelow(n.id, kids)})` : words;

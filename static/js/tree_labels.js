@@ -30,6 +30,14 @@ export function fillColour(n) {
   return null; // the CSS class decides
 }
 
+// A person shaped this attempt (search/engine/steering.py is_steered, the API's `steered`): a pin or hint that
+// produced it, or a plan they gave, edited, approved or rejected.
+const STEERING_MARKS = new Set(["steered", "try", "approve", "edit", "reject"]);
+export function isSteered(n) {
+  if (typeof n.steered === "boolean" && !n.human) return n.steered;
+  return (n.human || []).some((e) => STEERING_MARKS.has(e.action) && e.who !== "STARK" && e.who !== "timeout");
+}
+
 // The text shown beside a node: its id, the move that made it, and in words what it is doing or how it ended
 // ("~" marks a speed-up whose timing was unstable, "(not re-timed)" the search's figure in a run whose contenders
 // were re-timed side by side, "(reused)" a result reused from an identical evaluation; "no temp" a call sent
@@ -43,7 +51,7 @@ export function nodeLabel(n) {
   }
   const move = moveLabel(n);
   // "no temp": a call of this attempt was sent without its role's temperature (the run header says why).
-  const tail = (dropsTemperature(n) ? " · no temp" : "") + (move ? ` · ${move}` : "");
+  const tail = (isSteered(n) ? " · steered" : "") + (dropsTemperature(n) ? " · no temp" : "") + (move ? ` · ${move}` : "");
   if (RUNNING.has(n.status) && phase) return `#${n.id} ${phase}${tail}`;
   if (RUNNING.has(n.status) || n.status === "pending") return `#${n.id} ${n.status}…${tail}`;
   if (n.verdict === "pass") {

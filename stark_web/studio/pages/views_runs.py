@@ -94,6 +94,7 @@ def header_context(run: Run) -> dict[str, Any]:
                    unstable=False, why="", **{"class": ""})
     elif run.winner == "reference":
         out["best"] = speeds.REFERENCE_FASTEST
+        out.update(marks=[], unstable=False)  # the best attempt's marks ("custom kernel"...) are not the reference's
         if best is None or figure is None:
             out["spread"] = "no correct attempt · the reference is kept"
     elif run.winner == "untrusted":
