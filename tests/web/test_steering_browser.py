@@ -70,7 +70,7 @@ def test_edit_a_waiting_plan_in_the_page_and_reload_mid_run(run, stub, daphne_se
     assert page.evaluate(TREE) == before
     page.click("[role=tab][data-tab=agent]")
     events = page.inner_text("#human-events")
-    assert "ada edit" in events and EDITED in events and "STARK review" in events
+    assert "ada edited the plan" in events and EDITED in events and "STARK holds the plan for review" in events
     screenshot(page, "steering-review")
 
     page.evaluate("() => window.stark.openNode(2)")

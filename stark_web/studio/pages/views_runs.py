@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 from search.llm.temperature import notices
 from stark_web.studio.models import Node, Run
 from stark_web.studio.pages import code_marks, diffs
+from stark_web.studio.pages.steering_view import steering_view
 from stark_web.studio.pages import speed as speeds
 from stark_web.studio.pages.access import get_node, get_run, visible_runs
 from stark_web.studio.pages.nodes import ms, node_view
@@ -142,7 +143,7 @@ def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpRespo
         "skeleton_marks": json.dumps(skeleton), "skeleton_error": skeleton_error,
         "filled_marks": json.dumps(code_marks.filled_marks(node.anchored_source, node.source, node.instructions)),
         "parent_diff": diffs.unified_rows(parent.source, node.source) if parent is not None else [],
-        "is_owner": run.owner_id == request.user.pk,
+        "is_owner": run.owner_id == request.user.pk, "steer": steering_view(run, node),
     }
     return render(request, "pages/_inspector.html", context)
 
