@@ -16,10 +16,10 @@ from django.views.decorators.http import require_GET
 from search.llm.temperature import notices
 from stark_web.studio.models import Node, Run
 from stark_web.studio.pages import code_marks, diffs
-from stark_web.studio.pages.steering_view import steering_view
 from stark_web.studio.pages import speed as speeds
 from stark_web.studio.pages.access import get_node, get_run, visible_runs
 from stark_web.studio.pages.nodes import ms, node_view
+from stark_web.studio.pages.steering_view import steering_view
 
 
 @login_required
