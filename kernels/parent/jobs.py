@@ -38,7 +38,8 @@ def request_stop(connection: Any, job_id: str) -> None:
 
 class PhaseBeat:
     """The evaluation's current phase in the RQ job's meta (`meta["phase"]`: `phase`, `elapsed_s` since the job's
-    evaluation began, `phase_s` since this phase began), published when a phase begins and every HEARTBEAT_S while
+    evaluation began, `phase_s` the time in this phase so far, earlier visits included: it never goes back within
+    an evaluation), published when a phase begins and every HEARTBEAT_S while
     it runs (a build or a baseline may take a minute with no phase change), from a thread of the job's own process:
     the harness and its children are untouched. The same beat watches for a stop request (request_stop): it then
     signals the job's main thread, which raises EvaluationStopped there. Outside an RQ job it does nothing."""
@@ -61,9 +62,9 @@ class PhaseBeat:
         self.previous: Any = None
 
     def __call__(self, phase: str, detail: dict[str, Any]) -> None:
-        with self.lock:
-            self.phase, self.phase_started = phase, time.monotonic()
-            self.detail = {k: v for k, v in detail.items() if k != "elapsed_s"}
+        with self.lock:  # a phase entered again goes on from its earlier time (phase_before_s): never back
+            self.phase, self.phase_started = phase, time.monotonic() - float(detail.get("phase_before_s") or 0.0)
+            self.detail = {k: v for k, v in detail.items() if k not in ("elapsed_s", "phase_before_s")}
         self.publish()
 
     def publish(self) -> None:

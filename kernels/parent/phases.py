@@ -53,9 +53,10 @@ class PhaseClock:
         if self.current is not None:
             self.totals[self.current] = self.totals.get(self.current, 0.0) + now - self.since
         self.current, self.since = name, now
-        if self.progress is not None:
+        if self.progress is not None:  # phase_before_s: this phase's time in earlier visits (its clock goes on)
             with contextlib.suppress(Exception):  # reporting progress must never fail an evaluation
-                self.progress(name, {"elapsed_s": round(now - self.started, 3), **detail})
+                self.progress(name, {"elapsed_s": round(now - self.started, 3),
+                                     "phase_before_s": round(self.totals.get(name, 0.0), 3), **detail})
 
     def child(self, reference: bool = False) -> Callable[[str], None]:
         """An on_phase callback for kernels.parent.isolation.sandbox.run_worker; a reference worker's own phases all count as

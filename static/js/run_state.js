@@ -1,6 +1,7 @@
 // The client's copy of one run: nodes by id and the last applied event seq (CONTRACTS §3).
 // Pure data, no DOM: the run page and the tree benchmark both feed it snapshots and events.
 
+import { endEstimate } from "./estimate.js";
 import { FREE_VERDICTS, phaseWords, rootOf, speedOf } from "./speed.js";
 
 const FINISHED = new Set(["done", "failed"]);
@@ -20,9 +21,13 @@ export function phaseClock(n) {
   return `${phaseWords(n.eval_phase)} ${s} s`;
 }
 
-function median(values) {
-  const v = [...values].sort((a, b) => a - b);
-  return v.length ? v[Math.floor(v.length / 2)] : null;
+// A phase timer never goes back within the same phase of the same evaluation: a late or repeated message (they are
+// unsequenced) keeps the larger clock; a new evaluation (its total elapsed went back) starts afresh.
+export function monotonicPhase(node, changes) {
+  const same = changes.eval_phase != null && changes.eval_phase === node.eval_phase;
+  const sameRun = (changes.eval_elapsed_s ?? Infinity) >= (node.eval_elapsed_s ?? 0);
+  if (!same || !sameRun || changes.eval_phase_s == null || node.eval_phase_s == null) return changes;
+  return { ...changes, eval_phase_s: Math.max(changes.eval_phase_s, node.eval_phase_s) };
 }
 
 export class RunState {
@@ -94,7 +99,7 @@ export class RunState {
       }
       case "node.phase": // unsequenced: what an evaluation or re-time in flight is doing now
         if (node && data.changes) {
-          Object.assign(node, data.changes);
+          Object.assign(node, monotonicPhase(node, data.changes));
           this.notify("phase", node);
         }
         break;
@@ -215,34 +220,27 @@ export class RunState {
     return { kind, why: v.why || "" };
   }
 
-  // Best stored figure after each finished attempt, in attempt order (the best-so-far chart).
-  // When the run should end: attempts left × the recent attempt time (median of the last 5 finished attempts,
-  // selection to result; the reference's evaluation until one finished) ÷ the attempts in flight at once, plus
-  // what the attempts in flight still need. null once the run ended; {seconds: null, text} while nothing is known.
+  // When the run should end (static/js/estimate.js endEstimate: the measured attempt rate and what is left; a
+  // range while few attempts finished). null once the run ended; {seconds: null, text} while nothing is known.
   estimate(now = Date.now() / 1000) {
     const run = this.run;
     if (!["queued", "running"].includes(run.status) || run.budget == null) return null;
-    const attempts = [...this.nodes.values()].filter((n) => n.parent != null && !FREE_VERDICTS.includes(n.verdict));
-    const done = attempts.filter((n) => isFinished(n) && n.created_at && n.finished_at)
-      .sort((a, b) => a.finished_at - b.finished_at).slice(-5);
+    const counted = [...this.nodes.values()].filter((n) => n.parent != null && !FREE_VERDICTS.includes(n.verdict));
+    const attempts = counted.map((n) => ({ created_at: n.created_at, finished_at: isFinished(n) ? n.finished_at ?? now : null }));
     const root = this.root();
-    let per = median(done.map((n) => n.finished_at - n.created_at));
-    let basis = `the last ${done.length} attempt${done.length === 1 ? "" : "s"}`;
-    if (per == null && root && isFinished(root) && root.created_at && root.finished_at) {
-      per = Math.max(1, root.finished_at - (run.started_at || root.created_at));
-      basis = "the reference's evaluation (an attempt also builds its kernel: likely longer)";
-    }
-    if (per == null) return { seconds: null, text: "estimate once the reference is timed" };
-    const used = typeof run.attempts === "number" ? run.attempts : attempts.length;
-    const left = Math.max(0, run.budget - used);
-    const slots = Math.max(1, Math.min(run.parallel || 1, left + attempts.filter((n) => !isFinished(n)).length || 1));
-    const flying = attempts.filter((n) => !isFinished(n) && n.created_at)
-      .reduce((sum, n) => sum + Math.max(0, per - (now - n.created_at)), 0);
-    const seconds = Math.round((left * per + flying) / slots);
-    return { seconds, per, left, slots, text: `≈ ${duration(seconds)} left · ${left} attempt${left === 1 ? "" : "s"} `
-      + `to start × ~${duration(Math.round(per))} (${basis})${slots > 1 ? ` ÷ ${slots} in flight` : ""}` };
+    const reference_s = root && isFinished(root) && root.created_at && root.finished_at
+      ? Math.max(1, root.finished_at - (run.started_at || root.created_at)) : null;
+    const used = typeof run.attempts === "number" ? run.attempts : counted.length;
+    const e = endEstimate({ now, budget: run.budget, used, parallel: run.parallel || 1, attempts, reference_s });
+    if (!e || e.seconds == null) return { seconds: null, text: "estimate once the reference is timed" };
+    const basis = e.finished ? `${e.finished} finished attempt${e.finished === 1 ? "" : "s"}${reference_s != null ? " and the reference" : ""}`
+      : "the reference's evaluation (an attempt also builds its kernel: likely longer)";
+    const head = e.range ? `≈ ${duration(e.low)}–${duration(e.high)} left` : `≈ ${duration(e.seconds)} left`;
+    return { ...e, text: `${head} · ${e.left} attempt${e.left === 1 ? "" : "s"} to start × ~${duration(Math.round(e.per))} `
+      + `(measured over ${basis})${e.slots > 1 ? ` ÷ ${e.slots} at once` : ""}` };
   }
 
+  // Best stored figure after each finished attempt, in attempt order (the best-so-far chart).
   bestSoFar() {
     const done = [...this.nodes.values()]
       .filter((n) => n.parent != null && isFinished(n) && !FREE_VERDICTS.includes(n.verdict))
