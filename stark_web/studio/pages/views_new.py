@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from stark_web.studio.pages import gallery
+from stark_web.studio.pages import device_choices, gallery
 from stark_web.studio.pages.forms import TEAM_HELP, NewRunForm
 from stark_web.studio.pages.providers import LLM_TEAMS, any_ready, providers
 from stark_web.studio.service import background_check, checks, control, devices, fairness
@@ -56,10 +56,10 @@ def problem_from(request: HttpRequest) -> tuple[str, str]:
 
 def page_context(form: NewRunForm, **extra: Any) -> dict[str, Any]:
     served = devices.served()  # the device choices tell the truth: which ones a live worker serves
-    form.fields["device"].choices = [(d, d if served.serves(d) else f"{d} — no worker serves it")
-                                     for d, _ in form.fields["device"].choices]
-    if not form.is_bound and not served.serves(str(form.initial.get("device") or "cpu")):
-        form.initial["device"] = "cpu"
+    if form.is_bound:
+        device_choices.apply(form.fields["device"], served, {"device": form.data.get("device")})
+    else:
+        device_choices.apply(form.fields["device"], served, form.initial)
     return {"form": form, "gallery": gallery.by_level(), "providers": providers(), "llm_ready": any_ready(),
             "llm_teams": LLM_TEAMS, "team_help": TEAM_HELP, "max_upload_bytes": settings.STARK_MAX_UPLOAD_BYTES,
             "check_timeout_s": settings.STARK_CHECK_TIMEOUT_S, "served": served, **extra}

@@ -8,9 +8,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from search.llm.pricing import DEFAULT_COST_LIMIT_USD, DEFAULT_SUITE_COST_LIMIT_USD
+from search.run_settings import DEVICE_KINDS
 from search.teams import TEAMS
 from stark_web.studio.api.auth import BadRequest
 from stark_web.studio.api.views import request_data
+from stark_web.studio.pages import device_choices
+from stark_web.studio.pages.providers import any_ready
 from stark_web.studio.service.checks import LimitError
 from stark_web.studio.service.settings import SettingError
 from stark_web.studio.suites import service, uploads
@@ -50,10 +53,13 @@ def form_data(request: HttpRequest) -> dict:
 def new_suite(request: HttpRequest) -> HttpResponse:
     from stark_web.studio.suites.api import create_from
 
-    context = {"teams": [(name, entry.about) for name, entry in TEAMS.items() if entry.offered],
+    ready = any_ready()  # an LLM team with no key on this server says so, as on the new-run page
+    context = {"teams": [(name, entry.about, entry.llm and not ready) for name, entry in TEAMS.items()
+                         if entry.offered],
                "sets": uploads.bundled_sets(), "values": {"budget": 10, "device": "cpu"}, "error": None,
-               "default_cost_limit": f"{DEFAULT_COST_LIMIT_USD:g}",
+               "llm_ready": ready, "default_cost_limit": f"{DEFAULT_COST_LIMIT_USD:g}",
                "default_suite_cost_limit": f"{DEFAULT_SUITE_COST_LIMIT_USD:g}"}
+    context["devices"] = device_choices.options(list(DEVICE_KINDS), "cpu")
     if request.method == "POST":
         values = form_data(request)
         try:
@@ -62,6 +68,7 @@ def new_suite(request: HttpRequest) -> HttpResponse:
         except (SettingError, LimitError, BadRequest) as exc:
             context["error"] = {"field": exc.field, "message": exc.message}
             context["values"] = values
+            context["devices"] = device_choices.options(list(DEVICE_KINDS), str(values.get("device") or "cpu"))
             context["chosen"] = request.POST.getlist("teams")
             return render(request, "pages/suite_new.html", context, status=getattr(exc, "status", 400))
     context["chosen"] = ["rules"]

@@ -50,6 +50,27 @@ def member_settings(suite_fields: dict[str, Any], team: dict[str, Any], budget: 
         raise SettingError(where, exc.message) from None
 
 
+TYPED = ("parallel", "seed", "time_limit_s", "cost_limit_usd")  # numbers a form sends as text
+
+
+def typed_fields(fields: dict[str, Any], checked: RunSettings | None = None) -> dict[str, Any]:
+    """The suite's run fields with their numbers as numbers (a form sends "2"): from the checked settings, or
+    read again for a suite stored before."""
+    out = dict(fields or {})
+    for key in TYPED:
+        if out.get(key) in (None, ""):
+            continue
+        if checked is not None:
+            out[key] = getattr(checked, key)
+            continue
+        try:
+            number = float(out[key])
+        except (TypeError, ValueError):
+            continue
+        out[key] = int(number) if key in ("parallel", "seed") and number.is_integer() else number
+    return out
+
+
 def create_suite(owner, name: str, uploads: list[Upload], teams: list[dict[str, Any]], budget: int,
                  fields: dict[str, Any], max_active: int | None = None, cost_limit_usd: float | None = None) -> Suite:
     """Check every team's settings and every problem (statically: the full check runs in each run's start job), then
@@ -57,6 +78,7 @@ def create_suite(owner, name: str, uploads: list[Upload], teams: list[dict[str, 
     limit (stark_web.studio.suites.spend)."""
     checked = [member_settings(fields, team, budget, name, k) for k, team in enumerate(teams)]
     devices.check_device(checked[0].device)  # a 400 naming the devices served
+    fields = typed_fields(fields, checked[0])
     problems = {}
     for up in uploads:
         try:
@@ -301,7 +323,8 @@ def capacity(suite: Suite) -> dict[str, Any]:
 
 def suite_dict(suite: Suite, counts: dict[str, int] | None = None) -> dict[str, Any]:
     return {"id": suite.pk, "name": suite.name, "owner": suite.owner.get_username(), "status": suite.status,
-            "teams": suite.teams, "budget": suite.budget, "settings": suite.settings, "max_active": suite.max_active,
+            "teams": suite.teams, "budget": suite.budget, "settings": typed_fields(suite.settings),
+            "max_active": suite.max_active,
             "cost_limit_usd": spend.limit_of(suite), "stop_reason": (suite.meta or {}).get("stop_reason", ""),
             "counts": counts, "url": f"/suites/{suite.pk}/", "api_url": f"/api/suites/{suite.pk}",
             "created_at": suite.created_at.timestamp() if suite.created_at else None,
