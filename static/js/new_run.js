@@ -139,3 +139,8 @@ function syncTeam() {
 team?.addEventListener("change", syncTeam);
 device?.addEventListener("change", validateNow);
 syncTeam();
+
+// A folded section with a field the server refused opens, so the message is seen.
+for (const box of form?.querySelectorAll("details") || []) {
+  if (box.querySelector(".errorlist")) box.open = true;
+}

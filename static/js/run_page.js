@@ -138,7 +138,8 @@ function drawSummary() {
       : a === "resume" ? run.status === "paused"
       : a === "cancel" ? !ended
       : !["cancelled", "failed", "settling"].includes(run.status);
-    for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on || !isLive;
+    const unserved = !!b.dataset.unserved; // no live worker serves the run's device (the form says why)
+    for (const el of b.tagName === "FORM" ? b.querySelectorAll("button, input") : [b]) el.disabled = !on || !isLive || unserved;
   }
   document.getElementById("controls").dataset.live = isLive ? "yes" : "no";
   const download = document.getElementById("download-bundle");

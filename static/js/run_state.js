@@ -235,6 +235,10 @@ export class RunState {
     if (!e || e.seconds == null) return { seconds: null, text: "estimate once the reference is timed" };
     const basis = e.finished ? `${e.finished} finished attempt${e.finished === 1 ? "" : "s"}${reference_s != null ? " and the reference" : ""}`
       : "the reference's evaluation (an attempt also builds its kernel: likely longer)";
+    if (e.late) {
+      return { ...e, text: `finishing: the attempt${counted.filter((n) => !isFinished(n)).length === 1 ? "" : "s"} in flight `
+        + `run past the usual ~${duration(Math.round(e.per))} (measured over ${e.finished} finished attempts)` };
+    }
     const head = e.range ? `≈ ${duration(e.low)}–${duration(e.high)} left` : `≈ ${duration(e.seconds)} left`;
     return { ...e, text: `${head} · ${e.left} attempt${e.left === 1 ? "" : "s"} to start × ~${duration(Math.round(e.per))} `
       + `(measured over ${basis})${e.slots > 1 ? ` ÷ ${e.slots} at once` : ""}` };

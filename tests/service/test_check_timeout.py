@@ -1,5 +1,6 @@
-"""A problem check that overran its deadline is no verdict on the file: when the host was busy it is retried once and
-its message says the host was busy; it is never remembered nor stored on the problem, so the same file is checked
+"""A problem check that overran its deadline is no verdict on the file: when the host was busy it is retried once
+within the documented bound (the limit plus half of it, 3 to 10 s: docs/settings.md) and its message says the host
+was busy; it is never remembered nor stored on the problem, so the same file is checked
 again next time (not refused in a tenth of a second). Real check processes and harness children, real Redis, SQLite."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tests.service.helpers import problem_source
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 LIMIT_S = 1.0  # per phase; the whole check ends after limit + slack_s(limit) = 4 s
+KILL_MARGIN_S = 2.0  # stopping the check process and its harness child once the deadline struck
 
 
 def slow_at_import() -> str:
@@ -28,13 +30,17 @@ def test_a_timed_out_check_on_a_busy_host_is_retried_once_and_never_kept(owner, 
     settings.STARK_CHECK_TIMEOUT_S = LIMIT_S
     settings.STARK_CHECK_BUSY_LOAD = 1e-9  # any load counts as busy: the retry path
     source = slow_at_import()
+    started = time.monotonic()
     with pytest.raises(checks.CheckTimedOut) as busy:
         checks.check_problem(source, owner.pk)
+    # the documented bound (docs/settings.md): the limit plus half of it, 3 to 10 s, the retry included; the
+    # margin is the check process's kill and teardown after its deadline
+    assert time.monotonic() - started <= checks.deadline_s(LIMIT_S) + KILL_MARGIN_S
     message = busy.value.message
     # the harness's words when its import deadline struck first, else the check's own deadline's
     assert message.startswith(("the problem did not finish importing within 1 s", "checking the problem took longer "
                                                                                  "than 1 s")), message
-    assert "2 time(s) while this host was busy" in message and "load " in message, message
+    assert "time(s) while this host was busy" in message and "load " in message, message
     assert "nothing about this file was remembered" in message and background_check.remembered(owner.pk, source) is None
 
     # The start job of a run of that file: the run fails with the message, and nothing is kept about the file, so

@@ -15,11 +15,12 @@ from django.views.decorators.http import require_GET
 
 from search.llm.temperature import notices
 from stark_web.studio.models import Node, Run
-from stark_web.studio.pages import code_marks, diffs
+from stark_web.studio.pages import code_marks, device_choices, diffs
 from stark_web.studio.pages import speed as speeds
 from stark_web.studio.pages.access import get_node, get_run, visible_runs
 from stark_web.studio.pages.nodes import ms, node_view
 from stark_web.studio.pages.steering_view import steering_view
+from stark_web.studio.service import devices
 
 
 @login_required
@@ -64,7 +65,16 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
         "owner": run.owner_id == request.user.pk,
     }
     return render(request, "pages/run.html", {"run": run, "config": config, "header": header_context(run),
-                                              "is_owner": run.owner_id == request.user.pk})
+                                              "is_owner": run.owner_id == request.user.pk,
+                                              "device_why": device_blocks(run)})
+
+
+def device_blocks(run: Run) -> str:
+    """Why new work on the run's device (extend, fork) cannot start now: no live worker serves it ("" when one
+    does, or when the operator lets runs wait for absent devices)."""
+    if devices.absent_allowed():
+        return ""
+    return device_choices.why_not(run.device, devices.served())
 
 
 def header_context(run: Run) -> dict[str, Any]:
@@ -144,6 +154,7 @@ def node_inspector(request: HttpRequest, run_id: int, node_id: int) -> HttpRespo
         "filled_marks": json.dumps(code_marks.filled_marks(node.anchored_source, node.source, node.instructions)),
         "parent_diff": diffs.unified_rows(parent.source, node.source) if parent is not None else [],
         "is_owner": run.owner_id == request.user.pk, "steer": steering_view(run, node),
+        "device_why": device_blocks(run) if node.source else "",
     }
     return render(request, "pages/_inspector.html", context)
 

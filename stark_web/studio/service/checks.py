@@ -184,28 +184,40 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
 
 
+def deadline_s(limit: float) -> float:
+    """The documented bound of a whole check (docs/settings.md, STARK_CHECK_TIMEOUT_S): its limit plus slack_s;
+    a retry on a busy host runs inside it, never after it."""
+    return limit + slack_s(limit)
+
+
 async def run_check(source: str, user_id: int) -> dict[str, Any]:
     """The problem's summary; SettingError("problem", ...) naming what is wrong, LimitError when refused,
-    CheckTimedOut when it overran (once more when the host was busy: host_busy). Cancelling the awaiting task kills
-    the check and its harness child before the CancelledError goes on."""
-    try:
-        return await _run_check_once(source, user_id)
-    except CheckTimedOut:
-        if not host_busy():
-            raise
-        log.warning("problem check of user %s timed out on a busy host (%s); retrying once", user_id, host_busy())
-    return await _run_check_once(source, user_id, tries=2)
-
-
-async def _run_check_once(source: str, user_id: int, tries: int = 1) -> dict[str, Any]:
+    CheckTimedOut when it overran (once more when the host was busy, host_busy, and at least slack_s of the
+    check's deadline is left: the whole check, retry included, ends within deadline_s). Cancelling the awaiting task
+    kills the check and its harness child before the CancelledError goes on."""
     limit = timeout_s()
+    deadline = time.monotonic() + deadline_s(limit)
+    try:
+        return await _run_check_once(source, user_id, deadline=deadline)
+    except CheckTimedOut:
+        busy = host_busy()
+        if not busy or deadline - time.monotonic() < slack_s(limit):
+            raise
+        log.warning("problem check of user %s timed out on a busy host (%s); retrying once", user_id, busy)
+    return await _run_check_once(source, user_id, tries=2, deadline=deadline)
+
+
+async def _run_check_once(source: str, user_id: int, tries: int = 1, deadline: float | None = None) -> dict[str, Any]:
+    limit = timeout_s()
+    deadline = time.monotonic() + deadline_s(limit) if deadline is None else deadline
     async with check_slot(user_id):
         proc = await asyncio.create_subprocess_exec(  # `-m` from ROOT: this checkout's modules come first
             sys.executable, "-m", "stark_web.studio.service.check_child", cwd=ROOT, start_new_session=True,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(
-                proc.communicate(json.dumps({"source": source, "timeout_s": limit}).encode()), limit + slack_s(limit))
+                proc.communicate(json.dumps({"source": source, "timeout_s": limit}).encode()),
+                max(0.1, deadline - time.monotonic()))
         except TimeoutError:
             raise timed_out(limit, host_busy(), tries) from None
         finally:
