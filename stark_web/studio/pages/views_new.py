@@ -62,7 +62,7 @@ def page_context(form: NewRunForm, **extra: Any) -> dict[str, Any]:
         device_choices.apply(form.fields["device"], served, form.initial)
     return {"form": form, "gallery": gallery.by_level(), "providers": providers(), "llm_ready": any_ready(),
             "llm_teams": LLM_TEAMS, "team_help": TEAM_HELP, "max_upload_bytes": settings.STARK_MAX_UPLOAD_BYTES,
-            "check_timeout_s": settings.STARK_CHECK_TIMEOUT_S, "served": served, **extra}
+            "check_timeout_s": f"{checks.deadline_s(float(settings.STARK_CHECK_TIMEOUT_S)):g}", "served": served, **extra}
 
 
 @login_required
