@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,9 +25,10 @@ MAX_TRIES = 2  # a lost phase (killed worker, lost job) is retried once, then re
 
 
 def load_tree(run: Run) -> Tree:
-    """The run's tree exactly as stored (the database is the truth)."""
+    """The run's tree exactly as stored (the database is the truth). Its meta is a deep copy: a change the engine
+    makes inside it (a pin added to the steering lists) must differ from the row's until it is saved."""
     nodes = [EngineNode.from_dict(row.to_dict()) for row in Node.objects.filter(run_id=run.pk).order_by("node_id")]
-    return Tree(run.problem.source, dict(run.settings), meta=dict(run.meta), nodes=nodes)
+    return Tree(run.problem.source, dict(run.settings), meta=copy.deepcopy(run.meta), nodes=nodes)
 
 
 def make_team(run: Run, spent_usd: float = 0.0, tree: Tree | None = None) -> Team:
