@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+API_ONLY = ("steered",)  # node fields the API derives (stark_web/studio/models.py Node.api_dict), not the tree's
+
+
 def load_tree_file(path: str) -> Tree:
     """A tree file, or the API's run document ({run, nodes, meta, problem_source}: GET /api/runs/ID) as the same
     tree; anything else is a UsageError naming what was expected."""
@@ -151,8 +154,10 @@ def load_tree_file(path: str) -> Tree:
         run = doc["run"]
         root: dict[str, Any] = next((n for n in doc["nodes"] if n.get("parent") is None), {})
         meta = {**(doc.get("meta") or {}), "status": run.get("status"), "stop_reason": run.get("stop_reason")}
+        nodes = [{k: v for k, v in n.items() if k not in API_ONLY} if isinstance(n, dict) else n
+                 for n in doc["nodes"]]
         doc = {"problem": doc.get("problem_source") or root.get("source") or "", "settings": run.get("settings") or {},
-               "meta": meta, "nodes": doc["nodes"]}
+               "meta": meta, "nodes": nodes}
     try:
         if not isinstance(doc, dict):
             raise ValueError("the file holds no JSON object")
