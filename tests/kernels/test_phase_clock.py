@@ -38,7 +38,7 @@ def test_a_phase_entered_again_goes_on_from_its_earlier_time() -> None:
     """build -> waiting -> build (first_call is a build too): the build clock the page shows never goes back."""
     import time
 
-    from kernels.jobs import PhaseBeat
+    from kernels.parent.jobs import PhaseBeat
 
     beat = PhaseBeat()
     beat.job = JobMeta()
