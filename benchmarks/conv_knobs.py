@@ -1,4 +1,4 @@
-"""Issue 19: what the GPU configuration knobs do to convolution-heavy KernelBench-shaped problems, side by side.
+"""What the GPU configuration knobs do to convolution-heavy KernelBench-shaped problems, side by side.
 
 For each problem file (our own benchmark problems, trusted: loaded in this process) the forward is timed on CUDA in
 these forms: eager; eager with cuDNN's algorithm benchmark (`torch.backends.cudnn.benchmark`); channels_last (4-D) or

@@ -10,8 +10,9 @@ one at 0x, and a practical figure (the reference kept where nothing beat it) lab
 Problems run one after another, or `--problems-at-once K` of them side by side (each in a thread, its lines prefixed
 with its name), and `--slots N` evaluations at most at once across them (the evaluation gate, search.bench_gate):
 a problem's reference, its tail and every attempt's planning then leave no evaluation slot idle, since another
-problem's planned attempt takes the slot (on one H200, the 4 streams x 2 in flight of 2026-12-04 kept 5.9 of their 8
-slots busy on average). The results keep the problems' order whatever order they finish in.
+problem's planned attempt takes the slot (on one H200, 4 streams x 2 in flight keep 5.9 of their 8 slots busy on
+average: `python -m benchmarks bench-overlap` and `schedule-model` compare settings).
+The results keep the problems' order whatever order they finish in.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Host work a harness child does before it first holds the device lock (kernels.child.device_lock).
 
-A child's first shared hold used to begin with work that is not device work: the CUDA context coming up at the
-first tensor and, for a candidate that calls torch.compile in its constructor, the import of
-torch.compile's back end (some 1,500 modules: 2-2.5 s on the 2-core CI machine). Under the shared hold every timer
-on the device had to wait for it: on the H200 run of 2026-12-04 (docs/benchmarks/throughput, call 11) 46 children's
-first shared hold (about one per judged attempt) lasted over 5 s, 7 s at the median whatever the problem: 336 s,
-37% of all shared-hold time.
+A child's first shared hold would otherwise begin with work that is not device work: the CUDA context coming up at
+the first tensor and, for a candidate that calls torch.compile in its constructor, the import of
+torch.compile's back end (some 1,500 modules: 2-2.5 s on a 2-core machine). Under the shared hold every timer
+on the device has to wait for it: on a GPU host running many children at once, a child's first shared hold (about
+one per judged attempt) then lasts over 5 s, 7 s at the median whatever the problem, some 37% of all shared-hold
+time (`python -m benchmarks first-hold` measures it, `python -m benchmarks lock-waits` the share).
 
 `before_holding` does that work first, in the child's "build" phase (its deadline), while other children time.
 What it touches on the device is the context and one freed allocation: no kernel runs. The compiler is imported

@@ -151,8 +151,8 @@ def judge_on_device(task: dict[str, Any], problem: Any, cls: type, device: torch
         outputs = call(model, inputs, f"trial {index} (seed {seed})")
         first = keeper.keep(outputs)
         started = probes.new_threads(threads_before)
-        if started:  # (torch.compile's first call starts pool threads that never end: on the H200 run of
-            # 2026-12-05 these joins, 2 s a thread under the shared hold, were 43% of what timers waited for)
+        if started:  # (torch.compile's first call starts pool threads that never end: on a busy GPU host these
+            # joins, 2 s a thread under the shared hold, would be 43% of what timers wait for)
             with off_device():
                 until = _monotonic() + THREADS_WAIT_S
                 for thread in started:

@@ -11,8 +11,9 @@ compile (pad_mm's, through Inductor's benchmarker) takes the shared side back fo
 steps aside again. A compiled Triton kernel's choice among its configs at its first run (CachingAutotuner, torch.compile's
 default mode) is measured alone as well. A Triton compile (a kernel's first launch: a candidate's own @triton.jit
 kernel, or Inductor's kernels compiled at their first run) gives the shared side back for its duration too, in the
-main thread (on the H200 run of 2026-12-05 Triton compiling under the shared side was about a third of what timers
-waited for). An exclusive holder never steps aside: a recompile while timing stays timed alone. `aside` is the
+main thread (on a GPU host judging many children at once, Triton compiling under the shared side is about a third
+of what timers wait for: `python -m benchmarks lock-waits`). An exclusive holder never steps aside: a recompile while
+timing stays timed alone. `aside` is the
 parent's choice (kernels.parent.isolation.lock_broker.compile_aside_wanted): on for CUDA devices, off for the CPU, where a
 compile is itself work on the timed device; $STARK_COMPILE_ASIDE=1/0 forces it either way.
 """

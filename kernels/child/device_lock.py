@@ -4,9 +4,9 @@ Every evaluation on a device shares one lock file (kernels.parent.isolation.sand
 holds it exclusively, other device work (first calls, correctness trials, probes) shares it, and a waiting timer
 keeps new shared holders at the gate (writer preference, so timers are not starved). A torch.compile compile is
 host work (Dynamo traces with fake tensors, Inductor generates and builds code) that can take a minute; under the
-shared side it made every timer on the device wait for the slowest compile in flight, and everyone else queue behind
-that timer (the H200 runs of 2026-12-02: attempts finished in waves, 37% of an attempt's time was waiting for the
-device while the GPU sat at 0-15% utilisation).
+shared side it makes every timer on the device wait for the slowest compile in flight, and everyone else queue
+behind that timer (on an H200 with many children, attempts finish in waves and 37% of an attempt's time is waiting
+for the device while the GPU sits at 0-15% utilisation: `python -m benchmarks lock-waves`).
 
 With `aside` on, a `DeviceHold` holding the shared side steps out of it while torch.compile compiles, and
 autotuning measures alone (the hooks into torch: kernels.child.compile_aside).
@@ -150,7 +150,7 @@ class DeviceHold:
     def let_timers_in(self) -> None:
         """Between two pieces of untimed work (trials, variants): give the shared side back and take it again, so a
         timer waiting at the gate times now instead of waiting for the end of this child's whole untimed phase (with
-        many children, those waits were most of an attempt's time: the H200 runs of 2026-12-04). Costs two lock
+        many children, those waits are most of an attempt's time: `python -m benchmarks lock-waits`). Costs two lock
         messages when nobody waits."""
         with self._mutex:
             if (self.locker is None or self.held != "shared" or self.stepped_aside or self.freed or self.autotuning
@@ -205,7 +205,7 @@ class DeviceHold:
 
     def benchmarked(self) -> None:
         """After the outermost measurement: a compile that took the device back for it steps aside again (before,
-        it kept the device to its end: shared holds of 15-50 s that every timer had to wait for, H200 2026-12-04)."""
+        it would keep the device to its end: shared holds of 15-50 s on a GPU that every timer has to wait for)."""
         with self._mutex:
             self.measuring = max(0, self.measuring - 1)
             if self.measuring or not self.resume_aside:

@@ -1,8 +1,9 @@
 """Where a harness child's long holds of the device lock go: a sampler of the child's main thread while it holds.
 
-On the H200 runs of 2026-12-04 (docs/benchmarks/throughput) every timer waited for the shared holders ahead of it
-to finish, and holds of over a second carried ~80% of the shared-hold time; the lock trace said when they were, not
-what the child was doing. With `sample` on (task["timing"]["sample_holds"]: the parent asks for it only while it
+On a GPU host judging many children at once, every timer waits for the shared holders ahead of it to finish, and
+holds of over a second carry ~80% of the shared-hold time (`python -m benchmarks lock-waits`); the lock trace says
+when they were, not what the child was doing.
+With `sample` on (task["timing"]["sample_holds"]: the parent asks for it only while it
 writes a lock trace, kernels.parent.isolation.lock_broker), `HoldSampler` looks at the main thread's stack every
 INTERVAL_S once a hold has lasted START_S, and at the release of a hold of at least LONG_S says where the samples
 were: up to TOP_SITES sites, each "harness frame < the frame below it < innermost torch or Triton frame < innermost

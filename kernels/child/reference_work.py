@@ -178,7 +178,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             channel.send("baseline", kind=kind, **time_baseline(prepared, task, device))
     if want.get("ceilings"):  # last: its TF32 matmul leaves cuBLAS's fp32_precision "ieee" (restored from "none",
         # the same numerics), which is in Inductor's FX graph cache key: measured first, the baselines' compiled
-        # graphs never matched a candidate's, and no compile seed hit (the H200's first call of 2026-12-02)
+        # graphs would never match a candidate's, and no compile seed would hit
         channel.phase("queue")
         with hold.exclusive():
             channel.phase("ceilings")

@@ -6,16 +6,17 @@ first attempts of a search are those same two compiles wrapped as candidates, an
 them again: each in a fresh child with empty caches, 30-60 s apiece on the H200. Inductor's FX graph cache keys a
 compiled graph by the graph itself, so a child whose cache starts with the reference worker's entries loads them
 instead of compiling (on the CPU: 14-16 s less per whole evaluation of a compile wrapper, 1.40-1.55x,
-docs/benchmarks/compile_seed/cpu.md, by benchmarks/compile_seed.py). A candidate's own seed does the same for
+`python -m benchmarks compile-seed`). A candidate's own seed does the same for
 its re-time and re-evaluations: its torch extension build (kernels.parent.ninja_log keeps ninja from building it again)
 and its Inductor and Triton caches (H200: a CUDA extension's re-evaluation 52 s without it, 3.3 s with it, its
-re-time 49 s and 0.8 s; docs/benchmarks/own_seed/, by benchmarks/own_seed.py).
+re-time 49 s and 0.8 s; `python -m benchmarks own-seed`).
 
 Relocation: the cached entries name the directory they were written in (Triton's group files list their kernels
 by absolute path, Inductor's entries carry the cache dirs' paths), which is the reference worker's work dir, gone
-by the time a child loads them (and never the child's to read: on the H200, where children run without bubblewrap
-and each as the sandbox uid at its own path, every seeded compile wrapper failed with a PermissionError naming it,
-2026-12-02). The seed records that path (ORIGINS_FILE); planting replaces it, byte for byte, by the child's work
+by the time a child loads them (and never the child's to read: on a host where children run without bubblewrap
+and each as the sandbox uid at its own path, a seeded compile wrapper loading them unchanged fails with a
+PermissionError naming it).
+The seed records that path (ORIGINS_FILE); planting replaces it, byte for byte, by the child's work
 dir, whose path has the same length (kernels.parent.isolation.work_dirs.WORK_DIR_NAME), so pickled strings keep their framing. A
 file naming an origin that cannot be replaced so (another length: the sandbox base moved) is not planted. Each
 file is kept once, by the first reference worker that wrote it, and names that worker's dir only (a later worker

@@ -293,9 +293,9 @@ def run_log(run: WorkerRun) -> str:
 
 def seed_suspected(result: EvalResult, candidate_source: str = "") -> bool:
     """A build or run failure that may be the planted compile seed's: the candidate compiles with torch.compile, or
-    its reasons or logs (the traceback included) name Inductor or Dynamo. The H200 runs of 2026-12-02 had compile
-    wrappers fail with nothing of Inductor in the message (a PermissionError naming the reference worker's deleted
-    work dir, from its seeded cache entries), so a torch.compile in the candidate's source is enough."""
+    its reasons or logs (the traceback included) name Inductor or Dynamo. A seeded compile wrapper can fail with
+    nothing of Inductor in the message (a PermissionError naming the reference worker's deleted work dir, from its
+    seeded cache entries), so a torch.compile in the candidate's source is enough."""
     if result.verdict not in SEED_SUSPECTS:
         return False
     if any(marker in candidate_source for marker in compile_seed.COMPILE_CALLS):  # it uses the seed

@@ -39,7 +39,7 @@ def compile_threads() -> int:
     """torch.compile's compiler processes per child: $STARK_COMPILE_THREADS (a count), or "auto" / unset: 1, the
     child compiles in its own process. A pool is Python processes with torch loaded, started in every child; on the
     H200 with 8 children side by side, 1 judged 5.9 attempts a minute against 4.5 with pools of 4 (an attempt's build
-    13.0 s against 18.7 s median: docs/benchmarks/throughput, calls 11 and 13)."""
+    13.0 s against 18.7 s median: `python -m benchmarks throughput` with each setting)."""
     return env_count(COMPILE_THREADS_ENV, 1, 1, "a count of compiler processes per harness child (1: the child "
                      "compiles in its own process) or auto (the default: 1)")
 

@@ -67,9 +67,9 @@ def tree_memory_mb(pids: Iterable[int], limit_mb: float) -> float:
     sizes (pages shared between them, such as the torch and CUDA libraries every compiler worker maps, counted
     once), the figure a limit is judged by. A resident size is never below the proportional one, so the cheap sum
     decides every check under the limit; smaps_rollup, which walks a process's page tables (milliseconds for a
-    CUDA process's mappings), is read only near it. (Until 2026-12-05 every check of every child scanned all of
-    /proc for the group and read every member's smaps_rollup, four times a second: 11 ms of CPU a check for a
-    torch child and its compiler process against 0.03 ms now, benchmarks/watch_cost.py.)"""
+    CUDA process's mappings), is read only near it. (Scanning all of /proc for the group and reading every member's
+    smaps_rollup at every check, four times a second, costs 11 ms of CPU a check for a torch child and its compiler
+    process, against 0.03 ms this way: `python -m benchmarks watch-cost`.)"""
     members = sorted(set(pids))
     resident = [_resident_kb(pid) for pid in members]
     if sum(kb or 0 for kb in resident) / 1024 <= limit_mb:

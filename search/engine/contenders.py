@@ -1,8 +1,8 @@
 """Which attempts a finished search re-times side by side to choose its winner.
 
 The search times every attempt on its own, against baselines measured at the reference's evaluation, on a device
-that other evaluations share. Attempts a few percent apart are then ordered by noise: on the 2026-12-03 H200 run,
-kb_l2/convtranspose2d_add_min_gelu_multiply's best attempt (compile -> channels-last -> cuDNN autotuning) was 6%
+that other evaluations share. Attempts a few percent apart are then ordered by noise: on an H200,
+kb_l2/convtranspose2d_add_min_gelu_multiply's best attempt (compile -> channels-last -> cuDNN autotuning) can time 6%
 faster than its own torch.compile(default) step in the search and 3.5% slower side by side, alone on the host. So
 the winner is not the search's fastest attempt but the fastest of its contenders re-timed side by side with the
 reference (search/bench_retime.py, the run page's end-of-run re-time): the search's best, the correct steps of the

@@ -1,4 +1,4 @@
-"""`python -m search retime TREE.json ...` (issue 19: every figure of the benchmark table re-timed side by side): a
+"""`python -m search retime TREE.json ...` (every figure of the benchmark table re-timed side by side): a
 saved search's winner and both torch.compile modes are re-timed against the reference in real harness children on
 the CPU, the figures land in the tree file and the bench's record uses them; a tree already re-timed usably is left
 alone and one re-timed in part is completed (--force re-times everything); unreadable trees and trees without a passing reference are named and fail the command."""

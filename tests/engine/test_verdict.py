@@ -1,4 +1,4 @@
-"""Issue 29, one verdict: every figure an attempt shows comes from its own measurement (side by side > the search's),
+"""One verdict: every figure an attempt shows comes from its own measurement (side by side > the search's),
 never through another attempt's; the run's winner, its trust and its counts come from search.engine.verdict."""
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ def test_the_scheduler_lock_of_a_dead_worker_is_cleared_on_start(redis_client, s
 
 def test_a_fresh_lock_without_a_hash_is_watched_until_its_hash_comes_or_cannot(redis_client):
     """rq takes the lock before its scheduler process writes its hash: a holder killed in between left a fresh
-    lock with no hash (the full run of 2026-12-02 met it: the replacement, started within 6 s, judged it live and
-    waited for it to expire). Now the lock is watched: no hash by the time it is ~6 s old means the holder is gone;
+    lock with no hash (a replacement started within 6 s would judge it live and wait for it to expire). So the
+    lock is watched: no hash by the time it is ~6 s old means the holder is gone;
     a hash that appears meanwhile is judged as always (here: this process, alive)."""
     import socket
     import threading

@@ -1,4 +1,4 @@
-"""Issue 35 (harness): a child cannot stretch its deadlines, hold the device lock past them, write outside its disk
+"""Harness bounds: a child cannot stretch its deadlines, hold the device lock past them, write outside its disk
 budget, fork without bound or flood its parent. Real harness children (bubblewrap where it runs)."""
 
 from __future__ import annotations

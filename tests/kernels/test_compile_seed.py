@@ -236,7 +236,7 @@ def test_the_reference_workers_compile_is_loaded_by_a_compile_candidate(tmp_path
     assert result.verdict == "pass", (result.reasons, result.logs)
     assert result.environment["compile_seed_files"] > 0
     # the forward's graph is the baseline's, loaded, and nothing else is compiled: the harness's op probe runs the
-    # model with torch.compile's stance "force_eager" (under its TorchFunctionMode Dynamo used to recompile it)
+    # model with torch.compile's stance "force_eager" (under its TorchFunctionMode Dynamo would otherwise recompile it)
     assert result.environment["compile_cache"] == {"hits": 1, "misses": 0}, result.environment
     assert "no_custom_kernel" in result.flags  # the reference's own ops under torch.compile: no kernel of its own
     seed = compile_seed.seed_dir(Path(settings.cache_dir), problem, "cpu")

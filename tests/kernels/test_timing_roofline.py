@@ -78,7 +78,7 @@ def test_the_reference_worker_measures_the_ceilings_after_its_baselines(fast_set
                                                                         tmp_path: Path) -> None:
     """The ceilings' TF32 matmul leaves cuBLAS's fp32_precision "ieee" where it was "none" (same numerics), and that
     setting is in Inductor's FX graph cache key: measured before the torch.compile baselines, their compiled graphs
-    never matched a candidate's and no compile seed hit (the H200, 2026-12-02). So the baselines come first.
+    would never match a candidate's and no compile seed would hit. So the baselines come first.
     Its own cache: the session's cache holds ceilings and baselines other tests measured, and nothing would be timed."""
     settings = fast_settings.replace(roofline=True, baselines=("eager",), timing_runs=5, cache_dir=str(tmp_path))
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"), settings)

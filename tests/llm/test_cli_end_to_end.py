@@ -89,8 +89,8 @@ def test_a_rejected_key_stops_the_run_with_the_fix_and_keeps_the_tree(stub: Stub
 
 @pytest.mark.slow
 def test_an_account_without_quota_stops_the_run_non_zero_after_one_request(stub: StubLLMServer, tmp_path: Path) -> None:
-    """OpenAI's insufficient_quota 429 used to be retried 10 times per agent call, and the run
-    exited 0 "run finished"; now the first request stops it, exit code 1, with the fix named."""
+    """OpenAI's insufficient_quota 429 is not retried (retrying cannot help, and a run that exits 0 "run finished"
+    hides it): the first request stops the run, exit code 1, with the fix named."""
     stub.responder = lambda request: Reply(status=429, error_type="insufficient_quota", error_code="insufficient_quota",
                                            error_message="You exceeded your current quota")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "STARK_"))}

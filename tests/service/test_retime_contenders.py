@@ -1,4 +1,4 @@
-"""Issue 19, never a slower winner, in the service: a finished run re-times its contenders for the win side by side
+"""Never a slower winner, in the service: a finished run re-times its contenders for the win side by side
 (search.engine.contenders) and its best becomes the one fastest that way, announced with a run.status event, even
 when the search had timed another one faster. Real SQLite rows, real Redis, the real RQ jobs run by rq's
 SimpleWorker in this process (each re-time a real harness child on the CPU)."""

@@ -1,5 +1,5 @@
 """`GET /api/runs?limit=500` answers in a constant number of queries (Run.to_dict reads the stored
-verdict; it used to make 3 queries a run, ~1,500 for 500 runs)."""
+verdict instead of 3 queries a run, which would be ~1,500 for 500 runs)."""
 
 from __future__ import annotations
 

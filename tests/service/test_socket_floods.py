@@ -1,4 +1,4 @@
-"""Issue 35, items 6 and 8, through a real daphne: one user's sockets beyond STARK_MAX_SOCKETS_PER_USER are refused
+"""Socket and body floods, through a real daphne: one user's sockets beyond STARK_MAX_SOCKETS_PER_USER are refused
 (error frame + 4429) while another user's handshake works; a body over the limit is refused from its Content-Length
 (or, chunked, once past the limit) before daphne reads the rest; a Redis restart closes live sockets with an error
 frame and 4503, never 1011, and a reconnect afterwards works."""

@@ -168,7 +168,7 @@ def test_a_relu_below_90_percent_goes_on_with_torch_compile_first() -> None:
 
 def test_a_move_tried_under_the_other_compile_mode_goes_after_every_new_one() -> None:
     """With a budget of a few attempts, channels-last under compile(default) and again under max-autotune (within
-    2.5% of each other on six of the eight conv problems of the 2026-12-01 H200 run) mostly wastes one: the
+    2.5% of each other on six of the eight conv problems on an H200) mostly wastes one: the
     max-autotune branch tries something new first, and the echo once nothing else is left. The compile modes
     themselves still lead."""
     facts = facts_of(analyse(P.CONV_CHAIN))

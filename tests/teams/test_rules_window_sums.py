@@ -242,8 +242,9 @@ def test_the_move_names_the_rewrite_and_comes_before_compile() -> None:
 
 
 def test_on_a_gpu_it_comes_before_the_layout_moves_of_the_conv_it_removes() -> None:
-    """The H200 run of 2026-12-01 spent its four attempts at KernelBench 2/44's size on the compile modes and
-    channels-last under each: a rewrite that removes the convolution goes before moves that only speed it up."""
+    """Four attempts at KernelBench 2/44's size could all go to the compile modes and channels-last under each,
+    which only speed the convolution up: a rewrite that removes the convolution goes before moves that only
+    speed it up."""
     a = analyse(source_of("conv2d-kb-mean"))
     facts = facts_of(a, *variants(a))
     assert facts.conv_dominated

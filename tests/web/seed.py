@@ -1,5 +1,5 @@
 """Stored runs for the browser tests of the run page: real rows in the test database, shaped like what the
-service records (the figures are the ones issue 18 found misleading: 24.38x vs a separately timed eager,
+service records (figures that would mislead if shown carelessly: 24.38x vs a separately timed eager,
 a reference reading "1.29x vs eager", roofline 171%, timing_unstable everywhere), each node's figure and the run's
 verdict computed by search.engine.verdict on the run's tree and stored the way the service stores them."""
 

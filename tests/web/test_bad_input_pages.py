@@ -1,4 +1,4 @@
-"""Issue 18's dead ends in Debian's chromium against a real daphne (its problem checks run real harness children):
+"""Dead ends, in Debian's chromium against a real daphne (its problem checks run real harness children):
 a 5 MB upload, a problem that hangs at import and a binary file each end in a readable message within 10 s with
 the form intact; styled 404 pages for another user's run, a missing run and a missing compare node; no page
 scrolls sideways at 390 px; no console errors (favicon included) on any page."""

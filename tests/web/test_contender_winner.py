@@ -1,7 +1,8 @@
-"""Issue 19 in Debian's chromium: a finished run whose contenders were re-timed side by side names its best (run.best)
-and the run page's header shows that attempt, not the one the search timed fastest; the API and the bundle agree.
-A real daphne, a real websocket, real rows (the re-time plan settled as stark_web.studio.service.retime.settle_winner
-settles it; the figures and the verdict stored by search.engine.verdict, tests/web/seed.py store_verdict)."""
+"""Never a slower winner, in Debian's chromium: a finished run whose contenders were re-timed side by side names its
+best (run.best) and the run page's header shows that attempt, not the one the search timed fastest; the API and the
+bundle agree. A real daphne, a real websocket, real rows (the re-time plan settled as
+stark_web.studio.service.retime.settle_winner settles it; the figures and the verdict stored by search.engine.verdict,
+tests/web/seed.py store_verdict)."""
 
 from __future__ import annotations
 

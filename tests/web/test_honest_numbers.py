@@ -1,6 +1,6 @@
-"""Issue 18 in Debian's chromium against a real daphne, real RQ workers and real harness children: one speed-up
+"""Honest numbers, in Debian's chromium against a real daphne, real RQ workers and real harness children: one speed-up
 timed one way (vs the reference, never a separately timed eager), "unstable" badges wherever a flagged number
-shows, a re-time that updates the numbers live (the stored figure and the run's verdict, issue 29), roofline over
+shows, a re-time that updates the numbers live (the stored figure and the run's verdict), roofline over
 100% as a warning, "No faster kernel found yet", downloads refused for nodes without source, and the reference's
 phases while it is evaluated."""
 
@@ -121,7 +121,7 @@ def test_the_run_page_shows_one_honest_number_and_re_times_it(runs, daphne_serve
     assert page.request.post(f"{base}/api/runs/{run.pk}/retime", data={"node": 2},
                              headers={"X-CSRFToken": csrf(page)}).status == 409
 
-    # A winner slower than the reference is not called a winner: in a finished run the reference is (issue 19).
+    # A winner slower than the reference is not called a winner: in a finished run the reference is.
     page.goto(f"{base}/runs/{slow.pk}/")
     page.wait_for_selector("#conn[data-state=live]", state="attached")
     page.wait_for_function("() => document.querySelector('#download-bundle').textContent.includes('no attempt')")

@@ -1,4 +1,4 @@
-"""Login throttling (issue 13 V6) on the site's login and the admin's, through the real views, middleware and
+"""Login throttling on the site's login and the admin's, through the real views, middleware and
 Redis: after N failures for a (user name, address) pair even the right password is refused, with the wait."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 29, one verdict, in Debian's chromium against a real daphne and a real websocket: one node's speed-up reads
+"""One verdict, in Debian's chromium against a real daphne and a real websocket: one node's speed-up reads
 the same in the run header, the leaderboard, the tree, compare and the bundle's report; the other attempts keep
 their own figures (marked "not re-timed"); the header counts attempts as the API does, declined nodes shown apart;
 and a fork's bundle says what its kernel.py holds.

@@ -1,4 +1,4 @@
-"""Issue 16: a rules run's inspector shows real spans. A rules run on the CPU through the real queues and workers
+"""A rules run's inspector shows real spans. A rules run on the CPU through the real queues and workers
 (the root may have one child, so the second attempt builds on the first); the second attempt's anchors view shows
 the lines of ModelNew's forward its move changes, anchored, beside the filled code. Screenshots:
 test-artifacts/issue16/rules-anchors-header.png and rules-anchors-model.png."""

@@ -1,7 +1,8 @@
-"""Issue 36 in chromium at 390 and 1366 px against a real daphne: actions wait for the live socket; the run's estimate
-appears and moves; device=cuda on a CPU-only instance is refused with the available devices named (API and form);
-the inspector is in view after tapping a node on a phone; a user changes their password and revokes a token on the
-Account page. With a real gpu worker: during a CPU C++ build the phase text changes at least every 3 s."""
+"""The run and account pages in chromium at 390 and 1366 px against a real daphne: actions wait for the live socket;
+the run's estimate appears and moves; device=cuda on a CPU-only instance is refused with the available devices named
+(API and form); the inspector is in view after tapping a node on a phone; a user changes their password and revokes a
+token on the Account page. With a real gpu worker: during a CPU C++ build the phase text changes at least
+every 3 s."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issue 33 in Debian's chromium: a service run with plan review (real daphne, real RQ workers, the real OpenAI SDK
-against the stand-in server). The plan waits in the page; the user edits its instruction and saves; the coded
-attempt carries the edit (the code agent's prompt has it verbatim); a reload mid-run shows the same tree and the
-same human events."""
+"""Steering a run, in Debian's chromium: a service run with plan review (real daphne, real RQ workers, the real OpenAI
+SDK against the stand-in server). The plan waits in the page; the user edits its instruction and saves; the coded
+attempt carries the edit (the code agent's prompt has it verbatim); a reload mid-run shows the same tree and the same
+human events."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 32 in chromium against a real daphne and real workers: a suite of 3 CPU problems × 2 teams (two scripted
+"""The suite page, in chromium against a real daphne and real workers: a suite of 3 CPU problems × 2 teams (two scripted
 configurations) created from a zip on the New suite form fills its grid live, a cell opens its run's tree, the tables
 and figures are drawn (and fit 390 px), and the CSV/JSON/Markdown downloads carry the page's figures."""
 

@@ -1,7 +1,7 @@
-"""Issue 16.4 in Debian's chromium: a service run (real daphne, real RQ workers, the real OpenAI SDK) against a stub
-model that refuses plan's 0.8 but takes code's 0.1. The run header says live that the plan role ran without its
-temperature and why, the tree marks the attempt "no temp", and the node's Agent tab shows asked vs sent per call
-with the note; after a reload the server-rendered header says the same."""
+"""Temperatures a model refused, in Debian's chromium: a service run (real daphne, real RQ workers, the real OpenAI
+SDK) against a stub model that refuses plan's 0.8 but takes code's 0.1. The run header says live that the plan role
+ran without its temperature and why, the tree marks the attempt "no temp", and the node's Agent tab shows asked vs
+sent per call with the note; after a reload the server-rendered header says the same."""
 
 from __future__ import annotations
 

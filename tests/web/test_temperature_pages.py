@@ -1,6 +1,6 @@
-"""Issue 16.4 on the pages (Django's test client over real rows): the run header names each role that ran without
-its temperature and why, the node's Agent tab shows asked vs sent per call with the note, and the new-run form
-sends strict_temperatures."""
+"""Temperatures a model refused, on the pages (Django's test client over real rows): the run header names each role
+that ran without its temperature and why, the node's Agent tab shows asked vs sent per call with the note, and the
+new-run form sends strict_temperatures."""
 
 from __future__ import annotations
 

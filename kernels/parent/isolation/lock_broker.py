@@ -14,8 +14,8 @@ gets; a child that never reads its answers only blocks itself.
 Admission to the shared side (`shared_slots`, $STARK_DEVICE_SLOTS): at most K children hold the shared side at once,
 each holding one of K slot files (`<lock>.slot<i>`) beside it. A timer then waits for at most K holders to reach
 their next hand-back, and children beyond K wait before their device work instead of crowding it. A compile that
-steps aside gives its slot back with its hold. Off by default: measured with 20 children on one H200, 4 slots judged
-fewer attempts a minute than no limit (docs/benchmarks/throughput, call 4).
+steps aside gives its slot back with its hold. Off by default: with 20 children on one H200, 4 slots judge fewer
+attempts a minute than no limit (`python -m benchmarks throughput` with STARK_DEVICE_SLOTS set and unset).
 
 Quiet timers (`quieter`, kernels.parent.isolation.quiet; re-times by default): while such a child holds the lock
 exclusively in a timing phase, the host's other registered children are paused, and continued before the lock goes.
@@ -202,8 +202,8 @@ def _open(path: Path) -> int:
 
 def shared_slots_wanted() -> int:
     """Parent side: how many children may hold the device's shared side at once ($STARK_DEVICE_SLOTS: a count; 0,
-    unset or "auto": no limit, the default, since on the H200 4 slots among 20 children judged fewer attempts a
-    minute than none: docs/benchmarks/throughput, call 4)."""
+    unset or "auto": no limit, the default, since on an H200 4 slots among 20 children judge fewer attempts a
+    minute than none: `python -m benchmarks throughput`)."""
     return env_count(SLOTS_ENV, 0, 0, "a count of children (0: no limit) or auto (the default)")
 
 

@@ -2,9 +2,9 @@
 
 The device lock already keeps every other child off the device while one times (kernels.parent.isolation.lock_broker), but
 not off the host's CPUs: other children's builds, compiles and tracing still run beside the timed loop, and a
-launch-bound model's figure depends on how fast its host thread issues kernels. On the 2026-12-03 H200 run eight
-re-time streams side by side gave ratios 5-14% apart from the same re-times alone, and no instability check flagged
-them (docs/benchmarks/throughput). So the parent of a quiet timer (`Quieter`, driven by its LockBroker) stops the
+launch-bound model's figure depends on how fast its host thread issues kernels. On an H200, eight re-time streams
+side by side give ratios 5-14% apart from the same re-times alone, and no instability check flags them (`python -m
+benchmarks quiet-timing` measures it). So the parent of a quiet timer (`Quieter`, driven by its LockBroker) stops the
 other children with SIGSTOP while its child holds the device lock exclusively in a timing phase, and continues them
 with SIGCONT before it lets go of the lock. Their untimed work then overlaps only the timer's untimed work: re-times
 can run several at once and still time alone.

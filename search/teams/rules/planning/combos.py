@@ -11,8 +11,8 @@ fuse-graph              launch-bound forwards: fuse -> replay one captured CUDA 
 fuse-compile-graph      launch-bound forwards: fuse -> torch.compile the rest -> replay one captured CUDA graph
 cuda-graph              launch-bound forwards: replay one captured CUDA graph
 
-Order and scope, from the H200 benchmark (benchmarks/gemm_epilogue.py, docs/benchmarks/gemm_epilogue.md,
-2026-12-01): every move here comes after the torch.compile moves; cudnn-autotune and channels-last come right after
+Order and scope, from `python -m benchmarks gemm-epilogue` on an H200: every move here comes after
+the torch.compile moves; cudnn-autotune and channels-last come right after
 them on a conv-dominated forward (search.teams.rules.planning.moves), last elsewhere. The cuBLASLt epilogue ties compile(default) and
 the fused epilogue (within 1%) at 1024 x 8192 x 8192; the Triton template loses 2.2-4.5x to cuBLAS there, so it is
 proposed only for launch-bound forwards, where it beat fuse-all without a graph (0.365 vs 0.396 ms). On the
@@ -65,10 +65,10 @@ def gemm_moves(recipe: Recipe, analysis: Facts, backend: str, target: str | None
 def layout_moves(recipe: Recipe, analysis: Facts, compile_too: bool = False) -> list[MoveSpec]:
     """The convolution configuration moves (CUDA only), most promising first: the channels-last layout of the
     convolutions' rank (4-D: NHWC, 5-D: NDHWC; not offered for 1-D convolutions, which have none, nor when the traced
-    forward fails in it: Facts.layout_error), then cuDNN's algorithms timed per shape. On the H200 (docs/benchmarks/
-    conv_knobs, 2026-12-01) channels-last under torch.compile gave 1.04-1.77x over compile(default) on every level-2
-    convolution problem and 1.21-2.16x on the level-1 2-D ones; cuDNN's benchmark mode changed nothing measurable
-    (its heuristic pick was already the benchmark's), so it comes second. compile_too (a conv-dominated forward not
+    forward fails in it: Facts.layout_error), then cuDNN's algorithms timed per shape. On an H200 (`python -m
+    benchmarks conv-knobs`) channels-last under torch.compile gives 1.04-1.77x over compile(default) on every level-2
+    convolution problem and 1.21-2.16x on the level-1 2-D ones; cuDNN's benchmark mode changes nothing measurable
+    (its heuristic pick is already the benchmark's), so it comes second. compile_too (a conv-dominated forward not
     compiled yet): channels-last comes with torch.compile(mode="default") as `compile-channels-last`, since in eager
     the layout alone slowed the 3-D transposed convolutions down (0.66-0.87x) while under compile it won."""
     out: list[MoveSpec] = []

@@ -178,7 +178,7 @@ def without_compile(recipe: Recipe) -> Recipe:
 def echoes(move: Move, elsewhere: set[Recipe]) -> bool:
     """Whether move only repeats, under another torch.compile mode, a recipe already tried or planned elsewhere in
     the tree (channels-last under compile(default) and under max-autotune: within 2.5% of each other on six of the
-    eight conv problems of the 2026-12-01 H200 run)."""
+    eight conv problems on an H200, `python -m benchmarks rules-conv-layouts`)."""
     mode = move.recipe.compile_mode
     if move.leading or mode is None:  # the compile modes themselves lead from the reference (GPU_FIRST)
         return False

@@ -2,8 +2,8 @@
 copy-like) that already moves its bytes at >= ROOFLINE_PCT of the measured copy bandwidth. No kernel of ours can
 then be more than 100/pct times faster, and torch.compile cannot either: the run ends "at the roofline". And when
 it stops early: a correct attempt it sees already runs at >= ATTEMPT_ROOFLINE_PCT of the roofline of the problem's
-bytes and FLOPs (on the 2026-12-03 H200 run, MinGPT's new GELU reached 99% with its second attempt, and six more
-attempts bought nothing but device time that seven other searches were waiting for).
+bytes and FLOPs (on an H200, MinGPT's new GELU reaches 99% with its second attempt; more attempts would buy nothing
+but device time that other searches of the bench wait for).
 
 Only on a GPU: the CPU's copy ceiling is too noisy to stop on (kernels/parent/settings.py allows a 3x roofline margin
 there). Pure: reads the device facts the engine puts in every window (search.engine.engine.device_facts) and the
