@@ -181,6 +181,24 @@ def worker(paths: list[str], lock: str, deadline_s: float, device: str, forms: t
             queue.put({"problem": Path(path).stem, "error": f"{type(exc).__name__}: {exc}"[:500], "forms": {}})
 
 
+def collect(queue: Any, procs: list[Any], expected: int) -> list[dict[str, Any]]:
+    """The workers' rows as they come; stops early when every worker has ended (one that died mid-problem sends
+    nothing: waiting on the queue for it would hang)."""
+    import queue as queues
+
+    rows: list[dict[str, Any]] = []
+    while len(rows) < expected:
+        try:
+            rows.append(queue.get(timeout=2.0))
+        except queues.Empty:
+            if not any(p.is_alive() for p in procs):
+                try:
+                    rows.append(queue.get(timeout=0.5))  # a row put just before its worker ended
+                except queues.Empty:
+                    break
+    return rows
+
+
 def ratio(row: dict[str, Any], form: str, base: str) -> str:
     f, b = row["forms"].get(form, {}), row["forms"].get(base, {})
     if "median_ms" not in f or "median_ms" not in b:
@@ -224,9 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     procs = [ctx.Process(target=worker, args=(s, lock, args.deadline, args.device, forms, queue)) for s in shares if s]
     for p in procs:
         p.start()
-    rows = [queue.get() for _ in args.problems]
+    rows = collect(queue, procs, len(args.problems))
     for p in procs:
         p.join()
+    lost = [p.exitcode for p in procs if p.exitcode]
+    for path in args.problems[len(rows):] if lost else ():
+        rows.append({"problem": Path(path).stem, "forms": {},
+                     "error": f"a worker died without a result (exit codes {lost}); the problems it had are missing"})
     import torch
 
     text = table(rows, forms)
@@ -234,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {name}, torch {torch.__version__}; ratios: compile(default) / form")
     print(text)
     common.write_report("conv_knobs", rows, args.out, name, {"runs": RUNS, "warmup": WARMUP, "forms": forms})
-    return 0
+    return 1 if lost else 0
 
 
 if __name__ == "__main__":

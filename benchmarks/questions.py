@@ -144,7 +144,7 @@ _ALL = [
     Question("conv-knobs", "conv_knobs",
              "What do cuDNN's benchmark mode, channels-last and the compile modes do to convolution problems?",
              "CUDA (CPU: smoke)",
-             smoke=("--device", "cpu", "--workers", "1", "--forms", "eager,cl", "--out", "{out}/report.json", "benchmarks/problems/kb_l1/conv2d_square_3x3.py")),
+             smoke=("--device", "cpu", "--workers", "1", "--forms", "eager,cl", "--out", "{out}/report.json", "examples/problems/level1/conv2d.py")),
     Question("compile-forms", "compile_forms",
              "torch.compile of the module or of its bound forward: which is faster on convolution models?", "CUDA"),
     Question("bench-from-trees", "bench_from_trees", "A bench's JSON and Markdown rebuilt from its trees", "none",

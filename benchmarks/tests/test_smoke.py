@@ -104,7 +104,7 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
 # Smoke runs that take minutes on a 2-core host even at their smallest (each starts many harness children or C++
 # builds): marked `minutes`, which `make test` leaves out and `make bench-smoke` runs.
 MINUTES = {"profiling-cost", "bench-overlap", "harness-throughput", "api-create-latency", "rules-sources",
-           "rules-trace-store", "own-seed"}
+           "rules-trace-store", "own-seed", "hold-after-timing"}
 
 
 def params() -> list[Any]:
