@@ -184,6 +184,21 @@ def _keep_locked(work_dir: Path, target: Path, kept: tuple[str, ...] = KEPT) -> 
     return added
 
 
+def discard(root: Path, problem_source: str, device: str, candidate_source: str) -> bool:
+    """Remove a candidate's own seed (a child failed with it planted, and its files are kept only where the seed
+    lacks them: a broken entry would otherwise stay), so its next passing child keeps a fresh one. True if removed."""
+    target = seed_dir(root, problem_source, device, candidate_source)
+    try:
+        with open(target.parent / LOCK_FILE, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.is_dir():
+                return False
+            shutil.rmtree(target)
+            return True
+    except OSError:
+        return False
+
+
 def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES) -> list[str]:
     """Remove the least recently planted seeds (a seed's directory time is touched when planted) until all of them
     together hold at most `limit` bytes; returns the names removed."""

@@ -92,6 +92,7 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         # from empty caches, so a broken cache entry can never cost a candidate (the compile attempts above all) its
         # verdict
         first = result.verdict
+        compile_seed.discard(root, problem_source, settings.device, candidate_source)  # the retry keeps a fresh one
         result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, False,
                                 fuzzing)
         result.environment["compile_seed_retry"] = (f"ended {first} with the compile seed planted; judged again "

@@ -80,6 +80,7 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
 
     run, seeded = child(True)
     if seeded and (run.last("result") is None or run.stopped()) and not run.timed_out_phase:
+        compile_seed.discard(root, problem_source, settings.device, candidate)  # its next evaluation keeps a fresh one
         run, seeded = child(False)  # a failure with the compile seed planted: once more from empty caches
     answer = run.last("result")
     if answer is None or run.stopped():
