@@ -55,6 +55,7 @@ NINJA_LOG, NINJA_MANIFEST = ".ninja_log", "build.ninja"  # a torch extension's b
 MAX_BYTES = 512 * 2**20
 MAX_FILES = 20_000
 ALL_SEEDS_BYTES = 4 * 2**30  # beyond this the least recently planted seeds are removed
+ALL_SEEDS_ENTRIES = 2000  # ... and beyond this many seeds (every candidate built past its build keeps one)
 SIZE_FILE = "size.json"
 ORIGINS_FILE = "origins.json"  # the work dirs the seed's files were written in (relocated when planted)
 LOCK_FILE = ".keep.lock"  # beside the seeds
@@ -199,18 +200,19 @@ def discard(root: Path, problem_source: str, device: str, candidate_source: str)
         return False
 
 
-def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES) -> list[str]:
+def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES, entries: int = ALL_SEEDS_ENTRIES) -> list[str]:
     """Remove the least recently planted seeds (a seed's directory time is touched when planted) until all of them
-    together hold at most `limit` bytes; returns the names removed."""
-    entries = []
+    together hold at most `limit` bytes in at most `entries` seeds; returns the names removed."""
+    found = []
     for d in seeds.iterdir() if seeds.is_dir() else []:
         if d.is_dir() and not d.is_symlink():
-            entries.append((d.stat().st_mtime, int((cache.read_json(d / SIZE_FILE) or {}).get("bytes") or 0), d))
-    total = sum(size for _, size, _ in entries)
+            found.append((d.stat().st_mtime, int((cache.read_json(d / SIZE_FILE) or {}).get("bytes") or 0), d))
+    total, left = sum(size for _, size, _ in found), len(found)
     removed = []
-    for _, size, d in sorted(entries):
-        if total <= limit:
+    for _, size, d in sorted(found):
+        if total <= limit and left <= entries:
             break
+        left -= 1
         shutil.rmtree(d, ignore_errors=True)
         total -= size
         removed.append(d.name)

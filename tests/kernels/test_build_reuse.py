@@ -52,6 +52,8 @@ def test_only_the_torch_extension_builds_are_kept_after_a_non_pass(tmp_path: Pat
     assert compile_seed.plant(child, root, PROBLEM, "cpu", candidate_source=CANDIDATE) == 1
     assert build_reuse.planted_builds(child) == 1
     assert build_reuse.planted_builds(tmp_path / "nowhere") == 0
+    assert compile_seed.discard(root, PROBLEM, "cpu", CANDIDATE) and not seed.exists()  # a child failed with it
+    assert not compile_seed.discard(root, PROBLEM, "cpu", CANDIDATE)
 
 
 def test_a_build_that_was_reused_says_so_in_the_phases_and_the_report() -> None:
