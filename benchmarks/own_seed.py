@@ -65,6 +65,15 @@ def build_seconds(phases: list[dict[str, Any]]) -> str | None:
     return f"{seconds} (reused)" if any(p.get("reused_builds") for p in found) else seconds
 
 
+def median_build(figures: list[str | None]) -> str | None:
+    """The median of build_seconds() figures, "(reused)" when every child reused its builds."""
+    found = [f for f in figures if f is not None]
+    if not found:
+        return None
+    seconds = f"{statistics.median(float(f.split()[0]) for f in found):.2f}"
+    return f"{seconds} (reused)" if all(f.endswith("(reused)") for f in found) else seconds
+
+
 def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
     problem_path, _, spec = pair.partition(":")
     problem = Path(problem_path).read_text()
@@ -93,8 +102,8 @@ def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
                      "retime_s": statistics.median(r["retime_s"] for r in done if r["retime_s"] is not None)
                      if any(r["retime_s"] is not None for r in done) else None,
                      "extension_builds": done[-1]["extension_builds"], "compile_cache": done[-1]["compile_cache"],
-                     "evaluation_build_s": done[-1]["evaluation_build_s"],
-                     "retime_build_s": done[-1]["retime_build_s"],
+                     "evaluation_build_s": median_build([r["evaluation_build_s"] for r in done]),
+                     "retime_build_s": median_build([r["retime_build_s"] for r in done]),
                      "verdicts": ",".join(r["verdict"] for r in done), "runs": done})
     return rows
 
