@@ -40,6 +40,7 @@ def timed(label: str, problem: str, candidate: str, settings: EvalSettings,
     evaluated = time.monotonic() - started
     between()
     started = time.monotonic()
+    figures: dict[str, Any] = {}
     try:
         figures = retime(problem, candidate, settings, rounds=2)
         retimed: float | None = time.monotonic() - started
@@ -50,7 +51,27 @@ def timed(label: str, problem: str, candidate: str, settings: EvalSettings,
     return {"label": label, "verdict": result.verdict, "evaluation_s": round(evaluated, 2),
             "retime_s": round(retimed, 2) if retimed is not None else None, "retime_speedup": speedup,
             "seed_files": env.get("compile_seed_files"), "extension_builds": env.get("extension_builds"),
-            "compile_cache": env.get("compile_cache")}
+            "compile_cache": env.get("compile_cache"), "evaluation_build_s": build_seconds(result.phases),
+            "retime_build_s": build_seconds(figures.get("phases") or []),
+            "retime_extension_builds": (figures.get("environment") or {}).get("extension_builds")}
+
+
+def build_seconds(phases: list[dict[str, Any]]) -> str | None:
+    """The child's build phase: its seconds, "reused" when it loaded kept builds and built nothing."""
+    found = [p for p in phases if p.get("phase") == "build"]
+    if not found:
+        return None
+    seconds = f"{sum(p['seconds'] for p in found):.2f}"
+    return f"{seconds} (reused)" if any(p.get("reused_builds") for p in found) else seconds
+
+
+def median_build(figures: list[str | None]) -> str | None:
+    """The median of build_seconds() figures, "(reused)" when every child reused its builds."""
+    found = [f for f in figures if f is not None]
+    if not found:
+        return None
+    seconds = f"{statistics.median(float(f.split()[0]) for f in found):.2f}"
+    return f"{seconds} (reused)" if all(f.endswith("(reused)") for f in found) else seconds
 
 
 def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
@@ -81,6 +102,8 @@ def one(pair: str, settings: EvalSettings, rounds: int) -> list[dict[str, Any]]:
                      "retime_s": statistics.median(r["retime_s"] for r in done if r["retime_s"] is not None)
                      if any(r["retime_s"] is not None for r in done) else None,
                      "extension_builds": done[-1]["extension_builds"], "compile_cache": done[-1]["compile_cache"],
+                     "evaluation_build_s": median_build([r["evaluation_build_s"] for r in done]),
+                     "retime_build_s": median_build([r["retime_build_s"] for r in done]),
                      "verdicts": ",".join(r["verdict"] for r in done), "runs": done})
     return rows
 
@@ -95,8 +118,8 @@ def main() -> None:
                             reuse_results=False, roofline=False, profile=False)
     rows = [row for pair in args.pairs for row in one(pair, settings, args.rounds)]
     common.report("own_seed", rows, args.out, args.device, notes={"rounds": args.rounds, "what": __doc__.splitlines()[0]},
-           columns=("problem", "candidate", "first_s", "children", "evaluation_s", "retime_s", "extension_builds",
-                    "compile_cache", "verdicts"))
+                  columns=("problem", "candidate", "first_s", "children", "evaluation_s", "retime_s",
+                           "evaluation_build_s", "retime_build_s", "extension_builds", "compile_cache", "verdicts"))
 
 
 if __name__ == "__main__":

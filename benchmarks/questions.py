@@ -65,7 +65,8 @@ _ALL = [
              "What does seeding a child with the reference worker's compiled code save?",
              "CUDA (CPU: --device cpu, minutes of C++ compiles)"),
     Question("own-seed", "own_seed",
-             "What does a candidate's own compiled code save its re-evaluation and its re-time?", "CPU or CUDA",
+             "What does a candidate's own compiled code (its torch extension builds, its compile caches) save its "
+             "re-evaluation and its re-time?", "CPU or CUDA",
              smoke=("--device", "cpu", "--rounds", "1", "--out", "{out}/report.json", f"{SMALL}:{HONEST}")),
     Question("retime-self", "retime_self",
              "Does the side-by-side re-time show 1.00 for two identical kernels (no bias)?", "CUDA",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,7 @@ from typing import Any
 import torch
 
 from kernels.child import bring_up, compile_aside, device_lock, loading, probes, timing
-from kernels.child.candidate import block_sender, build, runs_per_tick, ticker
+from kernels.child.candidate import block_sender, build, extension_builds, runs_per_tick, ticker
 from kernels.child.channel import Channel, redirect_output
 from kernels.child.reference_work import load_problem, problem_forward, problem_inputs, problem_model
 from kernels.shared.witness import BEFORE
@@ -42,7 +44,9 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
                                runs_per_tick=per)[1]
     channel.phase("build")
     guard = probes.HarnessSnapshot()
+    extensions_dir, build_started = os.environ.get("TORCH_EXTENSIONS_DIR", ""), time.time()
     cls = build(task, work_dir, device)
+    extensions = extension_builds(extensions_dir, build_started)  # built here, or planted built (informational)
     redirect_output(work_dir / "run.log")
     channel.phase("queue")
     with shared(), torch.no_grad():
@@ -70,4 +74,5 @@ def run(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     if patched:
         raise RuntimeError("the candidate replaced the timer, torch's functions or the harness's own ("
                            + ", ".join(patched[:5]) + "): no re-timed figures")
-    send(channel, "result", reference_before=before, **rounds)
+    send(channel, "result", reference_before=before, **rounds,
+         facts={"extension_builds": extensions} if extensions else {})

@@ -24,8 +24,9 @@ was planted with the seed relocated to its own dir), so FILE_ORIGINS maps each f
 replaces one path per file, however many reference workers refreshed the seed.
 
 Trust: the reference worker's caches (it ran the problem's own code, the root of trust of everything judged against
-it) are planted in every child of the problem. A candidate's own caches are kept too, once it passed, but under a
-key of its whole source (and the problem's): they are planted only in later children of that same program (its
+it) are planted in every child of the problem. A candidate's own caches are kept too, once it passed (its torch
+extension builds alone once it was judged incorrect or rejected after building: kernels.parent.build_reuse), but
+under a key of its whole source (and the problem's, and what its builds depend on): they are planted only in later children of that same program (its
 re-time, its profiling child, a re-evaluation), after the reference's, and never replace one of the reference's
 files. A re-time child also runs the reference, before the candidate is imported (its "before" timing): it gets
 the candidate's seed only when the problem's source builds nothing itself (builds_nothing()), so a candidate can
@@ -44,7 +45,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from kernels.parent import cache, ninja_log
+from kernels.parent import build_reuse, cache, ninja_log
 from kernels.parent.isolation.layers import plan
 from kernels.parent.isolation.worker_run import read_regular_file
 
@@ -54,6 +55,7 @@ NINJA_LOG, NINJA_MANIFEST = ".ninja_log", "build.ninja"  # a torch extension's b
 MAX_BYTES = 512 * 2**20
 MAX_FILES = 20_000
 ALL_SEEDS_BYTES = 4 * 2**30  # beyond this the least recently planted seeds are removed
+ALL_SEEDS_ENTRIES = 2000  # ... and beyond this many seeds (every candidate built past its build keeps one)
 SIZE_FILE = "size.json"
 ORIGINS_FILE = "origins.json"  # the work dirs the seed's files were written in (relocated when planted)
 LOCK_FILE = ".keep.lock"  # beside the seeds
@@ -71,12 +73,13 @@ def builds_nothing(problem_source: str) -> bool:
 
 
 def seed_dir(root: Path, problem_source: str, device: str, candidate_source: str | None = None) -> Path:
-    """The problem's seed (the reference worker's compiles), or with `candidate_source` that candidate's own."""
+    """The problem's seed (the reference worker's compiles), or with `candidate_source` that candidate's own, keyed
+    also by what its builds depend on (kernels.parent.build_reuse.build_identity: compilers, torch, harness, flags)."""
     problem = cache.source_hash(problem_source)
     if candidate_source is None:
         return root / "compile-seeds" / cache.sha(problem, device, cache.torch_version())
     return root / "compile-seeds" / cache.sha(problem, cache.source_hash(candidate_source), device,
-                                              cache.torch_version())
+                                              build_reuse.build_identity(device))
 
 
 def _regular_files(top: Path) -> list[tuple[Path, int]] | None:
@@ -151,26 +154,27 @@ def _copy_file(src: Path, dst: Path, pairs: list[tuple[bytes, bytes]] | None = N
     return len(data)
 
 
-def keep(work_dir: Path, root: Path, problem_source: str, device: str, candidate_source: str | None = None) -> int:
-    """After a reference worker compiled baselines (or a candidate child passed, with `candidate_source`): add its
-    compile caches to the problem's (the candidate's) seed: files it lacks; cache entries are named by their content's
-    hash. Returns the files added; 0 when over the caps. A failure to copy (a full disk) leaves the seed as it was and
-    fails nothing: children then compile as without it."""
+def keep(work_dir: Path, root: Path, problem_source: str, device: str, candidate_source: str | None = None,
+         kept: tuple[str, ...] = KEPT) -> int:
+    """After a reference worker compiled baselines (or a candidate child was judged past its build, with
+    `candidate_source`): add its compile caches (those named in `kept`) to the problem's (the candidate's) seed: files
+    it lacks; cache entries are named by their content's hash. Returns the files added; 0 when over the caps. A
+    failure to copy (a full disk) leaves the seed as it was and fails nothing: children then compile as without it."""
     target = seed_dir(root, problem_source, device, candidate_source)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target.parent / LOCK_FILE, "a") as lock:  # reference workers keep (and prune) one at a time
             fcntl.flock(lock, fcntl.LOCK_EX)
-            return _keep_locked(work_dir, target)
+            return _keep_locked(work_dir, target, kept)
     except OSError:
         return 0
 
 
-def _keep_locked(work_dir: Path, target: Path) -> int:
+def _keep_locked(work_dir: Path, target: Path, kept: tuple[str, ...] = KEPT) -> int:
     origins = _origins(target)
     forms = _forms(work_dir)
     index = origins.index(forms) if forms in origins else len(origins)
-    added, size, names = _keep(work_dir, target)
+    added, size, names = _keep(work_dir, target, kept)
     if added:
         if index == len(origins):
             cache.write_json(target / ORIGINS_FILE, [*origins, forms])
@@ -181,18 +185,34 @@ def _keep_locked(work_dir: Path, target: Path) -> int:
     return added
 
 
-def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES) -> list[str]:
+def discard(root: Path, problem_source: str, device: str, candidate_source: str) -> bool:
+    """Remove a candidate's own seed (a child failed with it planted, and its files are kept only where the seed
+    lacks them: a broken entry would otherwise stay), so its next passing child keeps a fresh one. True if removed."""
+    target = seed_dir(root, problem_source, device, candidate_source)
+    try:
+        with open(target.parent / LOCK_FILE, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.is_dir():
+                return False
+            shutil.rmtree(target)
+            return True
+    except OSError:
+        return False
+
+
+def prune(seeds: Path, limit: int = ALL_SEEDS_BYTES, entries: int = ALL_SEEDS_ENTRIES) -> list[str]:
     """Remove the least recently planted seeds (a seed's directory time is touched when planted) until all of them
-    together hold at most `limit` bytes; returns the names removed."""
-    entries = []
+    together hold at most `limit` bytes in at most `entries` seeds; returns the names removed."""
+    found = []
     for d in seeds.iterdir() if seeds.is_dir() else []:
         if d.is_dir() and not d.is_symlink():
-            entries.append((d.stat().st_mtime, int((cache.read_json(d / SIZE_FILE) or {}).get("bytes") or 0), d))
-    total = sum(size for _, size, _ in entries)
+            found.append((d.stat().st_mtime, int((cache.read_json(d / SIZE_FILE) or {}).get("bytes") or 0), d))
+    total, left = sum(size for _, size, _ in found), len(found)
     removed = []
-    for _, size, d in sorted(entries):
-        if total <= limit:
+    for _, size, d in sorted(found):
+        if total <= limit and left <= entries:
             break
+        left -= 1
         shutil.rmtree(d, ignore_errors=True)
         total -= size
         removed.append(d.name)
@@ -219,11 +239,11 @@ def _real_dir(path: Path, below: Path) -> bool:
     return False
 
 
-def _keep(work_dir: Path, target: Path) -> tuple[int, int, list[str]]:
+def _keep(work_dir: Path, target: Path, kept: tuple[str, ...] = KEPT) -> tuple[int, int, list[str]]:
     """(files added, their bytes, their names as FILE_ORIGINS keys)."""
     added = size = 0
     names: list[str] = []
-    for name in KEPT:
+    for name in kept:
         top = work_dir / "cache" / name
         files = _regular_files(top) if _real_dir(top, work_dir) else []  # a linked cache dir is not followed
         if files is None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels.parent import cache, compile_seed, fuzz, judge, ncu
+from kernels.parent import build_reuse, cache, compile_seed, fuzz, judge, ncu
 from kernels.parent.isolation.sandbox import run_worker
 from kernels.parent.isolation.work_dirs import new_work_dir
 from kernels.parent.isolation.worker_run import WorkerRun
@@ -86,15 +86,19 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
         fuzzing = fuzz.prepare(problem_source, settings, reference, root, fuzz_variants)
     result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True,
                             fuzzing)
-    if result.environment.get("compile_seed_files") and seed_suspected(result, candidate_source):
-        # a build or run failure with another child's compiled code planted: judged again from empty caches, so a
-        # broken cache entry can never cost a candidate (the compile attempts above all) its verdict
+    if result.environment.get("compile_seed_files") and (seed_suspected(result, candidate_source) or (
+            result.environment.get("planted_builds") and result.verdict in SEED_SUSPECTS)):
+        # a build or run failure with another child's compiled code (or built torch extensions) planted: judged again
+        # from empty caches, so a broken cache entry can never cost a candidate (the compile attempts above all) its
+        # verdict
         first = result.verdict
+        compile_seed.discard(root, problem_source, settings.device, candidate_source)  # the retry keeps a fresh one
         result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, False,
                                 fuzzing)
         result.environment["compile_seed_retry"] = (f"ended {first} with the compile seed planted; judged again "
                                                     f"without it: {result.verdict}")
     result.phases = clock.done()
+    build_reuse.mark_build_phase(result.phases, result.environment.get("extension_builds"))  # "build: reused"
     result.wall_s = round(time.monotonic() - start, 3)
     if result.verdict in REUSABLE and not fuzz_variants:
         cache.write_json(stored_path, result.to_dict())
@@ -108,6 +112,7 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
     work_dir = new_work_dir(root, "", settings.sandbox, settings.is_cuda)  # its build caches and /tmp inside
     seeded = compile_seed.plant_for(work_dir, root, problem_source, settings.device, settings.sandbox,
                                     candidate_source) if seed else 0
+    planted = build_reuse.planted_builds(work_dir)  # torch extension build dirs, already built
     timed = judge.timing_plan(settings, reference)  # from the reference's call time, before this child starts
     task = {"kind": "candidate", "problem_source": problem_source, "candidate_source": candidate_source,
             "device": settings.device, "seed": settings.seed, "seeds": settings.trial_seeds(),
@@ -152,10 +157,13 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
         env_message = run.last("environment")
         result.environment = {**environment, **(env_message["environment"] if env_message else {}),
                               "sandbox": run.sandbox, "isolation": run.isolation, "warm_start": run.warm,
-                              "compile_seed_files": seeded, **compile_cache_of(run),
+                              "compile_seed_files": seeded, "planted_builds": planted, **compile_cache_of(run),
                               "memory_limit": memory_limit_source(settings.memory_limit_mb)}
-        if result.verdict == "pass":  # its re-time and later children of this same source load what it compiled
-            compile_seed.keep(work_dir, root, problem_source, settings.device, candidate_source)
+        # its re-time and later children of this same source load what it compiled (kernels.parent.build_reuse)
+        kept = build_reuse.kept_after(result.verdict, run.last("result") is not None)
+        if kept:
+            compile_seed.keep(work_dir, root, problem_source, settings.device, candidate_source,
+                              compile_seed.KEPT if kept == "all" else ("torch_extensions",))
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)  # the child's scratch: /tmp, build caches, outputs
     if run.sandbox == "none" and result.verdict not in ("build_error",):
@@ -269,10 +277,9 @@ def compile_cache_of(run: WorkerRun) -> dict[str, Any]:
     counts = facts.get("compile_cache") or {}
     if isinstance(counts, dict) and counts:
         found["compile_cache"] = {k: int(v) for k, v in counts.items() if k in ("hits", "misses") and isinstance(v, int)}
-    built = facts.get("extension_builds") or {}
-    if isinstance(built, dict) and built:  # torch extensions built here, or planted built (kernels.parent.compile_seed)
-        found["extension_builds"] = {k: int(v) for k, v in built.items() if k in ("built", "reused")
-                                     and isinstance(v, int)}
+    built = build_reuse.reported_builds(facts.get("extension_builds"))
+    if built:  # torch extensions built here, or planted built (kernels.parent.build_reuse)
+        found["extension_builds"] = built
     aside = facts.get("compile_aside") or {}
     if isinstance(aside, dict) and aside:
         found["compile_aside"] = {k: aside[k] for k in ASIDE_FACTS if isinstance(aside.get(k), (int, float, list))}

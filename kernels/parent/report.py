@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.parent import build_reuse
+
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f} ms"
@@ -39,6 +41,8 @@ def evaluation_report(result: dict[str, Any]) -> str:
     env = result.get("environment", {})
     lines.append(f"environment: torch {env.get('torch')}, cuda {env.get('cuda')}, {env.get('device_name')}, "
                  f"sandbox {env.get('sandbox')}; harness wall time {result['wall_s']:.2f} s")
+    if line := build_reuse.build_line(env.get("extension_builds")):
+        lines.append(line)
     for name in ("build", "run"):
         text = (result.get("logs") or {}).get(name, "").strip()
         if text and result["verdict"] != "pass":

@@ -30,7 +30,7 @@ import statistics
 import time
 from typing import Any
 
-from kernels.parent import cache, compile_seed
+from kernels.parent import build_reuse, cache, compile_seed
 from kernels.parent.evaluate import run_candidate_child
 from kernels.parent.isolation.work_dirs import new_work_dir
 from kernels.parent.isolation.worker_run import WorkerRun
@@ -80,7 +80,8 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
 
     run, seeded = child(True)
     if seeded and (run.last("result") is None or run.stopped()) and not run.timed_out_phase:
-        run, _ = child(False)  # a failure with the compile seed planted: once more from empty caches
+        compile_seed.discard(root, problem_source, settings.device, candidate)  # its next evaluation keeps a fresh one
+        run, seeded = child(False)  # a failure with the compile seed planted: once more from empty caches
     answer = run.last("result")
     if answer is None or run.stopped():
         error = run.last("error")
@@ -89,11 +90,14 @@ def retime(problem_source: str, candidate_source: str | None, settings: EvalSett
         tail = run.stderr_tail(12, 1500)
         raise RetimeError(f"re-timing failed: {why}" + (f"; its output ends with:\n{tail}" if tail else ""))
     phases = clock.done()
+    builds = build_reuse.reported_builds((answer.get("facts") or {}).get("extension_builds"))
+    build_reuse.mark_build_phase(phases, builds)  # "build: reused" rather than a build that took no time
     out = summarize_rounds(answer, runs, settings.unstable_timing_fraction)
     witnessed(out, run, runs, max(1, settings.warmup_runs // 2), settings.unstable_timing_fraction, per)
     out["phases"] = phases  # where its wall time went: start, build, waiting for the device, timing, ...
     env = run.last("environment")
-    out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox}
+    out["environment"] = {**((env or {}).get("environment") or {}), "sandbox": run.sandbox, "compile_seed_files": seeded,
+                          **({"extension_builds": builds} if builds else {})}
     out["quiet"] = run.quiet  # how long the other children of the host were paused while this timed (kernels.parent.isolation.quiet)
     if run.quiet.get("most_paused"):
         out["protocol"] += (f"; the host's other harness children ({run.quiet['most_paused']} at most) paused while "

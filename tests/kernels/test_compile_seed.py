@@ -184,6 +184,8 @@ def test_the_least_recently_planted_seeds_go_first_beyond_the_limit(tmp_path: Pa
     seeds = compile_seed.seed_dir(root, "a", "cpu").parent
     assert compile_seed.prune(seeds, limit=40) == [compile_seed.seed_dir(root, "b", "cpu").name]
     assert {d.name for d in seeds.iterdir() if d.is_dir()} == {compile_seed.seed_dir(root, p, "cpu").name for p in ("a", "c")}
+    assert compile_seed.prune(seeds, entries=1) == [compile_seed.seed_dir(root, "c", "cpu").name]  # by count too
+    assert [d.name for d in seeds.iterdir() if d.is_dir()] == [compile_seed.seed_dir(root, "a", "cpu").name]
 
 
 def test_a_cache_dir_replaced_by_a_link_is_not_followed(tmp_path: Path) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from kernels import EvalResult, EvalSettings, evaluate
+from kernels.parent import compile_seed
+from kernels.parent.retime import retime
 from tests.kernels.conftest import fixture_source
 
 pytestmark = pytest.mark.slow
@@ -29,15 +33,36 @@ def test_it_keeps_the_compiler_output_of_a_failed_build(judged: Callable[..., Ev
     assert "expected" in (result.logs["build"] + result.reasons[0])  # g++: "expected ';' before 'return'"
 
 
-def test_a_passing_build_is_planted_for_the_same_candidate_and_not_built_again(
+def test_a_passing_build_is_reused_by_its_re_evaluation_and_re_time_and_a_broken_one_costs_only_a_build(
         judged: Callable[..., EvalResult], fast_settings: EvalSettings) -> None:
-    """kernels.parent.compile_seed: the extension a passing candidate built is kept under its whole source, and its later
-    children (its re-time, another evaluation) load it, up to date for ninja, instead of compiling it again."""
+    """kernels.parent.build_reuse: the extension a passing candidate built is kept under its whole source, and its later
+    children (another evaluation, its re-time) load it, up to date for ninja, instead of compiling it again; a kept
+    build that no longer loads is judged again from empty caches (a build, never a verdict) and replaced."""
+    problem, candidate = fixture_source("problem_scale_add"), fixture_source("cpp_openmp")
+    settings = fast_settings.replace(build_timeout_s=BUILD_TIMEOUT, reuse_results=False)
     first = judged("cpp_openmp", build_timeout_s=BUILD_TIMEOUT)
     assert first.verdict == "pass", (first.reasons, first.logs)
     assert sum(first.environment["extension_builds"].values()) == 1, first.environment
-    again = evaluate(fixture_source("problem_scale_add"), fixture_source("cpp_openmp"),
-                     fast_settings.replace(build_timeout_s=BUILD_TIMEOUT, reuse_results=False))
+    again = evaluate(problem, candidate, settings)
     assert again.verdict == "pass", (again.reasons, again.logs)
     assert again.environment["extension_builds"] == {"built": 0, "reused": 1}, again.environment
-    assert again.environment["compile_seed_files"] > 0
+    assert again.environment["compile_seed_files"] > 0 and again.environment["planted_builds"] == 1
+    assert [p.get("reused_builds") for p in again.phases if p["phase"] == "build"] == [1], again.phases
+
+    figures = retime(problem, candidate, settings, rounds=2)
+    assert figures["environment"]["extension_builds"] == {"built": 0, "reused": 1}, figures["environment"]
+    build = [p for p in figures["phases"] if p["phase"] == "build"]
+    assert build and build[0]["reused_builds"] == 1 and build[0]["seconds"] < 20, figures["phases"]
+    assert 0 < figures["speedup"] < 1000 and figures["candidate"]["median_ms"] > 0, figures
+
+    seed = compile_seed.seed_dir(Path(settings.cache_dir or ""), problem, "cpu", candidate)
+    libraries = list(seed.glob("torch_extensions/*/*.so"))
+    assert len(libraries) == 1, list(seed.rglob("*"))
+    kept_at = libraries[0].stat().st_mtime_ns
+    libraries[0].write_bytes(b"not a shared library")  # a broken entry that ninja still finds up to date
+    os.utime(libraries[0], ns=(kept_at, kept_at))
+    broken = evaluate(problem, candidate, settings)
+    assert broken.verdict == "pass", (broken.reasons, broken.logs)
+    assert broken.environment["extension_builds"] == {"built": 1, "reused": 0}, broken.environment
+    assert "compile_seed_retry" in broken.environment, broken.environment
+    assert [p.read_bytes()[:4] for p in seed.glob("torch_extensions/*/*.so")] == [b"\x7fELF"]  # kept afresh
