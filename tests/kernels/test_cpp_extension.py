@@ -22,7 +22,8 @@ def test_it_builds_and_passes_a_cpu_cpp_kernel(judged: Callable[..., EvalResult]
     assert result.verdict == "pass", (result.reasons, result.logs)
     assert result.check("no_custom_kernel")["status"] == "pass"
     assert "scale_add_relu_cpu" in result.check("no_custom_kernel")["detail"]
-    assert result.flags == []
+    # a busy host may flag its timing (reference_slowed, timing_unstable); nothing about the kernel may be flagged
+    assert not set(result.flags) - {"reference_slowed", "timing_unstable"}, result.flags
 
 
 def test_it_keeps_the_compiler_output_of_a_failed_build(judged: Callable[..., EvalResult]) -> None:

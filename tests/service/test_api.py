@@ -136,7 +136,7 @@ def test_a_good_upload_creates_a_queued_run(token, owner, stranger, redis_client
     assert set(detail["nodes"][0]) == {"id", "parent", "attempt", "role", "source", "status", "verdict",
                                        "instruction", "instructions", "anchored_source", "runtime_ms",
                                        "speedup_vs_eager", "speedup_vs_compile", "reasons", "result", "speed", "usage",
-                                       "created_at", "finished_at", "reasks", "agent_log", "human"}
+                                       "created_at", "finished_at", "reasks", "agent_log", "human", "steered"}
     assert [r["id"] for r in api(token).get("/api/runs").json()["runs"]] == [run.pk]
     kernel = api(token).get(f"/api/runs/{run.pk}/nodes/0/kernel.py")
     assert kernel.status_code == 200 and b"class ModelNew" in kernel.content
