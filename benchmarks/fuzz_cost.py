@@ -3,7 +3,7 @@ references evaluated as candidates with fuzz="off" and fuzz="standard" (or --lev
 on one device; with --corpus, a corpus of illusions and controls judged at each of --levels.
 
     .venv/bin/python -m benchmarks fuzz-cost [--device cpu|cuda] [--level standard] [--repeats 1]
-        [--problems relu,softmax,...] [--runs 100] [--out var/bench/fuzz_cost.json]
+        [--problems relu,softmax,...|PATH.py,...] [--runs 100] [--out var/bench/fuzz_cost.json]
     .venv/bin/python -m benchmarks fuzz-cost --corpus tests/kernels/fixtures/fuzz_classes [--levels off,standard,thorough]
         [--device cpu|cuda] [--out var/bench/fuzz_corpus.json]
 
@@ -43,7 +43,9 @@ def main() -> None:
     parser.add_argument("--level", default="standard", choices=("standard", "thorough"))
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--runs", type=int, default=100, help="timed runs per evaluation (the default: 100)")
-    parser.add_argument("--problems", default=",".join(PROBLEMS), help="comma list under examples/problems/")
+    parser.add_argument("--problems", default=",".join(PROBLEMS),
+                        help="comma list under examples/problems/, or .py paths from the repository root "
+                        "(e.g. benchmarks/problems/kb_scale/l1_sum_dim.py: KernelBench sizes)")
     parser.add_argument("--corpus", default=None, help="a corpus folder: judge its candidates instead")
     parser.add_argument("--levels", default="off,standard,thorough", help="with --corpus: the fuzz levels")
     args = parser.parse_args()
@@ -57,7 +59,8 @@ def main() -> None:
     rows = []
     try:
         for name in [p.strip() for p in args.problems.split(",") if p.strip()]:
-            source = (ROOT / "examples" / "problems" / f"{name}.py").read_text()
+            path = ROOT / name if name.endswith(".py") else ROOT / "examples" / "problems" / f"{name}.py"
+            source = path.read_text()
             candidate = reference_candidate(source)
             settings = EvalSettings(device=args.device, cache_dir=cache, baselines=(), timing_runs=args.runs,
                                     reuse_results=False, profile=False)

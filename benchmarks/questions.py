@@ -158,6 +158,8 @@ _ALL = [
              smoke=("--out", "{out}/report.json", "{out}/problems")),
     Question("gpu-smoke", "gpu_smoke.sh",
              "On a GPU host: a short rules search re-timed, the harness-bound tests, the GPU tests", "CUDA"),
+    Question("trust-gpu", "trust_gpu.sh",
+             "On a GPU host: the witness, the fuzzing stage's cost and catch rate, the GPU tests (one call)", "CUDA"),
     # The web app
     Question("ui-tree", "ui_tree", "How fast does the run page apply 1,000 node events, at what frame times?",
              "CPU + chromium",

@@ -62,7 +62,7 @@ def redrawn(t: torch.Tensor, seed: int, *key: Any) -> torch.Tensor | None:
             return None
         value = float(first)
         gen = torch.Generator().manual_seed(_key_seed(seed, *key, tuple(t.shape)))
-        u = torch.rand(tuple(t.shape), generator=gen, dtype=torch.float64)
+        u = torch.rand(tuple(t.shape), generator=gen, dtype=torch.float64, device="cpu")  # under any device context
         new = (u - 0.5) if value == 0 else value * (0.5 + u)
         return new.to(device=t.device, dtype=t.dtype)
 

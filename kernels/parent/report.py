@@ -89,7 +89,7 @@ def summary_report(summary: dict[str, Any]) -> str:
         f"FLOPs:       {summary['flops']:.4g}",
         f"min bytes:   {summary['bytes']:,} (inputs + parameters + outputs)",
         f"memory:      {summary['memory_mb']} MB (estimate)",
-        f"forward:     {summary['forward_ms']} ms on {summary['device']} (one untimed-protocol run)",
+        f"forward:     {summary['forward_ms']} ms on {summary['device']} (one call, or the mean of short calls back to back)",
         f"torch ops:   {', '.join(summary.get('ops', []))}",
     ])
 

@@ -217,3 +217,20 @@ def test_the_plan_widens_tick_windows_for_short_calls() -> None:
     assert witness.plan(100, 10, call_ms=0.5, cuda=False, flush=False) == witness.Plan(4, 12, 5, 3)
     assert witness.reference_call_ms({"forward_ms": 0.3}, {"eager": {"ms": 0.2}}) == 0.2
     assert witness.reference_call_ms({"forward_ms": 0.0}, {}) is None
+
+
+def test_a_short_reference_call_is_timed_back_to_back_and_a_long_one_once() -> None:
+    """The call time the timing plan sizes its windows from: a microseconds call's mean over calls back to back
+    (one synchronised call would be mostly latency), a call past BACK_TO_BACK_MS a single one."""
+    import time
+
+    import torch
+
+    from kernels.child.reference_work import BACK_TO_BACK_CALLS, BACK_TO_BACK_MS, call_time_ms
+
+    calls: list[int] = []
+    short = call_time_ms(lambda: calls.append(1), torch.device("cpu"))
+    assert 1 < len(calls) <= BACK_TO_BACK_CALLS + 1 and 0 < short < 0.5
+    calls.clear()
+    long = call_time_ms(lambda: (calls.append(1), time.sleep(BACK_TO_BACK_MS * 1.2e-3)), torch.device("cpu"))
+    assert len(calls) == 1 and long >= BACK_TO_BACK_MS
