@@ -85,13 +85,15 @@ def test_every_variable_read_at_start_up_has_a_bad_value_here():
     assert not set(BAD_VALUES) - variables_read_at_start_up(), "BAD_VALUES names a variable nothing reads"
 
 
-# One interpreter imports Django once, then forks a child per variable that runs `manage.py check` (manage.main)
-# with that one bad value: each check starts from a process that never loaded the settings, as a fresh
-# `manage.py check` does, without paying an interpreter's start 45 times.
+# One interpreter imports Django and the engine's Django-free modules the start-up reads (the teams, the LLM
+# clients and their vendor SDKs: most of a check's time) once, then forks a child per variable that runs
+# `manage.py check` (manage.main) with that one bad value: each check starts from a process that never loaded the
+# settings, as a fresh `manage.py check` does, without paying an interpreter's start and those imports 49 times.
 CHECK_EACH = """
 import json, os, sys
 sys.path.insert(0, os.getcwd())
 import django.core.management  # noqa: F401 - imported once, before the forks
+import search.engine.busy, search.llm.client, search.llm.pricing, search.teams  # noqa: F401 - no Django, no settings
 import manage
 results = {}
 for variable, value in json.loads(sys.argv[1]).items():
