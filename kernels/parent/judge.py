@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kernels.parent import roofline
 from kernels.parent.isolation.worker_run import WorkerRun
 from kernels.parent.result import Check, Correctness, EvalResult, Timing
 from kernels.parent.settings import EvalSettings
-from kernels.shared import correctness, device_busy, digest, stats, witness
+from kernels.shared import device_busy, stats, witness
 from kernels.shared.ops import compute_ops
+
+if TYPE_CHECKING:
+    from kernels.shared import correctness
 
 LOW_PRECISION = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
 
@@ -87,6 +90,7 @@ def judge(settings: EvalSettings, run: WorkerRun, ref: Reference, outputs_path: 
           timed_reference: dict[int, Any] | None = None, reference_outputs: dict[str, Any] | None = None
           ) -> EvalResult:
     """The verdict. `reference_outputs` (digest mode) replaces the cached reference outputs."""
+    from kernels.shared import correctness, digest  # torch: loaded where outputs are judged
 
     result = EvalResult(verdict="pass", settings=settings.to_dict())
     checks: list[Check] = []
@@ -200,6 +204,7 @@ def load_outputs(path: Path, sha256: str | None = None) -> dict[str, Any] | str:
     import torch
 
     from kernels.parent.isolation.worker_run import read_regular_file
+    from kernels.shared import digest  # torch: loaded where outputs are judged
 
     data = read_regular_file(path)
     if data is None:
@@ -225,6 +230,7 @@ def load_outputs(path: Path, sha256: str | None = None) -> dict[str, Any] | str:
 
 def integrity_checks(facts: dict[str, Any], saved: dict[str, Any], ref_outputs: list[Any], ref_dtypes: list[str],
                      settings: EvalSettings, trials_ok: bool, timed_reference: dict[int, Any] | None) -> list[Check]:
+    from kernels.shared import correctness, digest  # torch: loaded where outputs are judged
     out: list[Check] = []
 
     def listed(name: str, key: str, ok: str) -> None:

@@ -7,6 +7,7 @@ the provider's default. Keys come from options or the environment and never appe
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -27,9 +28,12 @@ DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768, "max": 65536}
 
 
+@functools.cache
 def sdk_efforts() -> tuple[str, ...]:
     """The reasoning efforts the installed SDKs accept, lowest first: the openai SDK's ReasoningEffort and the
-    anthropic SDK's output_config effort ("none", reasoning off, is not offered: leave the option out instead)."""
+    anthropic SDK's output_config effort ("none", reasoning off, is not offered: leave the option out instead).
+    Read at first use: importing the SDKs' type modules takes over a second, which every process that only loads
+    the settings (a web server, a worker, `manage.py check`) would pay at start."""
     import typing
 
     found: set[str] = set()
@@ -50,7 +54,15 @@ def sdk_efforts() -> tuple[str, ...]:
     return tuple(known)
 
 
-REASONING_EFFORTS = sdk_efforts()
+
+
+def __getattr__(name: str) -> Any:
+    """REASONING_EFFORTS (sdk_efforts()), read when first named."""
+    if name == "REASONING_EFFORTS":
+        return sdk_efforts()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # OpenAI models that reason even without reasoning_effort (their default effort is medium): gpt-5 and later
 # (not the -chat models), o1/o3/o4.
 OPENAI_REASONING_MODEL = re.compile(r"^(o[1-9]|gpt-([5-9]|\d{2}))(?!.*-chat)", re.IGNORECASE)
@@ -219,8 +231,8 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
             overrides[name] = flag(value)
     effort = _pick(options, role, "reasoning_effort")
     if effort is not None:
-        if str(effort).lower() not in REASONING_EFFORTS:
-            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(REASONING_EFFORTS)}; "
+        if str(effort).lower() not in sdk_efforts():
+            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(sdk_efforts())}; "
                               "pass e.g. --reasoning-effort medium (or leave it out)")
         overrides["reasoning_effort"] = str(effort).lower()
     if overrides.get("max_tokens", 1) < 1:

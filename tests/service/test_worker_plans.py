@@ -28,3 +28,25 @@ def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: st
                           env={**os.environ, "DJANGO_SETTINGS_MODULE": "stark_web.settings"})
     assert done.returncode == 0, done.stderr
     assert "('auto', False)" in done.stdout, done.stdout
+
+
+def test_web_processes_start_without_torch_and_workers_load_it_before_forking(redis_url: str) -> None:
+    """The web server and `manage.py` load the settings, the app and its URLs without torch (seconds and hundreds of
+    MB per process); a worker of either role imports it once in its main process, which every job's horse inherits."""
+    code = textwrap.dedent(f"""
+        import sys
+        import django
+        django.setup()
+        import stark_web.urls, stark_web.asgi  # noqa: F401
+        print("WEB", "torch" in sys.modules)
+        from redis import Redis
+        from rq import Queue
+        from stark_web.studio.service.worker import Worker
+        connection = Redis.from_url({redis_url!r})
+        Worker([Queue("test-preload-search", connection=connection)], connection=connection)
+        print("WORKER", "torch" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "stark_web.settings"})
+    assert done.returncode == 0, done.stderr
+    assert "WEB False" in done.stdout and "WORKER True" in done.stdout, done.stdout

@@ -78,6 +78,15 @@ def preload_isolation_plans() -> None:
         layers.plan("auto", True)
 
 
+def preload_torch() -> None:
+    """torch and the harness's output judging (kernels.shared.correctness), which every job of either role loads:
+    the search role's team analyses and the gpu role's verdicts. Skipped on a worker without torch."""
+    try:
+        import kernels.shared.correctness  # noqa: F401
+    except ImportError:
+        return
+
+
 class QuickUnsubscribe:
     """rq's subscribe with the pubsub thread polling every PUBSUB_POLL_S: its stop at the worker's teardown waits at
     most that long (a mixin before any rq worker class)."""
@@ -102,9 +111,11 @@ class Worker(QuickUnsubscribe, RQWorker):
         super().__init__(*args, **kwargs)
         self.heartbeat_grace_s = job_heartbeat_grace_s()
         self.prctl = libc_prctl()  # loaded here: a forked work horse arms its death signal with it
+        # every job runs in a work-horse forked from this process: import torch (2-4 s) once here rather than in
+        # every horse (the web server and `manage.py` never load it). Nothing here touches the device.
+        preload_torch()
         if any("gpu" in getattr(q, "name", "") for q in self.queues):
-            # every job runs in a work-horse forked from this process: import the harness (and torch, 3-4 s on a
-            # GPU host) once here rather than in every horse. The harness's own process never touches the device.
+            # the harness too, and its isolation plan. The harness's own process never touches the device.
             import kernels.parent.jobs  # noqa: F401
 
             preload_isolation_plans()
