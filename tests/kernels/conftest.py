@@ -49,14 +49,32 @@ def fast_settings(kernel_cache: str) -> EvalSettings:
 
 
 @pytest.fixture(scope="session")
-def judged(fast_settings: EvalSettings) -> Callable[..., EvalResult]:
-    """Evaluate a fixture candidate against the scale-add problem once per session (memoized by name)."""
+def warm_settings(fast_settings: EvalSettings) -> EvalSettings:
+    """fast_settings without bubblewrap: children forked from the warm-start zygote (kernels.parent.isolation.zygote),
+    0.6 s an evaluation instead of 3.2 s here. Only for tests whose subject is not isolation, security or limits."""
+    return fast_settings.replace(sandbox="none")
+
+
+def memoized(settings: EvalSettings) -> Callable[..., EvalResult]:
+    """Evaluate a fixture candidate (against the scale-add problem unless told) once per session, memoized by name."""
     memo: dict[str, EvalResult] = {}
 
     def run(name: str, problem: str = "problem_scale_add", **overrides: object) -> EvalResult:
         key = f"{problem}:{name}:{sorted(overrides.items())}"
         if key not in memo:
-            memo[key] = evaluate(fixture_source(problem), fixture_source(name), fast_settings.replace(**overrides))
+            memo[key] = evaluate(fixture_source(problem), fixture_source(name), settings.replace(**overrides))
         return memo[key]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def judged(fast_settings: EvalSettings) -> Callable[..., EvalResult]:
+    """Evaluate a fixture candidate against the scale-add problem once per session (memoized by name)."""
+    return memoized(fast_settings)
+
+
+@pytest.fixture(scope="session")
+def warm_judged(warm_settings: EvalSettings) -> Callable[..., EvalResult]:
+    """`judged` under warm_settings (no bubblewrap: not for isolation, security or limits tests)."""
+    return memoized(warm_settings)

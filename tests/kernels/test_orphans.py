@@ -32,7 +32,7 @@ PARENT = textwrap.dedent("""
     from tests.kernels.conftest import fixture_source
     settings = EvalSettings(cache_dir=sys.argv[1], correctness_trials=3, timing_runs=5, warmup_runs=1, baselines=(),
                             roofline=False, build_timeout_s=600, run_timeout_s=600, memory_limit_mb=4096,
-                            sandbox="none", warm_start=sys.argv[2] == "warm")
+                            sandbox="none", warm_start=sys.argv[2] == "warm", fuzz="off")
     evaluate(fixture_source("problem_scale_add"), fixture_source("hang_with_sleeper"), settings)
 """)
 
@@ -51,10 +51,13 @@ def _wait(condition, seconds: float) -> bool:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("start", ["warm", "spawned"])
-def test_a_killed_harness_process_takes_its_child_with_it(tmp_path: Path, start: str) -> None:
+def test_a_killed_harness_process_takes_its_child_with_it(kernel_cache: str, start: str) -> None:
+    # the session's cache: its reference outputs and (warm) its zygote are ready or shared with other tests
     assert not command_lines(MARKER), "a sleeper of an earlier run is still alive"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), start], cwd=ROOT,
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, kernel_cache, start], cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    worker: int | None = None
+    started: str | None = None
     try:
         assert _wait(lambda: bool(command_lines(MARKER)), 120), "the candidate never started its sleeper"
         time.sleep(1.0)  # the child is in its first call, with nobody but its parent to time it out
@@ -68,6 +71,7 @@ def test_a_killed_harness_process_takes_its_child_with_it(tmp_path: Path, start:
             assert running_with(MARKER, 20) == [], "the child's own child outlived it"
     finally:
         parent.kill()
-        for pid in [*command_lines(MARKER), *command_lines(str(tmp_path))]:  # sleepers, a surviving child, the zygote
+        survivors = [worker] if worker is not None and _alive(worker, started) else []
+        for pid in [*command_lines(MARKER), *survivors]:  # sleepers, a surviving child (the zygote is the session's)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

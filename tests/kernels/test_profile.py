@@ -27,13 +27,14 @@ UNDER_PROFILER = fixture_source("honest_torch").replace(  # the honest candidate
 
 
 @pytest.fixture(scope="module")
-def profiled(fast_settings: EvalSettings) -> Callable[..., EvalResult]:
+def profiled(warm_settings: EvalSettings) -> Callable[..., EvalResult]:
+    """Evaluations with the roofline on, memoized; warm (no bubblewrap): the subject is the profile, not isolation."""
     memo: dict[str, EvalResult] = {}
 
     def run(problem: str, candidate: str, **overrides: object) -> EvalResult:
         key = f"{problem[:40]}:{candidate}:{sorted(overrides.items())}"
         if key not in memo:
-            memo[key] = evaluate(problem, candidate, fast_settings.replace(roofline=True, **overrides))
+            memo[key] = evaluate(problem, candidate, warm_settings.replace(roofline=True, **overrides))
         return memo[key]
 
     return run

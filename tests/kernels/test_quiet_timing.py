@@ -154,7 +154,8 @@ def test_a_child_paused_past_its_build_deadline_is_not_stopped_for_it(kernel_cac
     """A candidate whose import spends 1 s of CPU under an 8 s build deadline, paused 12 s in the middle: it passes
     (the pause is not its time), where the deadline alone would have stopped it as a hang (checked by hand)."""
     settings = {"device": "cpu", "timing_runs": 6, "warmup_runs": 1, "build_timeout_s": 8, "cache_dir": kernel_cache,
-                "fuzz": "off", "reuse_results": False, "profile": False, "baselines": [], "roofline": False}
+                "fuzz": "off", "reuse_results": False, "profile": False, "baselines": [], "roofline": False,
+                "sandbox": "none"}  # warm children (forked from the zygote): pausing is the subject, not isolation
     thread, box, phases = evaluate_in_thread(settings, fixture_source("spins_at_import").replace("SPIN_S = 2.0",
                                                                                                 "SPIN_S = 1.0"))
     wait_for_phase(phases, "build", thread)
@@ -179,7 +180,7 @@ def test_a_child_paused_past_its_build_deadline_is_not_stopped_for_it(kernel_cac
 def test_a_retime_pauses_the_other_children_while_it_times(kernel_cache: str, monkeypatch: pytest.MonkeyPatch):
     settings = {"device": "cpu", "timing_runs": 40, "warmup_runs": 2, "build_timeout_s": 120,
                 "cache_dir": kernel_cache, "fuzz": "off", "reuse_results": False, "profile": False, "baselines": [],
-                "roofline": False}
+                "roofline": False, "sandbox": "none"}  # warm children, as above
     spinner = fixture_source("spins_at_import").replace("SPIN_S = 2.0", "SPIN_S = 8.0")
     thread, box, phases = evaluate_in_thread(settings, spinner)
     try:

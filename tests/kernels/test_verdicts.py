@@ -1,4 +1,7 @@
-"""Every verdict on CPU: pass, incorrect, build_error, runtime_error (raise, crash, os._exit, memory), timeout."""
+"""Every verdict on CPU: pass, incorrect, build_error, runtime_error (raise, crash, os._exit, memory), timeout.
+
+The verdicts that do not depend on isolation or limits are judged warm (warm_judged, warm_settings: children forked
+from the zygote, no bubblewrap); the honest pass, the deadlines and the memory limit run under the default sandbox."""
 
 from __future__ import annotations
 
@@ -26,62 +29,62 @@ def test_it_passes_an_honest_candidate(judged: Callable[..., EvalResult]) -> Non
     json.dumps(result.to_dict())
 
 
-def test_it_gives_the_reference_its_own_runtime(fast_settings: EvalSettings) -> None:
+def test_it_gives_the_reference_its_own_runtime(warm_settings: EvalSettings) -> None:
     problem = fixture_source("problem_scale_add")
-    result = evaluate(problem, reference_candidate(problem), fast_settings.replace(baselines=("eager",)))
+    result = evaluate(problem, reference_candidate(problem), warm_settings.replace(baselines=("eager",)))
     assert result.verdict == "pass", result.reasons
     assert "no_custom_kernel" in result.flags
     assert result.baselines["eager_ms"] > 0 and result.side_by_side["speedup"] > 0
     assert result.speedup_vs_eager is None or result.speedup_vs_eager == result.side_by_side["speedup"]
 
 
-def test_it_finds_wrong_math_and_records_the_failing_seed(judged: Callable[..., EvalResult]) -> None:
-    result = judged("wrong_math")
+def test_it_finds_wrong_math_and_records_the_failing_seed(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("wrong_math")
     assert result.verdict == "incorrect"
     assert result.correctness["failing_seed"] == result.correctness["seeds"][0]
     assert "outside atol=0.01 rtol=0.01" in result.reasons[0]
     assert result.speedup_vs_eager is None
 
 
-def test_it_requires_the_same_shape(judged: Callable[..., EvalResult]) -> None:
-    result = judged("wrong_shape")
+def test_it_requires_the_same_shape(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("wrong_shape")
     assert result.verdict == "incorrect"
     assert "shape [256, 64], expected [64, 256]" in result.reasons[0]
 
 
-def test_it_never_passes_nan(judged: Callable[..., EvalResult]) -> None:
-    result = judged("nan_output")
+def test_it_never_passes_nan(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("nan_output")
     assert result.verdict == "incorrect"
     assert "NaN/Inf" in result.reasons[0]
 
 
-def test_it_reports_a_python_syntax_error_as_build_error(judged: Callable[..., EvalResult]) -> None:
-    result = judged("syntax_error")
+def test_it_reports_a_python_syntax_error_as_build_error(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("syntax_error")
     assert result.verdict == "build_error"
     assert "SyntaxError" in result.reasons[0]
 
 
-def test_it_explains_a_missing_model_new(judged: Callable[..., EvalResult]) -> None:
-    result = judged("no_modelnew")
+def test_it_explains_a_missing_model_new(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("no_modelnew")
     assert result.verdict == "build_error"
     assert "class ModelNew" in result.reasons[0]
 
 
-def test_it_reports_exceptions_from_forward(judged: Callable[..., EvalResult]) -> None:
-    result = judged("raises")
+def test_it_reports_exceptions_from_forward(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("raises")
     assert result.verdict == "runtime_error"
     assert "shape mismatch in my kernel launcher" in result.reasons[0]
     assert "ValueError" in result.reasons[0]
 
 
-def test_it_survives_a_segfault(judged: Callable[..., EvalResult]) -> None:
-    result = judged("crash_segfault")
+def test_it_survives_a_segfault(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("crash_segfault")
     assert result.verdict == "runtime_error"
     assert "SIGSEGV" in result.reasons[0]
 
 
-def test_it_does_not_take_a_silent_exit_for_success(judged: Callable[..., EvalResult]) -> None:
-    result = judged("exit_zero")
+def test_it_does_not_take_a_silent_exit_for_success(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("exit_zero")
     assert result.verdict == "runtime_error"
     assert "exited with code 0" in result.reasons[0] and "before reporting results" in result.reasons[0]
 
@@ -119,16 +122,16 @@ def test_it_stops_a_candidate_that_exceeds_the_memory_limit(fast_settings: EvalS
     assert "memory" in result.reasons[0]
 
 
-def test_it_can_compare_against_a_float64_reference(judged: Callable[..., EvalResult]) -> None:
-    result = judged("honest_torch", reference_dtype="float64")
+def test_it_can_compare_against_a_float64_reference(warm_judged: Callable[..., EvalResult]) -> None:
+    result = warm_judged("honest_torch", reference_dtype="float64")
     assert result.verdict == "pass", result.reasons
     assert result.settings["reference_dtype"] == "float64"
     assert result.correctness["max_abs_error"] < 1e-4
 
 
-def test_it_reuses_the_result_of_an_identical_evaluation(fast_settings: EvalSettings) -> None:
+def test_it_reuses_the_result_of_an_identical_evaluation(warm_settings: EvalSettings) -> None:
     problem, candidate = fixture_source("problem_scale_add"), fixture_source("wrong_shape")
-    settings = fast_settings.replace(seed=11)
+    settings = warm_settings.replace(seed=11)
     first = evaluate(problem, candidate, settings)
     again = evaluate(problem, candidate, settings)
     assert "reused_result" not in first.environment and again.environment["reused_result"] is True
