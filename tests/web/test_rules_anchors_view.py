@@ -1,6 +1,7 @@
 """A rules run's inspector shows real spans. A rules run on the CPU through the real queues and workers
-(the root may have one child, so the second attempt builds on the first); the second attempt's anchors view shows
-the lines of ModelNew's forward its move changes, anchored, beside the filled code. Screenshots:
+(the root may have one child, so the second attempt builds on the first: a ReLU applied twice, the first attempt drops
+one, the second fuses the other); the second attempt's anchors view shows the lines of ModelNew's forward its move
+changes, anchored, beside the filled code. Screenshots:
 test-artifacts/issue16/rules-anchors-header.png and rules-anchors-model.png."""
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ def run_id(owner) -> int:
     from stark_web.studio.service.settings import parse_run_settings
 
     source = (EXAMPLES / "level1" / "relu.py").read_text()
-    assert "dim = 65536" in source
-    # at 1/16 of its size: each evaluation's outputs are judged in the worker (4 M floats a trial at full size)
-    problem = problem_for(owner, source.replace("dim = 65536", "dim = 4096"), "relu.py")
+    assert "dim = 65536" in source and "return torch.relu(x)" in source
+    # A ReLU applied twice, so the first attempt is an exact rewrite in PyTorch (nothing to build: one ReLU dropped)
+    # and the second fuses what is left into a C++ kernel; at 1/16 of the size (its outputs are judged in the worker).
+    source = source.replace("dim = 65536", "dim = 4096").replace("return torch.relu(x)", "return torch.relu(torch.relu(x))")
+    problem = problem_for(owner, source, "relu_twice.py")
     settings = parse_run_settings({"team": "rules", "budget": 2, "device": "cpu", "team_options": {"n_root": 1},
                                    "eval": CHEAP_EVAL})
     return create_run(owner, problem, settings).pk
