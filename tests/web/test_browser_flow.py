@@ -77,13 +77,14 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     page.wait_for_selector("#problem-ok", timeout=120_000)
     assert "float32" in page.inner_text("#validation")
     page.select_option("#id_team", "rules")
-    page.fill("#id_budget", "2")
+    page.fill("#id_budget", "1")  # one attempt: the reference's first move (a fused C++ kernel) is the winner
     page.click("#eval-settings summary")
     page.fill("#id_eval_correctness_trials", "2")
     page.fill("#id_eval_timing_runs", "3")
     page.fill("#id_eval_warmup_runs", "1")
     page.uncheck("input[name=eval_baselines][value=compile]")
     page.uncheck("#id_eval_roofline")
+    page.select_option("#id_eval_fuzz", "off")  # the fuzzing stage is not this flow's subject (tests/kernels)
     screenshot(page, "02-new-run")
     page.click("#start-run")
     page.wait_for_url(f"{base}/runs/*/")
@@ -155,7 +156,8 @@ def test_it_runs_the_whole_flow_in_a_browser(owner, stranger, daphne_server, sta
     winner = SCREENSHOTS.parent / "winner.py"
     download.value.save_as(winner)
     done = subprocess.run([sys.executable, "-m", "kernels", "evaluate", str(PROBLEM), str(winner), "--json",
-                           "--trials", "2", "--runs", "3", "--warmup", "1", "--baselines", "eager", "--no-roofline"],
+                           "--trials", "2", "--runs", "3", "--warmup", "1", "--baselines", "eager", "--no-roofline",
+                           "--fuzz", "off", "--no-profile"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["verdict"] == "pass"

@@ -153,9 +153,10 @@ def test_it_passes_the_evaluation_settings_to_the_run(client, owner, relu_source
     client.force_login(owner)
     client.post(reverse("pages:new"), {"problem_source": relu_source, "team": "rules", "device": "cpu", "budget": 2,
                                        "parallel": 1, "eval_present": "1", "eval_correctness_trials": 7,
-                                       "eval_timing_runs": 20, "eval_warmup_runs": 2, "eval_baselines": ["eager"]})
+                                       "eval_timing_runs": 20, "eval_warmup_runs": 2, "eval_baselines": ["eager"],
+                                       "eval_fuzz": "off"})
     ev = Run.objects.get().settings["eval"]
-    assert (ev["correctness_trials"], ev["timing_runs"], ev["warmup_runs"]) == (7, 20, 2)
+    assert (ev["correctness_trials"], ev["timing_runs"], ev["warmup_runs"], ev["fuzz"]) == (7, 20, 2, "off")
     assert ev["baselines"] == ["eager"] and ev["roofline"] is False  # the unticked box
 
 

@@ -1,6 +1,6 @@
 """The inspector's Timing tab shows the candidate's profile (kernels/shared/profile.py) as a table and the Nsight Compute
 section (here its note: a CPU device), in Debian's chromium against a real daphne; the results are those of real
-harness evaluations of the ReLU problem's reference and its clamp_min candidate."""
+harness evaluations of the ReLU problem's reference and its clamp_min candidate (the problem at a smaller size)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,23 @@ from tests.web.test_browser_flow import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+# The ReLU problem at 1/16 of its size: its outputs are judged in this process (4 M floats a trial at full size).
+SMALL = "dim = 4096"
+SMALL_RELU, SMALL_CLAMP = RELU.replace("dim = 65536", SMALL), CLAMP.replace("dim = 65536", SMALL)
+
+
 @pytest.fixture
 def profiled_run(owner, tmp_path):
     """A stored run whose reference and best node carry real evaluation results (profiles included)."""
+    # The profile is the subject: no fuzzing stage or roofline, and harness children forked warm from the zygote
+    # (sandbox "none": the sandbox is not this test's subject)
     settings = EvalSettings(cache_dir=str(tmp_path / "cache"), correctness_trials=1, timing_runs=5, warmup_runs=1,
-                            baselines=(), build_timeout_s=180, run_timeout_s=60, memory_limit_mb=4096, ncu=True)
+                            baselines=(), build_timeout_s=180, run_timeout_s=60, memory_limit_mb=4096, ncu=True,
+                            fuzz="off", roofline=False, sandbox="none")
+    assert SMALL in SMALL_RELU and SMALL in SMALL_CLAMP
     run = seeded_run(owner, name="profiled")
-    for node_id, source in ((0, reference_candidate(RELU)), (1, CLAMP)):
-        result = evaluate(RELU, source, settings)
+    for node_id, source in ((0, reference_candidate(SMALL_RELU)), (1, SMALL_CLAMP)):
+        result = evaluate(SMALL_RELU, source, settings)
         assert result.verdict == "pass" and result.profile and result.profile["kernels"], result.reasons
         Node.objects.filter(run=run, node_id=node_id).update(result=result.to_dict(),
                                                              runtime_ms=result.timing["median_ms"])

@@ -1,21 +1,19 @@
 """A rules run's inspector shows real spans. A rules run on the CPU through the real queues and workers
-(the root may have one child, so the second attempt builds on the first); the second attempt's anchors view shows
-the lines of ModelNew's forward its move changes, anchored, beside the filled code. Screenshots:
+(the root may have one child, so the second attempt builds on the first: a ReLU applied twice, the first attempt drops
+one, the second fuses the other); the second attempt's anchors view shows the lines of ModelNew's forward its move
+changes, anchored, beside the filled code. Screenshots:
 test-artifacts/issue16/rules-anchors-header.png and rules-anchors-model.png."""
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.db import connection
 
+from tests.service.helpers import CHEAP_EVAL
 from tests.web.conftest import EXAMPLES, ROOT, WORKER_CLASS
 from tests.web.test_browser_flow import log_in
 
@@ -46,17 +44,28 @@ def planned(page, base: str, run_id: int, node_id: int, timeout: float = 600) ->
     raise AssertionError(f"node {node_id} had no anchored skeleton within {timeout} s")
 
 
-def test_the_inspector_of_a_rules_run_shows_the_spans_a_move_rewrites(owner, daphne_server, start_worker, browser):
+@pytest.fixture
+def run_id(owner) -> int:
+    """The rules run (budget 2, the root may have one child), stored and queued through the same path as the API,
+    before the browser starts (Playwright's event loop then owns the thread: no ORM after). Cheap evaluations: the
+    spans are this test's subject, not the timings or the fuzzing stage."""
+    from stark_web.studio.service.control import create_run, problem_for
+    from stark_web.studio.service.settings import parse_run_settings
+
+    source = (EXAMPLES / "level1" / "relu.py").read_text()
+    assert "dim = 65536" in source and "return torch.relu(x)" in source
+    # A ReLU applied twice, so the first attempt is an exact rewrite in PyTorch (nothing to build: one ReLU dropped)
+    # and the second fuses what is left into a C++ kernel; at 1/16 of the size (its outputs are judged in the worker).
+    source = source.replace("dim = 65536", "dim = 4096").replace("return torch.relu(x)", "return torch.relu(torch.relu(x))")
+    problem = problem_for(owner, source, "relu_twice.py")
+    settings = parse_run_settings({"team": "rules", "budget": 2, "device": "cpu", "team_options": {"n_root": 1},
+                                   "eval": CHEAP_EVAL})
+    return create_run(owner, problem, settings).pk
+
+
+def test_the_inspector_of_a_rules_run_shows_the_spans_a_move_rewrites(run_id, daphne_server, start_worker, browser):
     start_worker("search", *WORKER_CLASS)
     start_worker("gpu", *WORKER_CLASS)
-    out = io.StringIO()
-    args = (str(EXAMPLES / "level1" / "relu.py"), "--team", "rules", "--budget", "2", "--n-root", "1", "--device",
-            "cpu", "--timing-runs", "3", "--no-compile-baseline", "--owner", "ada", "--no-wait")
-    # On a thread of its own: Playwright's event loop runs on this one, where Django refuses database calls.
-    starter = threading.Thread(target=lambda: (call_command("stark_run", *args, stdout=out), connection.close()))
-    starter.start()
-    starter.join()
-    run_id = int(re.search(r"run (\d+) queued", out.getvalue()).group(1))  # type: ignore[union-attr]
     base = daphne_server
     page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
     log_in(page, base, "ada", "pw-ada-123")

@@ -153,7 +153,8 @@ def test_the_phase_text_moves_during_a_cpu_build(running, daphne_server, start_w
     start_worker("gpu", *WORKER_CLASS)
     queues.queue(queues.GPU_QUEUE).enqueue(queues.EVALUATE_JOB, problem, candidate, {
         "timing_runs": 3, "warmup_runs": 1, "correctness_trials": 1, "baselines": ["eager"], "roofline": False,
-        "reuse_results": False, "build_timeout_s": 600}, job_id=job_id, result_ttl=600)
+        "reuse_results": False, "build_timeout_s": 600, "fuzz": "off", "profile": False},  # the build starts sooner
+        job_id=job_id, result_ttl=600)
     page = browser.new_context(viewport=DESKTOP).new_page()
     log_in(page, base, "ada", "pw-ada-123")
     page.goto(f"{base}/runs/{run.pk}/")

@@ -24,7 +24,9 @@ TESTS = Path(__file__).resolve().parents[1]
 PROBLEMS = {"level1/relu_scale.py": TESTS / "engine/fixtures/tiny_relu_scale.py",
             "level1/softmax.py": TESTS / "kernels/fixtures/problem_tiny_softmax.py",
             "level2/scale_add.py": TESTS / "kernels/fixtures/problem_scale_add.py"}
-EVAL = {"correctness_trials": 2, "timing_runs": 3, "warmup_runs": 1, "baselines": ["eager"], "roofline": False}
+# The grid and its figures are the subject: no fuzzing stage, no profile.
+EVAL = {"correctness_trials": 2, "timing_runs": 3, "warmup_runs": 1, "baselines": ["eager"], "roofline": False,
+        "fuzz": "off", "profile": False}
 TEAMS = [{"label": "steady", "team": "scripted", "team_options": {"script": "ok"}},
          {"label": "broken", "team": "scripted", "team_options": {"script": "fail"}}]
 FAST = {"STARK_RETIME_AT_END": "0", "STARK_REAP_INTERVAL_S": "2"}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django import forms
 
+from kernels.parent.settings import FUZZ_LEVELS
 from search.engine.limits import DEFAULT_BUDGET
 from search.llm.pricing import DEFAULT_COST_LIMIT_USD
 from search.llm.settings import PROVIDERS
@@ -75,6 +76,10 @@ class NewRunForm(forms.Form):
         required=False, widget=forms.CheckboxSelectMultiple, initial=list(DEFAULT_BASELINES), label="Baselines",
         choices=[("eager", "eager"), ("compile", "torch.compile"), ("compile-max-autotune", "max-autotune")])
     eval_roofline = forms.BooleanField(required=False, initial=True, label="Roofline figure")
+    eval_fuzz = forms.ChoiceField(required=False, initial="standard", label="Fuzzing",
+                                  choices=[(level, level) for level in FUZZ_LEVELS],
+                                  help_text="the fuzzing stage after the standard trials (docs/fuzzing.md): off "
+                                            "judges each attempt faster, thorough tries more variants")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -107,7 +112,8 @@ class NewRunForm(forms.Form):
             if d.get("timeout_s"):
                 data["timeout_s"] = d["timeout_s"]
         given = {"correctness_trials": d.get("eval_correctness_trials"), "timing_runs": d.get("eval_timing_runs"),
-                 "warmup_runs": d.get("eval_warmup_runs"), "baselines": d.get("eval_baselines") or None}
+                 "warmup_runs": d.get("eval_warmup_runs"), "baselines": d.get("eval_baselines") or None,
+                 "fuzz": d.get("eval_fuzz") or None}
         data["eval"] = {k: v for k, v in given.items() if v is not None}
         if "eval_present" in self.data:  # the page's form: an unticked box is simply absent
             data["eval"]["roofline"] = bool(d.get("eval_roofline"))
