@@ -7,6 +7,7 @@ the provider's default. Keys come from options or the environment and never appe
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -50,7 +51,20 @@ def sdk_efforts() -> tuple[str, ...]:
     return tuple(known)
 
 
-REASONING_EFFORTS = sdk_efforts()
+@functools.cache
+def reasoning_efforts() -> tuple[str, ...]:
+    """sdk_efforts(), asked once, on first use: importing the two SDKs takes seconds of CPU, which a process that
+    never reads the efforts (a gpu worker, the web server, most management commands) does not spend."""
+    return sdk_efforts()
+
+
+def __getattr__(name: str) -> Any:
+    """REASONING_EFFORTS (the efforts the installed SDKs accept) is reasoning_efforts(), computed on first use."""
+    if name == "REASONING_EFFORTS":
+        return reasoning_efforts()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # OpenAI models that reason even without reasoning_effort (their default effort is medium): gpt-5 and later
 # (not the -chat models), o1/o3/o4.
 OPENAI_REASONING_MODEL = re.compile(r"^(o[1-9]|gpt-([5-9]|\d{2}))(?!.*-chat)", re.IGNORECASE)
@@ -219,8 +233,8 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
             overrides[name] = flag(value)
     effort = _pick(options, role, "reasoning_effort")
     if effort is not None:
-        if str(effort).lower() not in REASONING_EFFORTS:
-            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(REASONING_EFFORTS)}; "
+        if str(effort).lower() not in reasoning_efforts():
+            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(reasoning_efforts())}; "
                               "pass e.g. --reasoning-effort medium (or leave it out)")
         overrides["reasoning_effort"] = str(effort).lower()
     if overrides.get("max_tokens", 1) < 1:
