@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from kernels.parent.settings import FUZZ_LEVELS
 from search.bench import cmd_bench
 from search.bench_retime import ROUNDS, cmd_retime
 from search.engine import steering
@@ -38,6 +39,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="kernel language the agents write (default: cpp on the CPU; on a GPU triton for the rules team, cuda for the LLM teams)")
     p.add_argument("--timing-runs", type=int, default=None, help="timed runs per evaluation (default 100)")
     p.add_argument("--no-compile-baseline", action="store_true", help="time only eager, not torch.compile")
+    p.add_argument("--fuzz", choices=FUZZ_LEVELS, default=None,
+                   help="the fuzzing stage after the correctness trials: off, standard (the default) or thorough "
+                        "(docs/fuzzing.md)")
     p.add_argument("--max-autotune-baseline", action="store_true",
                    help="also time torch.compile(mode='max-autotune') (slow to compile)")
     p.add_argument("--time-limit", type=float, default=None, help="wall-time limit per problem, seconds")

@@ -63,6 +63,8 @@ def eval_fields(args: argparse.Namespace) -> dict[str, Any]:
     fields: dict[str, Any] = {"baselines": baselines}
     if args.timing_runs is not None:
         fields["timing_runs"] = args.timing_runs
+    if getattr(args, "fuzz", None) is not None:
+        fields["fuzz"] = args.fuzz
     return fields
 
 

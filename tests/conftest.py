@@ -149,6 +149,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # Asked once per process and cached (the openai/anthropic SDKs ask for their headers, running `uname -p`): ask
     # before the spawn guard watches, so whichever test builds the first client is not taken for a spawner.
     platform.processor()
+    # The LLM SDKs load on first use (search.llm.settings.reasoning_efforts: seconds of CPU, which servers and gpu
+    # workers that never call a model save): load them here, once per process, so that whichever test first parses a
+    # run's flags or builds a client is not taken for a slow one.
+    from search.llm.settings import reasoning_efforts
+
+    reasoning_efforts()
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -28,12 +28,9 @@ DEFAULT_TEMPERATURE = {"plan": 0.8, "code": 0.1, "debug": 0.1, "single": 0.8}
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768, "max": 65536}
 
 
-@functools.cache
 def sdk_efforts() -> tuple[str, ...]:
     """The reasoning efforts the installed SDKs accept, lowest first: the openai SDK's ReasoningEffort and the
-    anthropic SDK's output_config effort ("none", reasoning off, is not offered: leave the option out instead).
-    Read at first use: importing the SDKs' type modules takes over a second, which every process that only loads
-    the settings (a web server, a worker, `manage.py check`) would pay at start."""
+    anthropic SDK's output_config effort ("none", reasoning off, is not offered: leave the option out instead)."""
     import typing
 
     found: set[str] = set()
@@ -54,12 +51,17 @@ def sdk_efforts() -> tuple[str, ...]:
     return tuple(known)
 
 
+@functools.cache
+def reasoning_efforts() -> tuple[str, ...]:
+    """sdk_efforts(), asked once, on first use: importing the two SDKs takes seconds of CPU, which a process that
+    never reads the efforts (a gpu worker, the web server, most management commands) does not spend."""
+    return sdk_efforts()
 
 
 def __getattr__(name: str) -> Any:
-    """REASONING_EFFORTS (sdk_efforts()), read when first named."""
+    """REASONING_EFFORTS (the efforts the installed SDKs accept) is reasoning_efforts(), computed on first use."""
     if name == "REASONING_EFFORTS":
-        return sdk_efforts()
+        return reasoning_efforts()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -231,8 +233,8 @@ def role_settings(options: dict[str, Any], role: str, env: dict[str, str] | None
             overrides[name] = flag(value)
     effort = _pick(options, role, "reasoning_effort")
     if effort is not None:
-        if str(effort).lower() not in sdk_efforts():
-            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(sdk_efforts())}; "
+        if str(effort).lower() not in reasoning_efforts():
+            raise ConfigError(f"{role} reasoning effort {effort!r} is not one of {', '.join(reasoning_efforts())}; "
                               "pass e.g. --reasoning-effort medium (or leave it out)")
         overrides["reasoning_effort"] = str(effort).lower()
     if overrides.get("max_tokens", 1) < 1:

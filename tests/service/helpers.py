@@ -14,6 +14,14 @@ CHEAP_EVAL = {"correctness_trials": 2, "timing_runs": 3, "warmup_runs": 1, "base
               "roofline": False, "run_timeout_s": 120.0, "build_timeout_s": 300.0, "fuzz": "off"}
 
 
+def cheap_ceilings(settings) -> None:
+    """The operator's ceilings on trials and warm-up runs at CHEAP_EVAL's values, for runs started with
+    `manage.py stark_run` (whose flags do not set them): a lower ceiling also lowers the default."""
+    settings.STARK_EVAL_CEILINGS = {**settings.STARK_EVAL_CEILINGS,
+                                    "correctness_trials": (CHEAP_EVAL["correctness_trials"], "STARK_EVAL_MAX_TRIALS"),
+                                    "warmup_runs": (CHEAP_EVAL["warmup_runs"], "STARK_EVAL_MAX_WARMUP_RUNS")}
+
+
 def problem_source() -> str:
     return PROBLEM_PATH.read_text()
 

@@ -18,7 +18,7 @@ def test_it_survives_redis_losing_everything(workers, reaper, owner, redis_clien
     # an evaluation of seconds (a harness child's start alone takes a few), so Redis is flushed while one is in
     # flight: the flush follows within 0.3 s of the node being sent, never after its result was recorded
     run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"},
-                   eval={**CHEAP_EVAL, "reuse_results": False, "timing_runs": 30})
+                   eval={**CHEAP_EVAL, "reuse_results": False})
     wait_for(lambda: Node.objects.filter(run=run, node_id__gt=0, phase="evaluate").first(), 300,
              "a child to be sent for evaluation")
     events_before = list(Event.objects.filter(run=run).values_list("seq", "type"))

@@ -7,17 +7,18 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.service.helpers import PROBLEM_PATH
+from tests.service.helpers import PROBLEM_PATH, cheap_ceilings
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_stark_run_goes_through_the_queues(workers, owner, tmp_path, capsys):
+def test_stark_run_goes_through_the_queues(workers, owner, tmp_path, capsys, settings):
     from stark_web.studio.models import Run
 
+    cheap_ceilings(settings)
     out = tmp_path / "tree.json"
     call_command("stark_run", str(PROBLEM_PATH), "--team", "scripted", "--budget", "1", "--owner", "ada",
-                 "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline", "--out", str(out),
+                 "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline", "--fuzz", "off", "--out", str(out),
                  "--wait-timeout", "400")
     printed = capsys.readouterr().out
     run = Run.objects.get()

@@ -29,7 +29,7 @@ def make_suite(owner):
     teams = [{"label": "a", "team": "scripted", "team_options": {"script": "ok"}},
              {"label": "b", "team": "scripted", "team_options": {"script": "ok:2"}}]
     return service.create_suite(owner, "survivor", uploads, teams, 1,
-                                {"eval": {**CHEAP_EVAL, "reuse_results": False, "timing_runs": 30}}, max_active=2)
+                                {"eval": {**CHEAP_EVAL, "reuse_results": False}}, max_active=2)
 
 
 def suite_evaluation_started(suite_id: int):

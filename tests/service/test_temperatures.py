@@ -13,7 +13,7 @@ from django.core.management import call_command
 from tests.llm.kernel_responder import kernel_responder
 from tests.llm.stub_server import StubLLMServer
 from tests.service.conftest import Workers
-from tests.service.helpers import PROBLEM_PATH, make_run, run_finished, wait_for
+from tests.service.helpers import PROBLEM_PATH, cheap_ceilings, make_run, run_finished, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -36,16 +36,17 @@ def plan_and_code(server: StubLLMServer) -> tuple[list, list]:
 
 
 def test_each_expand_job_takes_the_runs_refusals_and_code_keeps_its_temperature(owner, stub, start_worker,
-                                                                                 redis_client, capsys):
+                                                                                 redis_client, capsys, settings):
     from stark_web.studio.models import Node, Run
 
+    cheap_ceilings(settings)
     workers = Workers(start_worker)
     workers.start("search", "--with-scheduler")
     workers.start("gpu")
     call_command("stark_run", str(PROBLEM_PATH), "--team", "stark", "--provider", "openai-compatible",
                  "--base-url", f"{stub.url}/v1", "--model", "m-notemp", "--target", "cpp", "--budget", "2",
                  "--owner", "ada", "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline",
-                 "--wait-timeout", "400")
+                 "--fuzz", "off", "--wait-timeout", "400")
     run = Run.objects.get()
     assert run.status == "finished", run.error
     printed = capsys.readouterr().out

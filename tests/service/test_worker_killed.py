@@ -80,7 +80,7 @@ def test_it_survives_a_gpu_worker_killed_mid_evaluation(workers, owner):
 
     # A stored result would let the evaluation finish before the kill lands: judge afresh every time.
     run = make_run(owner, team="scripted", budget=2, team_options={"script": "ok:0.5"},
-                   eval={**CHEAP_EVAL, "reuse_results": False, "timing_runs": 30})  # seconds: a child's start alone
+                   eval={**CHEAP_EVAL, "reuse_results": False})  # seconds: two harness children start
     victim = kill_mid_evaluation(workers.procs["gpu"][0], run.pk)
     # No gpu worker is left to clean up after the dead one: the reaper, scheduled by the search worker's rq
     # scheduler, must find the abandoned evaluation and queue it again.

@@ -87,6 +87,17 @@ def preload_torch() -> None:
         return
 
 
+def preload_llm_sdks() -> None:
+    """Import the LLM SDKs (anthropic, openai: seconds of CPU) once in a search worker's main process, so every agents'
+    step of an LLM team, each in a work-horse forked from it, finds them loaded. Other processes import them on first
+    use (search.llm.settings.reasoning_efforts)."""
+    try:
+        from search.llm.settings import reasoning_efforts
+    except ImportError:  # a worker without the search package
+        return
+    reasoning_efforts()
+
+
 class QuickUnsubscribe:
     """rq's subscribe with the pubsub thread polling every PUBSUB_POLL_S: its stop at the worker's teardown waits at
     most that long (a mixin before any rq worker class)."""
@@ -119,6 +130,8 @@ class Worker(QuickUnsubscribe, RQWorker):
             import kernels.parent.jobs  # noqa: F401
 
             preload_isolation_plans()
+        if any("search" in getattr(q, "name", "") for q in self.queues):
+            preload_llm_sdks()
 
     def setup_work_horse_signals(self) -> None:
         """In the work horse: rq puts it in a process group of its own, so it would outlive a SIGKILLed worker and
