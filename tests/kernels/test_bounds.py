@@ -17,6 +17,7 @@ import pytest
 from kernels import EvalResult, EvalSettings, evaluate, inspect_problem
 from kernels.parent import cache
 from kernels.parent.isolation import layers
+from kernels.parent.reference import ensure_reference
 from tests.kernels.conftest import fixture_source
 from tests.kernels.test_sandbox_layers import SHAPE
 
@@ -33,10 +34,14 @@ def total_cap_s(settings: EvalSettings) -> float:
     return 3 * settings.build_timeout_s + 2 * settings.run_timeout_s + fuzz + MARGIN_S
 
 
-def prime(settings: EvalSettings) -> None:
-    """The problem's reference computed and cached first, with room to spare on this shared 2-core machine."""
-    evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"),
-             settings.replace(build_timeout_s=180.0, run_timeout_s=60.0))
+@pytest.fixture(scope="module")
+def primed_cache(tmp_path_factory: pytest.TempPathFactory, fast_settings: EvalSettings) -> str:
+    """The cache of this module's hostile candidates: the problem's reference computed and cached first, once, with
+    room to spare on this shared 2-core machine, so that a candidate's clock covers its own child only."""
+    cache_dir = str(tmp_path_factory.mktemp("bounds-cache"))
+    ensure_reference(fixture_source("problem_scale_add"),
+                     fast_settings.replace(cache_dir=cache_dir, build_timeout_s=180.0, run_timeout_s=60.0))
+    return cache_dir
 
 
 # Hostile candidates: the scale-add model, whose first forward() first runs `attack()`.
@@ -92,15 +97,14 @@ def hostile(name: str) -> str:
 
 
 def judged_alone(settings: EvalSettings, candidate: str) -> tuple[EvalResult, float]:
-    prime(settings)
     started = time.monotonic()
     result = evaluate(fixture_source("problem_scale_add"), hostile(candidate), settings)
     return result, time.monotonic() - started
 
 
-def test_forged_progress_ends_as_a_timeout_within_the_total_cap(fast_settings: EvalSettings, tmp_path: Path) -> None:
+def test_forged_progress_ends_as_a_timeout_within_the_total_cap(fast_settings: EvalSettings, primed_cache: str) -> None:
     """#1: phase messages sent with the nonce found in the child's heap every second kept a 10 s run alive 150 s."""
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, build_timeout_s=10.0,
+    settings = fast_settings.replace(cache_dir=primed_cache, reuse_results=False, build_timeout_s=10.0,
                                      run_timeout_s=5.0, profile=False)
     result, took = judged_alone(settings, "forge_progress")
     assert result.verdict == "timeout", (result.verdict, result.reasons)
@@ -108,13 +112,12 @@ def test_forged_progress_ends_as_a_timeout_within_the_total_cap(fast_settings: E
 
 
 def test_a_child_locking_every_descriptor_cannot_block_another_evaluation(fast_settings: EvalSettings,
-                                                                          tmp_path: Path) -> None:
+                                                                          primed_cache: str) -> None:
     """#2: flock(LOCK_EX) on the device lock's descriptor (handed over in task.json), held 60 s with forged progress,
     blocked every other evaluation on the device. Now the child has no lock descriptor; what the parent holds for it
     ends with it (at its deadline), and the lock is free once it is gone."""
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, build_timeout_s=10.0,
+    settings = fast_settings.replace(cache_dir=primed_cache, reuse_results=False, build_timeout_s=10.0,
                                      run_timeout_s=5.0, profile=False)
-    prime(settings)
     outcome: dict[str, object] = {}
     holding = threading.Event()
 
@@ -166,21 +169,21 @@ def test_a_problem_check_does_not_wait_for_the_device_lock(fast_settings: EvalSe
 
 
 @pytest.mark.skipif(not layers.plan("auto", False).bwrap, reason="bubblewrap does not run here")
-def test_writing_to_the_sandbox_root_fails_the_candidate(fast_settings: EvalSettings, tmp_path: Path) -> None:
+def test_writing_to_the_sandbox_root_fails_the_candidate(fast_settings: EvalSettings, primed_cache: str) -> None:
     """#3: 1,600 MB written into bubblewrap's in-memory root (outside the work dir) with memory_limit_mb=256 passed;
     here 600 MB against 128 MB: the root is read-only, so the write fails the candidate at once."""
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, memory_limit_mb=4096,
+    settings = fast_settings.replace(cache_dir=primed_cache, reuse_results=False, memory_limit_mb=4096,
                                      disk_limit_mb=128, profile=False)
     result, _ = judged_alone(settings, "write_root")
     assert result.verdict == "runtime_error", (result.verdict, result.reasons)
     assert "Read-only file system" in " ".join(result.reasons) + result.logs.get("run", ""), result.reasons
 
 
-def test_a_fork_bomb_is_stopped_at_the_cap(fast_settings: EvalSettings, tmp_path: Path,
+def test_a_fork_bomb_is_stopped_at_the_cap(fast_settings: EvalSettings, primed_cache: str,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """#4: 1,500 processes forked by one child, no cap. Here 300 against a cap of 64 (the parent's /proc count)."""
     monkeypatch.setenv("STARK_EVAL_MAX_PROCESSES", "64")
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, profile=False)
+    settings = fast_settings.replace(cache_dir=primed_cache, reuse_results=False, profile=False)
     result, _ = judged_alone(settings, "fork_many")
     assert result.verdict == "runtime_error", (result.verdict, result.reasons)
     assert "more than 64 processes" in result.reasons[0], result.reasons

@@ -366,7 +366,8 @@ def test_a_timer_goes_ahead_while_a_candidate_compiles(fast_settings: EvalSettin
     a timer takes the device lock exclusively; the child waits for it only to take the device back ("waiting for
     the device" again), then passes, its result saying what stepped aside."""
     monkeypatch.setenv("STARK_COMPILE_ASIDE", "1")
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+    # warm children (no bubblewrap: the lock is the subject); a cache of its own, without any compile seed
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, sandbox="none")
     from kernels.parent import cache
 
     lock = cache.device_lock(cache.cache_root(settings.cache_dir), settings.device)
@@ -422,7 +423,7 @@ def test_with_the_setting_off_a_compile_keeps_its_shared_hold(fast_settings: Eva
     monkeypatch.setenv("STARK_COMPILE_ASIDE", "0")
     monkeypatch.setenv("STARK_LOCK_TRACE", str(tmp_path / "lock.trace"))
     monkeypatch.setenv("STARK_BRING_UP", "0")  # and nothing brought up before the first hold
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, sandbox="none")  # warm, as above
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_compile"), settings)
     assert result.verdict == "pass", result.reasons
     assert "compile_aside" not in result.environment and "bring_up" not in result.environment, result.environment
