@@ -128,7 +128,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         print(summary.text(), file=to, flush=True)
         if getattr(args, "retime", False) and tree.root.correct:
             # its --parallel entries at once, each child holding one of the gate's slots like an evaluation
-            retime_winner(tree, args.device, parallel=args.parallel, slot=gate.slot if gate else None)
+            retime_winner(tree, args.device, parallel=args.parallel, slot=gate.slot if gate else None,
+                          sandbox=getattr(args, "sandbox", "auto"))
             print(retime_text(tree), file=to, flush=True)
             if tree_file:
                 tree.save(tree_file)

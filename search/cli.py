@@ -26,6 +26,8 @@ from search.llm.temperature import dropped, notices
 from search.run_settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.teams import TEAM_NAMES
 
+SANDBOX_MODES = ("auto", "bwrap", "none")  # kernels.parent.settings.SANDBOX_MODES (the CLI does not import the harness)
+
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options `run` and `bench` share."""
@@ -94,6 +96,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     s.add_argument("--quiet", action="store_true", help="print only the final summary")
 
 
+def add_sandbox_option(p: argparse.ArgumentParser) -> None:
+    """--sandbox of `run`, `bench` and `retime`: the harness children's isolation (kernels EvalSettings.sandbox)."""
+    p.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto",
+                   help="bubblewrap around the harness children: auto (where it works), bwrap (required) or none "
+                        "(without it; the children then fork from a warm process that has imported torch, seconds "
+                        "less per evaluation; the other isolation layers stay) (default auto)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m search", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--events", default=None, help="write every event as JSON lines here")
     run.add_argument("--resume", action="store_true", help="continue the tree in --out up to the budget")
     add_run_options(run)
+    add_sandbox_option(run)
     bench = sub.add_parser("bench", help="search a suite and report Success, fast_p and speed-ups")
     bench.add_argument("paths", nargs="+", help="problem files and/or directories (searched recursively)")
     bench.add_argument("--out", required=True, help="results JSON; the Markdown table goes next to it (.md)")
@@ -124,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="evaluations at most at once across the problems side by side; attempts are planned while "
                             "others hold the slots (default 0: no limit but each problem's --parallel)")
     add_run_options(bench)
+    add_sandbox_option(bench)
     retime = sub.add_parser("retime", help="re-time saved searches' winners and both torch.compile modes side by side "
                                            "with the reference, writing the figures into the tree files")
     retime.add_argument("trees", nargs="+", help="tree JSON files written by run --out or bench --trees")
@@ -136,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     retime.add_argument("--parallel", type=int, default=1, metavar="K",
                         help="re-time children at once in all, across the trees too (default 1: one after another); "
                              "each child's timed rounds still hold the device alone")
+    add_sandbox_option(retime)
     show = sub.add_parser("show", help="print a tree file as an outline: who wrote each node, verdict, speed "
                                        "(and 'no temp' where a call went without its role's temperature), then the "
                                        "attempts in the verdict's order")

@@ -65,6 +65,8 @@ def eval_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["timing_runs"] = args.timing_runs
     if getattr(args, "fuzz", None) is not None:
         fields["fuzz"] = args.fuzz
+    if getattr(args, "sandbox", None):  # `run` and `bench` (manage.py stark_run: the workers' sandbox, the operator's)
+        fields["sandbox"] = args.sandbox
     return fields
 
 
@@ -96,9 +98,9 @@ def kernels_evaluate(problem_source: str, candidate_source: str, settings: dict[
         return problem_result(exc, parsed)
 
 
-def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
-    """The problem's source and summary (inspected on `device`); a bad problem is a UsageError, a GPU that other
-    processes fill raises kernels' DeviceBusyError (problem_waiting waits for it)."""
+def read_problem(path: str, device: str, sandbox: str = "auto") -> tuple[str, dict[str, Any]]:
+    """The problem's source and summary (inspected on `device`, its child in `sandbox`); a bad problem is a
+    UsageError, a GPU that other processes fill raises kernels' DeviceBusyError (problem_waiting waits for it)."""
     from kernels import ProblemError, inspect_problem
     from kernels.shared.errors import DeviceBusyError
 
@@ -107,7 +109,7 @@ def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
         raise UsageError(f"problem file {path} does not exist; pass a KernelBench-format .py file")
     source = file.read_text()
     try:
-        summary = inspect_problem(source, device=device).to_dict()
+        summary = inspect_problem(source, device=device, settings={"sandbox": sandbox}).to_dict()
     except DeviceBusyError:
         raise
     except ProblemError as exc:
@@ -116,8 +118,8 @@ def read_problem(path: str, device: str) -> tuple[str, dict[str, Any]]:
     return source, summary
 
 
-def problem_waiting(path: str, device: str, out: TextIO | None,
-                    sleep: Callable[[float], None] = time.sleep) -> tuple[str, dict[str, Any]]:
+def problem_waiting(path: str, device: str, out: TextIO | None, sleep: Callable[[float], None] = time.sleep,
+                    sandbox: str = "auto") -> tuple[str, dict[str, Any]]:
     """read_problem, waiting while other processes fill the GPU like the reference's evaluation does
     (search.engine.busy, STARK_DEVICE_BUSY_*; each wait printed to `out`); then a UsageError with the device-busy
     message."""
@@ -126,7 +128,7 @@ def problem_waiting(path: str, device: str, out: TextIO | None,
     busy, waited = 0, 0.0
     while True:
         try:
-            return read_problem(path, device)
+            return read_problem(path, device, sandbox)
         except DeviceBusyError as exc:
             policy = BusyPolicy.from_env()
             busy, wait = busy + 1, policy.next_wait(busy + 1, waited)
@@ -175,9 +177,10 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO, tree_file: 
     side, search.bench_gate) every evaluation waits for one of its slots."""
     settings = run_settings(args)
     args.device, args.target = settings.device, settings.target  # the bench's results name them
-    source, summary = problem_waiting(path, settings.device, None if args.quiet else out)
+    source, summary = problem_waiting(path, settings.device, None if args.quiet else out,
+                                      sandbox=str(settings.eval.get("sandbox") or "auto"))
     resumed = Tree.load(tree_file) if getattr(args, "resume", False) and tree_file and Path(tree_file).exists() else None
-    config = settings.team_config()
+    config = {**settings.team_config(), "sandbox": settings.eval.get("sandbox")}  # the rules team's tracing child
     if resumed is not None:  # the roles whose models refused their temperature do not ask again
         config[SEED_OPTION] = refusals(node.usage for node in resumed)
     try:

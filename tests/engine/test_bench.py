@@ -93,7 +93,7 @@ def test_bench_runs_a_suite_and_writes_json_and_markdown(tmp_path, monkeypatch):
         (tmp_path / suite / "p.py").write_text(PROBLEM)
     (tmp_path / "level2" / "broken.py").write_text("x = 1\n")
 
-    def read_problem(path: str, device: str):
+    def read_problem(path: str, device: str, sandbox: str = "auto"):
         text = Path(path).read_text()
         if "class Model" not in text:
             raise cli.UsageError(f"{path}: defines no class Model")
@@ -131,7 +131,7 @@ def test_bench_resume_continues_each_tree_without_judging_the_reference_again(tm
         return script_evaluate(problem_source, candidate_source, settings)
 
     monkeypatch.setattr(cli, "kernels_evaluate", counting)
-    monkeypatch.setattr(cli, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    monkeypatch.setattr(cli, "read_problem", lambda path, device, sandbox="auto": (Path(path).read_text(), {}))
     trees = tmp_path / "trees"
     args = ["bench", str(tmp_path / "suite"), "--team", "scripted", "--script", "ok:0.5", "--device", "cpu",
             "--out", str(tmp_path / "r.json"), "--trees", str(trees)]
@@ -174,7 +174,7 @@ def test_problems_side_by_side_share_the_evaluation_slots_and_keep_their_order(t
         return script_evaluate(problem_source, candidate_source, settings)
 
     monkeypatch.setattr(cli, "kernels_evaluate", slow)
-    monkeypatch.setattr(cli, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    monkeypatch.setattr(cli, "read_problem", lambda path, device, sandbox="auto": (Path(path).read_text(), {}))
     buf = io.StringIO()
     out = tmp_path / "r.json"
     assert main(["bench", str(tmp_path / "suite"), "--team", "scripted", "--script", "ok:0.5", "--device", "cpu",
@@ -228,7 +228,7 @@ def test_a_problems_time_limit_counts_its_own_search_not_its_turns_for_a_slot(tm
         return script_evaluate(problem_source, candidate_source, settings)
 
     monkeypatch.setattr(cli, "kernels_evaluate", slow)
-    monkeypatch.setattr(cli, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    monkeypatch.setattr(cli, "read_problem", lambda path, device, sandbox="auto": (Path(path).read_text(), {}))
     out = tmp_path / "r.json"
     assert main(["bench", str(tmp_path / "suite"), "--team", "scripted", "--script", "ok:0.5", "--device", "cpu",
                  "--budget", "4", "--parallel", "1", "--problems-at-once", "3", "--slots", "1",

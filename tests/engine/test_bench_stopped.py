@@ -1,6 +1,10 @@
 """A bench sent SIGTERM (kb_rules.sh's stream deadline is `timeout`) ends at once and keeps its work: the tree file
 holds every finished attempt (it is saved after each verdict), the attempts in flight are marked "interrupted", the
-stop reason names the signal, the exit status is 143 — and no harness child is left running on the device."""
+stop reason names the signal, the exit status is 143 — and no harness child is left running on the device, spawned
+under bubblewrap or forked from the warm zygote (--sandbox none).
+
+The problem is one whose first move is an exact rewrite (fold-affine: plain PyTorch, judged in seconds) and whose
+next ones build C++ (the fused kernel, torch.compile): the signal comes while those builds are in flight."""
 
 from __future__ import annotations
 
@@ -17,28 +21,29 @@ import pytest
 
 from search.engine.tree import Tree
 from tests.teams.processes import command_lines, harness_children
+from tests.teams.rewrite_problems import FOLD_GEMM_AFFINE
 
 pytestmark = pytest.mark.slow  # a real bench: the rules team's attempts in real harness children
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = Path(__file__).parent / "fixtures" / "tiny_relu_scale.py"
 
 
-@pytest.mark.parametrize("at_once", [1, 2])
-def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path, at_once: int) -> None:
+@pytest.mark.parametrize("at_once,sandbox", [(1, "auto"), (2, "none")])
+def test_sigterm_ends_a_bench_at_once_and_keeps_its_attempts(tmp_path: Path, at_once: int, sandbox: str) -> None:
     """One problem, or two side by side (--problems-at-once 2: their searches run in threads, where no signal
     handler can be set; the main thread's stops them all)."""
     cache, trees = tmp_path / "cache", tmp_path / "trees"
-    problems = [TINY]
-    if at_once == 2:  # the same problem under a second name: a second tree
-        (tmp_path / "other").mkdir()
-        problems.append(tmp_path / "other" / TINY.name)
-        problems[1].write_text(TINY.read_text())
+    problems = []
+    for folder in ("suite", "other")[:at_once]:  # the same problem under a second name: a second tree
+        (tmp_path / folder).mkdir()
+        problems.append(tmp_path / folder / "fold_gemm_affine.py")
+        problems[-1].write_text(FOLD_GEMM_AFFINE)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "STARK_CACHE_DIR": str(cache), "PYTHONUNBUFFERED": "1"}
     bench = subprocess.Popen(
         [sys.executable, "-m", "search", "bench", *map(str, problems), "--team", "rules", "--budget", "30",
          "--device", "cpu", "--parallel", "2", "--timing-runs", "5", "--no-compile-baseline", "--trees", str(trees),
-         "--problems-at-once", str(at_once), "--slots", str(2 * at_once), "--out", str(tmp_path / "bench.json")],
+         "--problems-at-once", str(at_once), "--slots", str(2 * at_once), "--out", str(tmp_path / "bench.json"),
+         "--sandbox", sandbox],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     tree_files = [trees / f"{p.parent.name}__{p.stem}.json" for p in problems]
     try:

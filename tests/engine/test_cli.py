@@ -37,6 +37,22 @@ def test_every_flag_of_the_issue_exists_and_has_help():
         assert action.help, f"{action.option_strings} has no help text"
 
 
+def test_sandbox_flag_reaches_the_evaluations_of_run_bench_and_retime():
+    from kernels.parent.settings import SANDBOX_MODES
+    from search.cli import SANDBOX_MODES as CLI_MODES
+    from search.inline import eval_fields
+
+    assert CLI_MODES == SANDBOX_MODES
+    parser = build_parser()
+    for argv in (["run", "p.py", "--team", "rules"], ["bench", "p.py", "--team", "rules", "--out", "r.json"],
+                 ["retime", "t.json"]):
+        assert parser.parse_args(argv).sandbox == "auto"
+        assert parser.parse_args([*argv, "--sandbox", "none"]).sandbox == "none"
+    assert eval_fields(parser.parse_args(["run", "p.py", "--team", "rules", "--sandbox", "bwrap"]))["sandbox"] == "bwrap"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "p.py", "--team", "rules", "--sandbox", "docker"])
+
+
 def test_team_flags_reach_the_team_as_options():
     args = build_parser().parse_args([
         "run", "p.py", "--team", "stark", "--provider", "openai-compatible", "--base-url", "http://x/v1",
@@ -71,7 +87,8 @@ def test_run_end_to_end_with_the_real_evaluator_writes_a_tree_whose_attempts_equ
     events = tmp_path / "events.jsonl"
     proc = subprocess.run(
         with_test_teams([sys.executable, "-m", "search", "run", str(TINY), "--team", "scripted", "--budget", "3",
-                         "--seed", "1", "--script", "ok,fail,ok", "--out", str(out), "--events", str(events), *FAST]),
+                         "--seed", "1", "--script", "ok,fail,ok", "--out", str(out), "--events", str(events), *FAST,
+                         "--sandbox", "none"]),  # warm children: the subject is the CLI, not isolation
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -88,6 +105,7 @@ def test_run_end_to_end_with_the_real_evaluator_writes_a_tree_whose_attempts_equ
     assert "<<<IMPROVE BEGINS>>>" in nodes[1]["anchored_source"] and "<<<IMPROVE" not in nodes[1]["source"]
     assert tree["best"] in nodes and nodes[tree["best"]]["verdict"] == "pass"
     assert tree["settings"]["eval"]["device"] == "cpu" and tree["settings"]["budget"] == 3
+    assert tree["settings"]["eval"]["sandbox"] == "none" and nodes[1]["result"]["environment"]["sandbox"] == "none"
     # the scripted "ok" candidate computes what the reference does, so on a CPU it may time either side of it:
     # the summary must name whichever the tree recorded as the winner
     loaded = Tree.from_dict(tree)
@@ -106,7 +124,7 @@ def test_run_prints_progress_to_the_given_stream(tmp_path, monkeypatch):
     from tests.engine.helpers import script_evaluate
 
     monkeypatch.setattr(cli, "kernels_evaluate", script_evaluate)
-    monkeypatch.setattr(cli, "read_problem", lambda path, device: (TINY.read_text(), {"flops": 1.0, "name": "tiny"}))
+    monkeypatch.setattr(cli, "read_problem", lambda path, device, sandbox="auto": (TINY.read_text(), {"flops": 1.0, "name": "tiny"}))
     buf = io.StringIO()
     out = tmp_path / "t.json"
     assert main(["run", str(TINY), "--team", "scripted", "--budget", "4", "--script", "ok:0.5,fail",

@@ -173,7 +173,7 @@ def test_the_bench_waits_the_same_way_and_names_the_problems_the_busy_gpu_spoilt
         return busy_reference_result() if "a_busy" in problem else script_evaluate(problem, candidate, settings)
 
     monkeypatch.setattr(inline, "kernels_evaluate", evaluate)
-    monkeypatch.setattr(inline, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    monkeypatch.setattr(inline, "read_problem", lambda path, device, sandbox="auto": (Path(path).read_text(), {}))
     monkeypatch.setenv("STARK_DEVICE_BUSY_FIRST_WAIT_S", "0.01")
     monkeypatch.setenv("STARK_DEVICE_BUSY_WAIT_S", "0.02")
     out, buf = tmp_path / "results.json", io.StringIO()

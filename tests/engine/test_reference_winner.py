@@ -55,7 +55,7 @@ def run_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> tup
     problem = tmp_path / "p.py"
     problem.write_text(PROBLEM)
     monkeypatch.setattr(inline, "kernels_evaluate", script_evaluate)
-    monkeypatch.setattr(inline, "read_problem", lambda path, device: (Path(path).read_text(), {}))
+    monkeypatch.setattr(inline, "read_problem", lambda path, device, sandbox="auto": (Path(path).read_text(), {}))
     buf = io.StringIO()
     tree_file = tmp_path / "tree.json"
     main(["run", str(problem), "--team", "scripted", "--budget", "2", "--script", script, "--device", "cpu",

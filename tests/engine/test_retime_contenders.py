@@ -25,6 +25,7 @@ from tests.engine.fixtures.contenders import FAST, PROBLEM, SLOW
 from tests.engine.helpers import make_tree
 
 GOOD = {"speedup": 1.0, "unstable": False}
+WARM = ["--sandbox", "none"]  # children forked from a warm zygote: what is tested here is the re-time, not isolation
 
 
 def ids(nodes: list[Node]) -> list[int]:
@@ -120,7 +121,7 @@ def test_a_re_time_hands_the_win_to_the_contender_that_is_faster_side_by_side(tm
     tree_file = tmp_path / "tree.json"
     tree.save(tree_file)
     buf = io.StringIO()
-    assert main(["retime", str(tree_file), "--rounds", "2", "--no-compile-baselines"], out=buf) == 0
+    assert main(["retime", str(tree_file), "--rounds", "2", "--no-compile-baselines", *WARM], out=buf) == 0
     retime = Tree.load(tree_file).meta["retime"]
     assert retime["search_best"] == 2 and set(retime["contenders"]) == {"1", "2"}, retime
     slow, fast = retime["contenders"]["2"], retime["contenders"]["1"]
@@ -134,7 +135,8 @@ def test_a_re_time_hands_the_win_to_the_contender_that_is_faster_side_by_side(tm
     record = problem_record(tmp_path / "p.py", Tree.load(tree_file), "finished", "budget spent", 1.0)
     assert record["best_attempt"] == 1 and record["search_best_attempt"] == 2
     # a second re-time keeps every usable figure (same search best, device and rounds): nothing is timed again
-    again = retime_winner(Tree.load(tree_file), "cpu", rounds=2, keep_usable=True, compile_baselines=False)
+    again = retime_winner(Tree.load(tree_file), "cpu", rounds=2, keep_usable=True, compile_baselines=False,
+                          sandbox="none")
     usable_before = {k: e for k, e in retime["contenders"].items() if not e.get("unstable")}
     assert {k: again["contenders"][k] for k in usable_before} == usable_before
 
@@ -181,7 +183,7 @@ def side_by_side() -> dict[int, tuple[dict[str, Any], Occupancy, Tree]]:
     for parallel in (1, 3):
         tree, occupancy = two_contenders(), Occupancy()
         result = retime_winner(tree, "cpu", rounds=2, compile_baselines=False, parallel=parallel,
-                               slot=occupancy.slot)
+                               slot=occupancy.slot, sandbox="none")
         runs[parallel] = (result, occupancy, tree)
     return runs
 
@@ -274,7 +276,7 @@ def test_retime_parallel_re_times_several_trees_at_once(tmp_path: Path, capsys: 
         files.append(tmp_path / f"{name}.json")
         Tree(PROBLEM, {"device": "cpu"}, nodes=nodes).save(files[-1])
     buf = io.StringIO()
-    assert main(["retime", *map(str, files), "--rounds", "2", "--no-compile-baselines", "--parallel", "2"],
+    assert main(["retime", *map(str, files), "--rounds", "2", "--no-compile-baselines", "--parallel", "2", *WARM],
                 out=buf) == 0
     for f in files:
         retime = Tree.load(f).meta["retime"]

@@ -17,8 +17,10 @@ from search.teams import get_team
 from search.teams.rules.planning.recipe import Recipe, recipe_of
 from tests.teams import rules_problems as P
 
+# warm children (sandbox "none": forked from a zygote that has imported torch), no fuzzing or profile: the subject
+# is how the search ends
 FAST = {"device": "cpu", "timing_runs": 3, "warmup_runs": 1, "correctness_trials": 1, "baselines": ["eager"],
-        "roofline": False}
+        "roofline": False, "fuzz": "off", "profile": False, "sandbox": "none"}
 
 
 def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def evaluate(problem: str, candidate: str, settings: dict[str, Any]) -> dict[str
 def test_an_exhausted_rules_team_finishes_the_run_with_search_space_exhausted() -> None:
     events: list[Event] = []
     tree = Tree(P.MATMUL, {"device": "cpu", "seed": 0}, root_source=reference_candidate(P.MATMUL))
-    engine = Engine(tree, get_team("rules", {"eps": 0.0}), evaluate, events.append)
+    engine = Engine(tree, get_team("rules", {"eps": 0.0, "sandbox": "none"}), evaluate, events.append)
     summary = run_loop(engine, budget=8)
     attempts = [n for n in tree if n.parent is not None]
     # A matmul on the CPU has two moves (torch.compile default / max-autotune); both are tried and evaluated,

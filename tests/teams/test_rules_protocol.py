@@ -21,6 +21,9 @@ from search.teams.rules.planning.recipe import Recipe, recipe_of
 from search.teams.rules.rendering.candidate import render
 from tests.teams import rules_problems as P
 
+# The tracing child forked from a warm zygote (no bubblewrap): the subject is the protocol, not isolation.
+WARM = {"sandbox": "none"}
+
 
 def passed(tree: Tree, node_id: int, runtime: float) -> None:
     node = tree[node_id]
@@ -48,7 +51,7 @@ def new_tree(problem: str) -> Tree:
 @pytest.mark.slow
 def test_it_plans_with_anchors_and_fills_every_span() -> None:
     tree = new_tree(P.CONV_CHAIN)
-    team = get_team("rules", {"seed": 0})
+    team = get_team("rules", {"seed": 0, **WARM})
     plan, source = attempt(tree, team, 0)
     anchors = resolve_instructions(plan.anchored_source, plan.instructions)
     # From the reference itself the whole generated part is new: one span, the root's ModelNew stub below the
@@ -68,7 +71,7 @@ def test_it_plans_with_anchors_and_fills_every_span() -> None:
 @pytest.mark.slow
 def test_moves_compose_and_siblings_differ() -> None:
     tree = new_tree(P.MANY_OPS)
-    team = build_team({"seed": 3})
+    team = build_team({"seed": 3, **WARM})
     recipes = [recipe_of(attempt(tree, team, 0)[1]) for _ in range(4)]
     assert len(set(recipes)) == 4  # each sibling tries a move the others did not
     fused = next(k for k, r in enumerate(recipes, start=1) if r and r.fused and r.compile_mode is None)
@@ -85,7 +88,7 @@ def test_siblings_planned_while_others_are_in_flight_differ() -> None:
     """Parallel attempts: the plan of the second child comes before the first is evaluated (so before it enters
     any window); it must still choose another move."""
     tree = new_tree(P.MANY_OPS)
-    team = build_team({"seed": 0})
+    team = build_team({"seed": 0, **WARM})
     tags = []
     for _ in range(3):
         child = tree.add_child(0, "plan+code", status="planning")  # in flight: not in the window
@@ -98,7 +101,7 @@ def test_siblings_planned_while_others_are_in_flight_differ() -> None:
 def test_it_is_deterministic_under_a_seed() -> None:
     def run(seed: int) -> list[str]:
         tree = new_tree(P.MANY_OPS)
-        team = build_team({"seed": seed})
+        team = build_team({"seed": seed, **WARM})
         return [attempt(tree, team, 0)[0].anchored_source for _ in range(3)]
 
     assert run(7) == run(7)
@@ -107,7 +110,7 @@ def test_it_is_deterministic_under_a_seed() -> None:
 @pytest.mark.slow
 def test_it_says_when_nothing_is_left_to_try() -> None:
     tree = new_tree(P.MATMUL)
-    team = build_team({})
+    team = build_team(WARM)
     seen = {recipe_of(attempt(tree, team, 0)[1]) for _ in range(2)}
     assert seen == {Recipe(compile_mode="default"), Recipe(compile_mode="max-autotune-no-cudagraphs")}
     with pytest.raises(AgentError) as err:
@@ -121,7 +124,7 @@ def test_an_exhausted_branch_is_not_an_exhausted_space() -> None:
     """Nothing is left from node 1 (torch.compile'd matmul), but the root still has an untried move: only that
     branch ends (a plain agent error the policy prunes); the run goes on."""
     tree = new_tree(P.MATMUL)
-    team = build_team({})
+    team = build_team(WARM)
     attempt(tree, team, 0)
     with pytest.raises(AgentError) as err:
         team.plan.plan(build_window(tree, "plan", 1, attempt=2, device={"device": "cpu"}))
@@ -132,7 +135,7 @@ def test_an_exhausted_branch_is_not_an_exhausted_space() -> None:
 
 def test_the_code_role_refuses_a_plan_it_did_not_write() -> None:
     tree = new_tree(P.CONV_CHAIN)
-    team = build_team({})
+    team = build_team(WARM)
     plan = PlanAnswer(wrap_all(tree.root.source, "make it faster"), ["make it faster"])
     with pytest.raises(MalformedAnswer):
         team.code.code(build_window(tree, "code", 0, device={"device": "cpu"}), plan)
@@ -147,7 +150,7 @@ def failed_child(tree: Tree, recipe: Recipe, build_log: str, parent: int = 0) ->
 
 
 def debug(tree: Tree, node_id: int) -> Recipe | None:
-    team = build_team({})
+    team = build_team(WARM)
     answer = team.debug.debug(build_window(tree, "debug", node_id, device={"device": "cpu"}))
     assert "fix:" in answer.text
     return recipe_of(answer.source)
@@ -175,7 +178,7 @@ def test_debug_falls_back_to_a_safer_variant_then_further() -> None:
 def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
     tree = Tree(P.CONV_CHAIN, {"device": "cuda"}, root_source=reference_candidate(P.CONV_CHAIN))
     passed(tree, 0, 2.0)
-    team = build_team({})
+    team = build_team(WARM)
     recipes = []
     for _ in range(5):  # 2 compile modes first, then (seeded) channels-last, fold-affine, fuse all (no CUDA graph)
         plan, source = attempt(tree, team, 0, device="cuda")
@@ -202,7 +205,7 @@ def test_on_cuda_it_offers_gpu_moves_and_writes_triton_by_default() -> None:
 @pytest.mark.slow
 def test_debug_blames_the_last_move_and_ends_the_branch_when_only_undoing_it_is_left() -> None:
     tree = new_tree(P.MANY_OPS)
-    team = build_team({})
+    team = build_team(WARM)
     fused = Recipe(fused=(0, 1, 2), backend="cpp-omp")
     parent = failed_child(tree, fused, "")
     tree[parent].status, tree[parent].verdict = "done", "pass"
@@ -223,7 +226,7 @@ def test_debug_blames_the_last_move_and_ends_the_branch_when_only_undoing_it_is_
 @pytest.mark.slow
 def test_on_a_bare_softmax_the_first_move_writes_a_row_kernel_of_its_own() -> None:
     tree = new_tree(P.SOFTMAX)
-    plan, source = attempt(tree, build_team({}), 0)
+    plan, source = attempt(tree, build_team(WARM), 0)
     assert recipe_of(source) == Recipe(fused=(0,), backend="cpp-omp")
     assert len(parse_anchors(plan.anchored_source)) == len(plan.instructions) == 1  # below the reference
     first = plan.instructions[0]

@@ -233,14 +233,15 @@ def test_the_sample_problems_rewritten_match_their_reference(problem: str, tmp_p
 
 
 def play_first_move(source: str, tmp_path: Path) -> dict:
-    """Run `python -m search run --team rules` on the problem (budget 1, CPU): its tracing child, first move and the
-    real evaluator (kernels, CPU); the tree's first node."""
+    """Run `python -m search run --team rules` on the problem (budget 1, CPU, children forked warm without
+    bubblewrap): its tracing child, first move and the real evaluator (kernels, CPU); the tree's first node."""
     problem = tmp_path / "problem.py"
     problem.write_text(source)
     tree_file = tmp_path / "tree.json"
     done = subprocess.run(
         [sys.executable, "-m", "search", "run", str(problem), "--team", "rules", "--budget", "1", "--device", "cpu",
-         "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file)],
+         "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file),
+         "--sandbox", "none"],  # warm children (no bubblewrap): the subject is the move, not isolation
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}[1]

@@ -46,7 +46,8 @@ def test_it_finds_a_correct_fused_kernel_with_the_real_evaluator(tmp_path: Path)
     tree_file = tmp_path / "tree.json"
     done = subprocess.run(
         [sys.executable, "-m", "search", "run", str(problem), "--team", "rules", "--budget", "1", "--device", "cpu",
-         "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file)],
+         "--timing-runs", "5", "--no-compile-baseline", "--out", str(tree_file),
+         "--sandbox", "none"],  # warm children (no bubblewrap): the subject is the search, not isolation
         cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     nodes = {n["id"]: n for n in json.loads(tree_file.read_text())["nodes"]}

@@ -32,11 +32,12 @@ def build_team(options: dict[str, Any] | None = None) -> Team:
     """Options: seed (move choice, default 0), analysis_timeout_s (the tracing child's deadline, default
     $STARK_RULES_ANALYSIS_TIMEOUT_S or 120), policy (default adaptive-egreedy) with n_root, n_child, eps, and the
     engine settings max_reasks, max_agent_retries, top_r, context_tokens; trace_store (a TraceStore: the tracing
-    children's answers kept beyond this process, e.g. across a run's expand jobs in the service)."""
+    children's answers kept beyond this process, e.g. across a run's expand jobs in the service); sandbox (the
+    tracing child's, as kernels EvalSettings.sandbox: `python -m search run --sandbox`; default auto)."""
     options = dict(options or {})
     timeout = options.get("analysis_timeout_s")
     ctx = RulesContext(seed=int(options.get("seed") or 0), analysis_timeout_s=None if timeout is None else float(timeout),
-                       store=options.get("trace_store"))
+                       store=options.get("trace_store"), sandbox=str(options.get("sandbox") or "auto"))
     params = {k: options[k] for k in POLICY_PARAMS if options.get(k) is not None}
     name = options.get("policy") or "adaptive-egreedy"
     if name == "adaptive-egreedy" and str(options.get("device") or "").startswith("cuda"):

@@ -130,15 +130,16 @@ def register_calls() -> None:
 
 
 def trace_in_child(problem_source: str, cuda: bool, problem_name: str, request: Request,
-                   timeout_s: float | None = None) -> Traced:
-    """Trace and render in an isolated harness child; AgentError(permanent) when it gives no answer."""
+                   timeout_s: float | None = None, sandbox: str = "auto") -> Traced:
+    """Trace and render in an isolated harness child (its bubblewrap as kernels EvalSettings.sandbox says);
+    AgentError(permanent) when it gives no answer."""
     from kernels.parent.isolation.isolated_call import IsolatedCallError, call_isolated
 
     register_calls()
     timeout = analysis_timeout_s() if timeout_s is None else timeout_s
     try:
         answer = call_isolated(CALL, request.payload(problem_source, cuda, problem_name), timeout_s=timeout,
-                               memory_limit_mb=analysis_memory_mb(), what="tracing the problem")
+                               memory_limit_mb=analysis_memory_mb(), what="tracing the problem", sandbox=sandbox)
     except IsolatedCallError as exc:
         raise AgentError(failure_message(exc, timeout), permanent=True) from exc
     try:  # the problem ran in that process before it answered: check the answer's shape, trust nothing else

@@ -70,11 +70,13 @@ class RulesContext:
     """Facts shared by the three roles: the seed, and what the tracing child answered per (problem, device): the
     Facts, and the rendered source per recipe (each child call renders every recipe the role may need next, so a
     plan step and the code step after it cost one child). analysis_timeout_s: the child's deadline (None: from
-    STARK_RULES_ANALYSIS_TIMEOUT_S); store: where the answers are kept beyond this process (None: here only)."""
+    STARK_RULES_ANALYSIS_TIMEOUT_S); store: where the answers are kept beyond this process (None: here only);
+    sandbox: the tracing child's (kernels EvalSettings.sandbox: "auto", "bwrap" or "none")."""
 
     seed: int = 0
     analysis_timeout_s: float | None = None
     store: TraceStore | None = None
+    sandbox: str = "auto"
     _facts: dict[tuple[str, bool], Facts] = field(default_factory=dict)
     _sources: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
     _errors: dict[tuple[str, bool, str, str], str] = field(default_factory=dict)
@@ -125,7 +127,8 @@ class RulesContext:
                 if not missing:
                     return self._facts[key]
                 request = Request(recipes=missing)
-            traced = trace_in_child(window.problem_source, cuda, name, request, self.analysis_timeout_s)
+            traced = trace_in_child(window.problem_source, cuda, name, request, self.analysis_timeout_s,
+                                    sandbox=self.sandbox)
             self.calls += 1
             self._facts[key] = traced.facts
             for text, source in traced.sources.items():
