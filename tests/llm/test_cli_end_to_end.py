@@ -18,6 +18,8 @@ from tests.llm.stub_server import Reply, StubLLMServer
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = Path(__file__).parent / "fixtures" / "tiny_relu.py"
 KEY = "sk-e2e-key-should-stay-secret-31337"
+# harness children forked from a warm zygote (no bubblewrap): the subject is the run against the provider
+WARM = ["--sandbox", "none"]
 
 
 @pytest.mark.slow
@@ -37,7 +39,7 @@ def test_a_stark_run_completes_against_the_provider(stub: StubLLMServer, tmp_pat
     proc = subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", provider,
          "--base-url", stub.url, "--model", model, "--budget", "3", "--device", "cpu", "--timing-runs", "3",
-         "--no-compile-baseline", "--out", str(out), *key_flags],
+         "--no-compile-baseline", *WARM, "--out", str(out), *key_flags],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -77,7 +79,7 @@ def test_a_rejected_key_stops_the_run_with_the_fix_and_keeps_the_tree(stub: Stub
     proc = subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
          "--model", "claude-sonnet-4-6", "--budget", "3", "--device", "cpu",
-         "--timing-runs", "3", "--no-compile-baseline", "--out", str(out)],
+         "--timing-runs", "3", "--no-compile-baseline", *WARM, "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -98,7 +100,7 @@ def test_an_account_without_quota_stops_the_run_non_zero_after_one_request(stub:
     proc = subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "openai",
          "--model", "gpt-5", "--budget", "4", "--parallel", "1", "--device", "cpu", "--timing-runs", "3",
-         "--no-compile-baseline"],
+         "--no-compile-baseline", *WARM],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -116,7 +118,7 @@ def test_the_cost_limit_of_the_command_line_reaches_every_call(stub: StubLLMServ
     proc = subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
          "--model", "claude-sonnet-4-6", "--budget", "6", "--parallel", "3", "--cost-limit", "0.001",
-         "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline"],
+         "--device", "cpu", "--timing-runs", "3", "--no-compile-baseline", *WARM],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -138,7 +140,7 @@ def test_an_unknown_model_is_charged_an_assumed_price_said_at_the_start_and_stop
         proc = subprocess.run(
             [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", "anthropic",
              "--model", "claude-sonnet-9", "--budget", "5", "--device", "cpu", "--timing-runs", "3",
-             "--no-compile-baseline", "--out", str(tmp_path / "tree.json")],
+             "--no-compile-baseline", *WARM, "--out", str(tmp_path / "tree.json")],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
         )
         calls = len(stub.requests)
@@ -167,7 +169,7 @@ def test_a_suite_stops_at_its_cost_limit(tmp_path: Path) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "search", "bench", str(suite), "--team", "stark", "--provider", "anthropic",
              "--model", "claude-sonnet-4-6", "--budget", "3", "--device", "cpu", "--timing-runs", "3",
-             "--no-compile-baseline", "--suite-cost-limit", "1", "--out", str(tmp_path / "bench.json")],
+             "--no-compile-baseline", *WARM, "--suite-cost-limit", "1", "--out", str(tmp_path / "bench.json")],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr

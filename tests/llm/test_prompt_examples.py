@@ -81,7 +81,8 @@ def test_the_cpu_example_builds_and_passes_through_the_real_harness() -> None:
 
     result = evaluate(REFERENCE, CPP, {"device": "cpu", "timing_runs": 3, "warmup_runs": 1, "correctness_trials": 2,
                                        "baselines": ["eager"], "roofline": False, "fuzz": "off",
-                                       "reuse_results": False})  # really built, not a stored result
+                                       "reuse_results": False,  # really built, not a stored result
+                                       "sandbox": "none"})  # a warm child: the example is the subject
     assert result.verdict == "pass", (result.reasons, result.logs)
     assert "no_custom_kernel" not in result.flags
 

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = Path(__file__).parent / "fixtures" / "tiny_relu.py"
 KEY = "sk-temperature-test-key-4242"
 PROVIDERS = ["openai-compatible", "anthropic"]
+# harness children forked from a warm zygote (no bubblewrap): the subject is the run against the provider
+WARM = ["--sandbox", "none"]
 
 
 def search_run(stub: StubLLMServer, provider: str, *flags: str) -> subprocess.CompletedProcess:
@@ -28,7 +30,7 @@ def search_run(stub: StubLLMServer, provider: str, *flags: str) -> subprocess.Co
     return subprocess.run(
         [sys.executable, "-m", "search", "run", str(PROBLEM), "--team", "stark", "--provider", provider,
          "--base-url", stub.url, "--api-key-env", "TEMP_TEST_KEY", "--model", "m-notemp", "--device", "cpu",
-         "--timing-runs", "3", "--no-compile-baseline", *flags],
+         "--timing-runs", "3", "--no-compile-baseline", *WARM, *flags],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
 
