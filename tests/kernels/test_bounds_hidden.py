@@ -20,11 +20,16 @@ from kernels.parent.isolation import cgroups
 from kernels.parent.isolation.sandbox import run_worker
 from kernels.parent.isolation.worker_run import WorkerRun
 from tests.kernels.conftest import fixture_source
-from tests.kernels.test_bounds import prime
 from tests.kernels.test_sandbox_layers import SHAPE
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
+
+
+def prime(settings: EvalSettings) -> None:
+    """The problem's reference computed and cached first, with room to spare on a shared 2-core machine."""
+    evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"),
+             settings.replace(build_timeout_s=180.0, run_timeout_s=60.0))
 
 # problems whose import attacks (the child of an upload check or a reference runs exactly this)
 THREADS = """
