@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernels.parent.settings import FUZZ_LEVELS
+from kernels.parent.settings import FUZZ_LEVELS, SANDBOX_MODES
 from search.bench import cmd_bench
 from search.bench_retime import ROUNDS, cmd_retime
 from search.engine import steering
@@ -25,8 +25,6 @@ from search.llm.streaming import notices as stream_notices
 from search.llm.temperature import dropped, notices
 from search.run_settings import MAX_BUDGET, MAX_PARALLEL, ROLES, TARGETS
 from search.teams import TEAM_NAMES
-
-SANDBOX_MODES = ("auto", "bwrap", "none")  # kernels.parent.settings.SANDBOX_MODES (the CLI does not import the harness)
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
