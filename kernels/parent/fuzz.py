@@ -107,7 +107,18 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 def _run_reference(problem_source: str, settings: EvalSettings, plan: dict[str, Any], ops: list[str],
                    root: Path, path: Path) -> dict[str, Any] | str:
-    """The reference on every variant, in a fresh worker; the reason when it failed (the stage is then skipped)."""
+    """The reference on every variant, in a fresh worker; the reason when it failed (the stage is then skipped).
+    A worker that failed without an error of the problem's own (a deadline on a busy host, a kill, outputs that
+    could not be read back) is started once more: skipping the stage would leave the candidate unfuzzed."""
+    made, retry = _reference_worker(problem_source, settings, plan, ops, root, path)
+    if isinstance(made, str) and retry:
+        made, _ = _reference_worker(problem_source, settings, plan, ops, root, path)
+    return made
+
+
+def _reference_worker(problem_source: str, settings: EvalSettings, plan: dict[str, Any], ops: list[str],
+                      root: Path, path: Path) -> tuple[dict[str, Any] | str, bool]:
+    """One fuzz_reference worker: its records or why it failed, and whether another try may succeed."""
     from kernels.parent.isolation.sandbox import run_worker
     from kernels.parent.reference import adopt_outputs, device_lock, new_reference_dir, worker_env
 
@@ -127,10 +138,13 @@ def _run_reference(problem_source: str, settings: EvalSettings, plan: dict[str, 
             error = run.last("error") or {}
             why = (f"timed out in phase {run.timed_out_phase}" if run.timed_out_phase else
                    error.get("message") or run.limit_exceeded or f"{run.exit_description()}")
-            return f"the reference's fuzzing worker failed ({str(why)[:300]}); the stage was skipped"
+            limited = run.memory_exceeded_mb or run.disk_exceeded_mb or run.limit_exceeded  # the same again
+            return f"the reference's fuzzing worker failed ({str(why)[:300]}); the stage was skipped", not (
+                error or limited)
         adopt_outputs(work_dir / "fuzz.pt", path)
         loaded = _load(path)
-        return loaded if loaded is not None else "the reference's fuzzing outputs could not be read back"
+        return (loaded, False) if loaded is not None else ("the reference's fuzzing outputs could not be read back; "
+                                                           "the stage was skipped", True)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
 

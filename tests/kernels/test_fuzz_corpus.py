@@ -60,9 +60,11 @@ def test_the_corpus_illusions_fail_a_named_variant_and_the_controls_pass(tmp_pat
         verdicts[fuzz_seed] = {}
         for problem, candidate, expected in CASES:
             result = evaluate(source(f"problem_{problem}"), source(candidate), settings.replace(fuzz_seed=fuzz_seed))
-            why = (candidate, fuzz_seed, result.verdict, result.reasons, result.fuzz, result.logs["run"][-2000:])
-            verdicts[fuzz_seed][candidate] = result.verdict
             fuzz = result.fuzz or {}
+            # the stage's own account first (a skipped stage says why in its note and per variant)
+            why = (candidate, fuzz_seed, result.verdict, fuzz.get("note"), fuzz.get("skipped", [])[:3], result.reasons,
+                   result.fuzz, result.logs["run"][-2000:])
+            verdicts[fuzz_seed][candidate] = result.verdict
             assert fuzz.get("level") == "standard" and fuzz.get("seed") == fuzz_seed, why
             assert result.correctness and result.correctness["passed"] == result.correctness["trials"] == 5, why
             assert fuzz["run"] >= 5 and fuzz["cost_s"] > 0, why

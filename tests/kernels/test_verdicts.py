@@ -19,7 +19,12 @@ pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness chi
 def test_it_passes_an_honest_candidate(judged: Callable[..., EvalResult]) -> None:
     result = judged("honest_torch")
     assert result.verdict == "pass", result.reasons
-    assert result.flags == []
+    # a busy host may slow the reference between its timing before the candidate's import and its rounds: flagged
+    # honestly, and then the figure decides nothing (kernels.shared.witness.measurable)
+    assert set(result.flags) <= {"reference_slowed"}, result.flags
+    if result.flags:
+        assert not result.side_by_side["measurable"] and "slower once the candidate was loaded" in \
+            result.side_by_side["why"], result.side_by_side
     assert result.correctness["passed"] == result.correctness["trials"] == 3
     assert result.correctness["max_abs_error"] < 1e-4
     assert result.timing["runs"] == 4 and result.timing["min_ms"] <= result.timing["median_ms"]  # 2 rounds of 2
