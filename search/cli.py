@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernels.parent.settings import FUZZ_LEVELS, SANDBOX_MODES
+from kernels.parent.settings import FUZZ_LEVELS, SANDBOX_MODES, default_sandbox
 from search.bench import cmd_bench
 from search.bench_retime import ROUNDS, cmd_retime
 from search.engine import steering
@@ -96,10 +96,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def add_sandbox_option(p: argparse.ArgumentParser) -> None:
     """--sandbox of `run`, `bench` and `retime`: the harness children's isolation (kernels EvalSettings.sandbox)."""
-    p.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto",
+    p.add_argument("--sandbox", choices=SANDBOX_MODES, default=default_sandbox(),
                    help="bubblewrap around the harness children: auto (where it works), bwrap (required) or none "
                         "(without it; the children then fork from a warm process that has imported torch, seconds "
-                        "less per evaluation; the other isolation layers stay) (default auto)")
+                        "less per evaluation; the other isolation layers stay) (default $STARK_SANDBOX, else auto)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from kernels.parent.settings import default_sandbox
 from search.bench_gate import EvaluationGate, SlotWaits
 from search.engine.busy import WAITING, BusyPolicy, gave_up, held_words
 from search.engine.engine import Engine, selection_settings
@@ -178,7 +179,7 @@ def search_problem(path: str, args: argparse.Namespace, out: TextIO, tree_file: 
     settings = run_settings(args)
     args.device, args.target = settings.device, settings.target  # the bench's results name them
     source, summary = problem_waiting(path, settings.device, None if args.quiet else out,
-                                      sandbox=str(settings.eval.get("sandbox") or "auto"))
+                                      sandbox=str(settings.eval.get("sandbox") or default_sandbox()))
     resumed = Tree.load(tree_file) if getattr(args, "resume", False) and tree_file and Path(tree_file).exists() else None
     config = {**settings.team_config(), "sandbox": settings.eval.get("sandbox")}  # the rules team's tracing child
     if resumed is not None:  # the roles whose models refused their temperature do not ask again

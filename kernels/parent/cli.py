@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernels.parent.settings import BASELINE_KINDS, FUZZ_LEVELS, SANDBOX_MODES, EvalSettings
+from kernels.parent.settings import BASELINE_KINDS, FUZZ_LEVELS, SANDBOX_MODES, EvalSettings, default_sandbox
 from kernels.shared.errors import ProblemError
 
 
@@ -43,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
         p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
         p.add_argument("--cache-dir", default=None, help="cache directory (default $STARK_CACHE_DIR or var/cache/kernels)")
-        p.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto", help="bubblewrap isolation (default auto)")
+        p.add_argument("--sandbox", choices=SANDBOX_MODES, default=default_sandbox(),
+                       help="bubblewrap isolation (default $STARK_SANDBOX, else auto)")
         p.add_argument("--memory-mb", type=int, default=None, help="memory limit of each worker in MB")
         p.add_argument("--seed", type=int, default=0, help="base seed (trial seeds derive from it; replayable)")
 

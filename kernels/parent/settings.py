@@ -21,7 +21,9 @@ Settings (all optional; defaults in brackets):
 - seed [0]: base seed; trial seeds derive from it (`trial_seeds`), so a failure can be replayed.
 - reference_dtype ["native"]: "float64" compares against a float64 reference.
 - flush_cache [True]: flush L2 (CUDA) / the last-level cache (CPU) before every timed run.
-- sandbox ["auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (no bubblewrap). The other
+- sandbox [$STARK_SANDBOX or "auto"]: "auto" (bubblewrap where it works), "bwrap" (required), "none" (no bubblewrap:
+  children fork from the warm-start zygote; the operator's choice for the workers, e.g. a host without user
+  namespaces, where "auto" would try bubblewrap on every child). The other
   layers (a dedicated uid when the harness runs as root, rlimits, no inherited fds, the disk budget) apply in every
   mode; kernels/parent/isolation/layers.py says what each layer gives, results record which were active.
 - roofline [True]: measure device ceilings (once, cached) and report roofline figures and the flag.
@@ -77,6 +79,11 @@ MAX_DEVICE_INDEX = 63  # no host has more GPUs; a bigger index is a typo (or an 
 _DEVICE = re.compile(r"cpu|cuda(?::(\d{1,3}))?", re.ASCII)
 BASELINE_KINDS = ("eager", "compile", "compile-max-autotune")
 SANDBOX_MODES = ("auto", "bwrap", "none")
+
+
+def default_sandbox() -> str:
+    """The sandbox mode where none is given: $STARK_SANDBOX (the operator's, for every worker), else "auto"."""
+    return os.environ.get("STARK_SANDBOX") or "auto"
 REFERENCE_DTYPES = ("native", "float64")
 FUZZ_LEVELS = ("off", "standard", "thorough")
 MEMORY_SHARE = 0.6  # of the machine's memory, for one harness child by default (the parent and the OS keep the rest)
@@ -142,7 +149,7 @@ class EvalSettings:
     seed: int = 0
     reference_dtype: str = "native"
     flush_cache: bool = True
-    sandbox: str = "auto"
+    sandbox: str = field(default_factory=lambda: default_sandbox())
     roofline: bool = True
     roofline_margin: float | None = None
     precision_flag_fraction: float = 0.05
@@ -176,7 +183,8 @@ class EvalSettings:
         if bad:
             raise ValueError(f"unknown baseline(s) {bad}; choose from {list(BASELINE_KINDS)}")
         if self.sandbox not in SANDBOX_MODES:
-            raise ValueError(f"sandbox {self.sandbox!r} is not one of {list(SANDBOX_MODES)}")
+            raise ValueError(f"sandbox {self.sandbox!r} is not one of {list(SANDBOX_MODES)} (the default comes from "
+                             "$STARK_SANDBOX where that is set: set it to one of them, or unset it)")
         if self.reference_dtype not in REFERENCE_DTYPES:
             raise ValueError(f"reference_dtype {self.reference_dtype!r} is not one of {list(REFERENCE_DTYPES)}")
         if self.fuzz not in FUZZ_LEVELS:

@@ -34,6 +34,17 @@ def test_it_explains_invalid_settings(bad: dict, word: str) -> None:
         EvalSettings.from_dict(bad)
 
 
+def test_the_sandbox_defaults_to_the_operators_stark_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STARK_SANDBOX", raising=False)
+    assert EvalSettings().sandbox == "auto"
+    monkeypatch.setenv("STARK_SANDBOX", "none")
+    assert EvalSettings().sandbox == "none" and EvalSettings(sandbox="bwrap").sandbox == "bwrap"
+    assert EvalSettings.from_dict({}).sandbox == "none"
+    monkeypatch.setenv("STARK_SANDBOX", "off")
+    with pytest.raises(ValueError, match=r"'off' is not one of .*STARK_SANDBOX"):
+        EvalSettings()
+
+
 def test_it_derives_distinct_replayable_seeds() -> None:
     seeds = EvalSettings(seed=3, correctness_trials=5).trial_seeds()
     assert len(seeds) == 6 and len(set(seeds)) == 6

@@ -13,7 +13,9 @@ import pytest
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 
-def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: str) -> None:
+@pytest.mark.parametrize("mode", ["", "none"])
+def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: str, mode: str) -> None:
+    """For the mode its jobs default to: $STARK_SANDBOX, else auto."""
     code = textwrap.dedent(f"""
         from redis import Redis
         from rq import Queue
@@ -25,9 +27,9 @@ def test_a_worker_decides_the_isolation_plan_before_forking_horses(redis_url: st
         print("PLANS", sorted(layers._plans))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "stark_web.settings"})
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "stark_web.settings", "STARK_SANDBOX": mode})
     assert done.returncode == 0, done.stderr
-    assert "('auto', False)" in done.stdout, done.stdout
+    assert f"[('{mode or 'auto'}', False)" in done.stdout, done.stdout
 
 
 def test_web_processes_start_without_torch_and_workers_load_it_before_forking(redis_url: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.parent.settings import default_sandbox
 from search.engine.agents import Team
 from search.engine.policies import get_policy
 from search.teams.rules.planning.moves import GPU_FIRST
@@ -33,11 +34,11 @@ def build_team(options: dict[str, Any] | None = None) -> Team:
     $STARK_RULES_ANALYSIS_TIMEOUT_S or 120), policy (default adaptive-egreedy) with n_root, n_child, eps, and the
     engine settings max_reasks, max_agent_retries, top_r, context_tokens; trace_store (a TraceStore: the tracing
     children's answers kept beyond this process, e.g. across a run's expand jobs in the service); sandbox (the
-    tracing child's, as kernels EvalSettings.sandbox: `python -m search run --sandbox`; default auto)."""
+    tracing child's, as kernels EvalSettings.sandbox: `python -m search run --sandbox`; default $STARK_SANDBOX, else auto)."""
     options = dict(options or {})
     timeout = options.get("analysis_timeout_s")
     ctx = RulesContext(seed=int(options.get("seed") or 0), analysis_timeout_s=None if timeout is None else float(timeout),
-                       store=options.get("trace_store"), sandbox=str(options.get("sandbox") or "auto"))
+                       store=options.get("trace_store"), sandbox=str(options.get("sandbox") or default_sandbox()))
     params = {k: options[k] for k in POLICY_PARAMS if options.get(k) is not None}
     name = options.get("policy") or "adaptive-egreedy"
     if name == "adaptive-egreedy" and str(options.get("device") or "").startswith("cuda"):

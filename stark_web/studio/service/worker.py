@@ -68,14 +68,19 @@ def libc_prctl() -> Any:
 def preload_isolation_plans() -> None:
     """Decide the sandbox layers of harness children (kernels.parent.isolation.layers.plan: trial runs of bubblewrap and the
     sandbox uid, several seconds) once in the worker's main process, so every job's work-horse inherits the answer
-    instead of repeating the trials. Only the default mode; nothing here touches the device."""
+    instead of repeating the trials. Only the default mode ($STARK_SANDBOX, else "auto"); nothing here touches the device."""
     try:
         from kernels.parent.isolation import layers
     except ImportError:  # a worker without the harness (torch) installed
         return
-    layers.plan("auto", False)
+    from kernels.parent.settings import SANDBOX_MODES, default_sandbox
+
+    mode = default_sandbox()  # every job's EvalSettings.sandbox
+    if mode not in SANDBOX_MODES:
+        return  # the first job says what is wrong with it
+    layers.plan(mode, False)
     if os.path.exists("/dev/nvidiactl"):
-        layers.plan("auto", True)
+        layers.plan(mode, True)
 
 
 def preload_torch() -> None:
