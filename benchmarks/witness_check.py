@@ -8,7 +8,8 @@ Django, no Redis).
     python -m benchmarks witness-check --device cuda --out witness_check.json
     python -m benchmarks witness-check --device cpu     # the same on a CPU host (small calls need not be measurable)
 
-Expected (exit status 0 when all hold): the forged ones `rejected` with timing_witness `fail`; the small forgery,
+Expected (exit status 0 when all hold): the forged ones `rejected` with timing_witness `fail` (where the host may be
+busy, --no-require-measurable, the default on a CPU: at least never measurably faster); the small forgery,
 the slowed reference and the reference's own ops never measurably faster than 1.1x; the torch.compile candidate never
 rejected (its time between calls widens its figure, never fails it); on a GPU whose host is quiet, the honest small
 and large candidates `pass`, witnessed and measurable (--no-require-measurable when the host is busy)."""
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = common.parser(__doc__, device="cuda", out_help="write the rows as JSON here")
     parser.add_argument("--runs", type=int, default=100, help="timing_runs (split across both models and rounds)")
     parser.add_argument("--require-measurable", action=argparse.BooleanOptionalAction, default=None,
-                        help="fail unless the honest controls are measurable (default: on a GPU)")
+                        help="fail unless the honest controls are measurable and the forged ones rejected (default: on a GPU)")
     parser.add_argument("--cases", default=None, help="comma list of candidates: only these cases (a smoke run)")
     args = parser.parse_args(argv)
     common.check_device(args.device, "witness-check --device cuda")
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {kind: all(r["ok"] for r in rows if r["expect"] == kind)
                for kind in ("forged", "never_faster", "not_rejected", "measurable")}
     print("; ".join(f"{kind}: {ok}" for kind, ok in summary.items())
-          + ("" if strict else " (measurable not required here)"))
+          + ("" if strict else " (measurable and proof of forgery not required here)"))
     common.write_report("witness_check", rows, args.out, args.device, {**summary, "strict": strict})
     return 0 if all(summary.values()) else 1
 
@@ -94,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
 def holds(row: dict, strict: bool) -> bool:
     """Whether one row is what its case expects."""
     faster = row["verdict"] == "pass" and row["measurable"] and (row["speedup"] or 0) > 1.1
-    if row["expect"] == "forged":
-        return row["verdict"] == "rejected" and row["timing_witness"] == "fail"
+    if row["expect"] == "forged":  # on a CPU host that may be busy, its noise can bury a forgery short of proof:
+        # there it must at least never be faster (kernels.shared.witness: the noise bar grows with the host's noise)
+        return row["verdict"] == "rejected" and row["timing_witness"] == "fail" or not strict and not faster
     if row["expect"] == "never_faster":
         return not faster
     if row["expect"] == "not_rejected":

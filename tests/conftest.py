@@ -212,9 +212,6 @@ def child_env(**extra: str) -> dict[str, str]:
         env["DATABASE_URL"] = "sqlite:///" + str(Path(db["NAME"]).resolve())
     env.update(extra)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    # harness children of the servers and workers fork from the warm zygote, without bubblewrap (3 s less an
-    # evaluation here): isolation is not these tests' subject; the tests whose subject it is pass STARK_SANDBOX
-    env.setdefault("STARK_SANDBOX", "none")
     return env
 
 
@@ -267,6 +264,9 @@ def start_worker(processes: Processes, redis_url: str) -> Callable[..., subproce
         from rq import Worker
 
         queues = queues or ("search", "gpu")
+        # the worker's harness children fork from the warm zygote, without bubblewrap (seconds less an evaluation
+        # here): isolation is not these tests' subject; the tests whose subject it is pass STARK_SANDBOX="auto"
+        env.setdefault("STARK_SANDBOX", os.environ.get("STARK_SANDBOX") or "none")
         # unique for the whole session: a worker killed at a test's teardown may stay registered in Redis a while
         name = name or f"test-worker-{os.getpid()}-{next(WORKER_NUMBERS)}"
         proc = processes.start(

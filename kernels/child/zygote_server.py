@@ -19,6 +19,7 @@ import socket
 import struct
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,12 @@ def _child(request: dict[str, Any], received: list[int]) -> None:
 
         sys.modules["__main__"] = worker  # as in `python -m kernels.child.worker`
         worker.main(request["argv"])
+    except SystemExit as stop:  # as `python -m` would: its code
+        code = stop.code
+        os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+    except BaseException:  # noqa: BLE001 - said in the child's log (its fd 2), not lost with the process
+        with contextlib.suppress(Exception):
+            os.write(2, ("the harness child failed before or outside its task:\n" + traceback.format_exc()).encode())
     finally:
         os._exit(70)
 

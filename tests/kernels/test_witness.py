@@ -42,8 +42,10 @@ class Stream:
         self.messages.append({"type": "tick", "edge": edge, "received_s": self.now / 1e3})
 
     def block(self, model: str, index: int, real: float, claim: float, gap: float = 3.0,
-              extra_gap: float = 0.0, hide: float = 0.0) -> None:
+              extra_gap: float = 0.0, hide: float = 0.0, preempted: tuple[float, ...] = ()) -> None:
+        """`preempted`: ms more in the block's windows in turn (time the host took from the child, unclaimed)."""
         self.now += WARMUP * real
+        window = 0
         for i in range(self.runs):
             self.now += gap + (extra_gap if i % self.per == 0 else 0.0)
             if i % self.per == 0:
@@ -51,6 +53,8 @@ class Stream:
             self.now += real
             if i % self.per == self.per - 1 or i == self.runs - 1:
                 self.now += 0.05 + hide + self.random.uniform(0.0, self.jitter)
+                self.now += preempted[window % len(preempted)] if preempted else 0.0
+                window += 1
                 self.tick(1)
         self.now += 0.1
         self.messages.append({"type": "block", "model": model, "round": index, "times_ms": [claim] * self.runs,
@@ -58,8 +62,10 @@ class Stream:
 
 
 def child(ref: float, cand: float, claim_ref: float | None = None, claim_cand: float | None = None,
-          rounds: int = 2, slowed: float = 1.0, extra_gap: float = 0.0, hide: float = 0.0, **kwargs: Any) -> Stream:
-    """`hide` ms more in every window of both models after the candidate's import (time kept out of the claims)."""
+          rounds: int = 2, slowed: float = 1.0, extra_gap: float = 0.0, hide: float = 0.0,
+          preempted: tuple[float, ...] = (), **kwargs: Any) -> Stream:
+    """`hide` ms more in every window of both models after the candidate's import (time kept out of the claims);
+    `preempted`: the candidate's windows in turn lose that much more to the host."""
     stream = Stream(**kwargs)
     stream.grant()
     stream.block(BEFORE, 0, ref, ref)
@@ -70,7 +76,8 @@ def child(ref: float, cand: float, claim_ref: float | None = None, claim_cand: f
             real = ref * slowed if model == REFERENCE else cand
             claim = (claim_ref if claim_ref is not None else real) if model == REFERENCE else \
                 (claim_cand if claim_cand is not None else cand)
-            stream.block(model, index, real, claim, extra_gap=extra_gap if model == CANDIDATE else 0.0, hide=hide)
+            stream.block(model, index, real, claim, extra_gap=extra_gap if model == CANDIDATE else 0.0, hide=hide,
+                         preempted=preempted if model == CANDIDATE else ())
     return stream
 
 
@@ -112,6 +119,13 @@ def test_one_round_of_hidden_time_cannot_decide_but_is_never_called_forged() -> 
     assert seen["state"] == "unwitnessed" and "longer each" in seen["why"], seen
     assert not measurable(seen["low"], seen["high"], witness=seen["state"])[0]
     assert judged(child(ref=0.2, cand=20.0, claim_cand=0.0001, rounds=2))["state"] == "forged"
+
+
+def test_a_host_that_takes_twice_a_short_window_in_every_round_leaves_the_figure_undecided() -> None:
+    """A busy host preempts an honest child's short (1 ms) windows by 2.5 ms each, in every round: past the noise,
+    short of proof."""
+    seen = judged(child(ref=1.0, cand=1.0, preempted=(2.5,)))
+    assert seen["state"] == "unwitnessed" and "longer each" in seen["why"], seen
 
 
 def test_a_modest_shave_past_the_noise_cannot_decide_and_a_large_one_fails_the_witness() -> None:

@@ -117,7 +117,9 @@ def test_the_work_horse_and_the_harness_child_die_with_their_worker(start_worker
     cache = tmp_path / "cache"
     workers = Workers(start_worker)
     workers.start("search", "--with-scheduler")
-    gpu = workers.start("gpu", STARK_CACHE_DIR=str(cache))
+    # bubblewrap, as a server runs by default: without it the children fork from a warm zygote that outlives a job
+    # by design (kernels.parent.isolation.zygote; it kills a child whose requester hung up)
+    gpu = workers.start("gpu", STARK_CACHE_DIR=str(cache), STARK_SANDBOX="auto")
     run = make_run(owner, team="scripted", budget=1,
                    eval={**CHEAP_EVAL, "reuse_results": False, "timing_runs": 10000, "run_timeout_s": 600})
 
