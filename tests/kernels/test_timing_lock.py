@@ -50,17 +50,17 @@ def evaluate_while_locked(settings: EvalSettings, mode: int = fcntl.LOCK_EX,
 
 
 @pytest.mark.slow
-def test_device_work_waits_for_the_device_lock(warm_settings: EvalSettings, tmp_path: Path) -> None:
+def test_device_work_waits_for_the_device_lock(fast_settings: EvalSettings, tmp_path: Path) -> None:
     # run_timeout_s below the wait: queueing for the device must not count as a slow run
-    settings = warm_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
     result, ended = evaluate_while_locked(settings)
     assert result.verdict == "pass", result.reasons
     assert ended >= HOLD_S, f"the evaluation finished {ended:.1f} s after the lock was taken, while it was held"
 
 
 @pytest.mark.slow
-def test_timing_waits_for_a_shared_holder(warm_settings: EvalSettings, tmp_path: Path) -> None:
-    settings = warm_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
+def test_timing_waits_for_a_shared_holder(fast_settings: EvalSettings, tmp_path: Path) -> None:
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, run_timeout_s=8.0)
     result, ended = evaluate_while_locked(settings, fcntl.LOCK_SH)
     assert result.verdict == "pass", result.reasons
     assert ended >= HOLD_S, f"the evaluation finished {ended:.1f} s after a shared hold began: it timed beside it"
@@ -109,9 +109,9 @@ def test_shared_holders_overlap_and_a_waiting_timer_goes_first(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_without_exclusive_device_nothing_waits(warm_settings: EvalSettings, tmp_path: Path) -> None:
+def test_without_exclusive_device_nothing_waits(fast_settings: EvalSettings, tmp_path: Path) -> None:
     # A long hold (released as soon as the evaluation ends): a busy machine slows the evaluation, never past it.
-    settings = warm_settings.replace(cache_dir=str(tmp_path), reuse_results=False, exclusive_device=False)
+    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False, exclusive_device=False)
     result, ended = evaluate_while_locked(settings, hold_s=120.0)
     assert result.verdict == "pass", result.reasons
     assert ended < 120.0, f"the evaluation waited {ended:.1f} s for a lock it was told not to take"

@@ -48,8 +48,8 @@ def test_it_places_a_time_against_the_roofline() -> None:
 
 
 @pytest.mark.slow
-def test_it_flags_a_speed_past_the_roofline(warm_settings: EvalSettings) -> None:
-    settings = warm_settings.replace(roofline=True, timing_runs=10)
+def test_it_flags_a_speed_past_the_roofline(fast_settings: EvalSettings) -> None:
+    settings = fast_settings.replace(roofline=True, timing_runs=10)
     problem = fixture_source("problem_broadcast")
     cheat = evaluate(problem, fixture_source("broadcast_view"), settings)
     assert cheat.verdict == "pass", cheat.reasons
@@ -62,9 +62,9 @@ def test_it_flags_a_speed_past_the_roofline(warm_settings: EvalSettings) -> None
 
 
 @pytest.mark.slow
-def test_it_caches_baselines_per_problem_and_device(warm_settings: EvalSettings) -> None:
+def test_it_caches_baselines_per_problem_and_device(fast_settings: EvalSettings) -> None:
     problem = fixture_source("problem_scale_add")
-    settings = warm_settings.replace(timing_runs=7)
+    settings = fast_settings.replace(timing_runs=7)
     first, _ = ensure_reference(problem, settings, baselines=("eager",), outputs=False)
     started = time.monotonic()
     again, _ = ensure_reference(problem, settings, baselines=("eager",), outputs=False)
@@ -74,13 +74,13 @@ def test_it_caches_baselines_per_problem_and_device(warm_settings: EvalSettings)
 
 
 @pytest.mark.slow
-def test_the_reference_worker_measures_the_ceilings_after_its_baselines(warm_settings: EvalSettings,
+def test_the_reference_worker_measures_the_ceilings_after_its_baselines(fast_settings: EvalSettings,
                                                                         tmp_path: Path) -> None:
     """The ceilings' TF32 matmul leaves cuBLAS's fp32_precision "ieee" where it was "none" (same numerics), and that
     setting is in Inductor's FX graph cache key: measured before the torch.compile baselines, their compiled graphs
     would never match a candidate's and no compile seed would hit. So the baselines come first.
     Its own cache: the session's cache holds ceilings and baselines other tests measured, and nothing would be timed."""
-    settings = warm_settings.replace(roofline=True, baselines=("eager",), timing_runs=5, cache_dir=str(tmp_path))
+    settings = fast_settings.replace(roofline=True, baselines=("eager",), timing_runs=5, cache_dir=str(tmp_path))
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("honest_torch"), settings)
     assert result.verdict == "pass", result.reasons
     phases = [p["phase"] for p in result.phases]
