@@ -176,12 +176,12 @@ def test_a_triton_compile_gives_the_shared_side_back_and_takes_it_again_even_whe
 
 
 @pytest.mark.slow
-def test_waiting_for_the_threads_a_forward_started_gives_the_device_back(fast_settings: EvalSettings, tmp_path: Path,
+def test_waiting_for_the_threads_a_forward_started_gives_the_device_back(warm_settings: EvalSettings, tmp_path: Path,
                                                                          traced: Path) -> None:
     """A first forward() that leaves a thread running (torch.compile's pools do) is waited for, 2 s in all, with the
     shared side given back: no timer waits for that (on a busy GPU host these waits would be 43% of what timers
     wait for)."""
-    settings = fast_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
+    settings = warm_settings.replace(cache_dir=str(tmp_path), reuse_results=False)
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("lingering_thread"), settings)
     assert result.verdict == "pass", result.reasons
     lines = [line.split() for line in traced.read_text().splitlines()]

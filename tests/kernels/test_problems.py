@@ -21,8 +21,8 @@ PLAIN_MODEL = "class Model(nn.Module):\n    def forward(self, x):\n        retur
 
 
 @pytest.mark.slow
-def test_it_summarizes_a_problem(fast_settings: EvalSettings) -> None:
-    summary = inspect_problem(fixture_source("problem_scale_add"), "cpu", fast_settings)
+def test_it_summarizes_a_problem(warm_settings: EvalSettings) -> None:
+    summary = inspect_problem(fixture_source("problem_scale_add"), "cpu", warm_settings)
     assert summary.inputs == [{"shape": [64, 256], "dtype": "float32"}]
     assert summary.outputs == [{"shape": [64, 256], "dtype": "float32"}]
     assert summary.parameters == 512
@@ -31,10 +31,10 @@ def test_it_summarizes_a_problem(fast_settings: EvalSettings) -> None:
 
 
 @pytest.mark.slow
-def test_it_counts_flops_of_a_matmul(fast_settings: EvalSettings) -> None:
+def test_it_counts_flops_of_a_matmul(warm_settings: EvalSettings) -> None:
     source = HEAD + "class Model(nn.Module):\n    def forward(self, a, b):\n        return a @ b\n" + \
         "\n\ndef get_inputs():\n    return [torch.randn(32, 64), torch.randn(64, 16)]\n\n\ndef get_init_inputs():\n    return []\n"
-    summary = inspect_problem(source, "cpu", fast_settings)
+    summary = inspect_problem(source, "cpu", warm_settings)
     assert summary.flops == 2 * 32 * 64 * 16
     assert summary.arithmetic_intensity > 0
 
@@ -45,9 +45,9 @@ def test_it_counts_flops_of_a_matmul(fast_settings: EvalSettings) -> None:
     (HEAD + "def get_inputs():\n    return []\n\n\ndef get_init_inputs():\n    return []\n", ["class Model"]),
 ])
 def test_it_rejects_static_problems_without_running_them(source: str, words: list[str],
-                                                          fast_settings: EvalSettings) -> None:
+                                                          warm_settings: EvalSettings) -> None:
     with pytest.raises(ProblemError) as info:
-        inspect_problem(source, "cpu", fast_settings)
+        inspect_problem(source, "cpu", warm_settings)
     for word in words:
         assert word in str(info.value)
 
@@ -64,9 +64,9 @@ def test_it_rejects_static_problems_without_running_them(source: str, words: lis
      + GOOD_TAIL, ["NaN/Inf"]),
 ])
 @pytest.mark.slow
-def test_it_names_runtime_problem_errors(source: str, words: list[str], fast_settings: EvalSettings) -> None:
+def test_it_names_runtime_problem_errors(source: str, words: list[str], warm_settings: EvalSettings) -> None:
     with pytest.raises(ProblemError) as info:
-        inspect_problem(source, "cpu", fast_settings)
+        inspect_problem(source, "cpu", warm_settings)
     for word in words:
         assert word in str(info.value), str(info.value)
 

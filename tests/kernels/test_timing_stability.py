@@ -29,8 +29,8 @@ def test_a_wide_spread_is_flagged_and_a_narrow_one_passes() -> None:
 
 
 @pytest.mark.slow
-def test_an_evaluation_whose_runs_alternate_is_flagged(fast_settings: EvalSettings) -> None:
-    settings = fast_settings.replace(timing_runs=80, reuse_results=False)  # 40 of its own runs, beside the reference's
+def test_an_evaluation_whose_runs_alternate_is_flagged(warm_settings: EvalSettings) -> None:
+    settings = warm_settings.replace(timing_runs=80, reuse_results=False)  # 40 of its own runs, beside the reference's
     result = evaluate(fixture_source("problem_scale_add"), fixture_source("erratic_timing"), settings)
     assert result.verdict == "pass", result.reasons
     assert "timing_unstable" in result.flags, result.integrity

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from stark_web.studio.service.worker import llm_configured
+
 pytestmark = pytest.mark.slow  # starts processes (workers, servers, harness children)
 
 
@@ -46,9 +48,15 @@ def test_web_processes_start_without_torch_and_workers_load_it_before_forking(re
         from stark_web.studio.service.worker import Worker
         connection = Redis.from_url({redis_url!r})
         Worker([Queue("test-preload-search", connection=connection)], connection=connection)
-        print("WORKER", "torch" in sys.modules)
+        print("WORKER", "torch" in sys.modules, "openai" in sys.modules and "anthropic" in sys.modules)
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "stark_web.settings"})
+    env = {k: v for k, v in os.environ.items() if not llm_configured({k: v})}
+    env["DJANGO_SETTINGS_MODULE"] = "stark_web.settings"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
-    assert "WEB False" in done.stdout and "WORKER True" in done.stdout, done.stdout
+    # no provider configured: the search worker leaves the SDKs to the first LLM step
+    assert "WEB False" in done.stdout and "WORKER True False" in done.stdout, done.stdout
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**env, "STARK_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert done.returncode == 0, done.stderr
+    assert "WORKER True True" in done.stdout, done.stdout

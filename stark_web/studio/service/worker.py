@@ -92,14 +92,27 @@ def preload_torch() -> None:
         return
 
 
-def preload_llm_sdks() -> None:
-    """Import the LLM SDKs (anthropic, openai: seconds of CPU) once in a search worker's main process, so every agents'
-    step of an LLM team, each in a work-horse forked from it, finds them loaded. Other processes import them on first
-    use (search.llm.settings.reasoning_efforts)."""
+def llm_configured(env: dict[str, str] | None = None) -> bool:
+    """Whether this worker's environment names an LLM provider: a key, a base URL or the allow-list of base URLs
+    (search.llm.keys). Without one no LLM team's step can reach a server, except an openai-compatible one without
+    auth that a run names itself, which imports the SDKs at its first step."""
     try:
-        from search.llm.settings import reasoning_efforts
+        from search.llm.keys import ALLOWLIST_ENV, BASE_URL_ENV, KEY_ENV
     except ImportError:  # a worker without the search package
+        return False
+    env = os.environ if env is None else env
+    return any(env.get(name) for name in (*KEY_ENV.values(), *BASE_URL_ENV.values(), ALLOWLIST_ENV))
+
+
+def preload_llm_sdks() -> None:
+    """Import the LLM SDKs (anthropic, openai: 4 s of CPU on a 2-core host) once in a search worker's main process
+    where an LLM provider is configured (llm_configured), so every agents' step of an LLM team, each in a work-horse
+    forked from it, finds them loaded. Other processes import them on first use
+    (search.llm.settings.reasoning_efforts)."""
+    if not llm_configured():
         return
+    from search.llm.settings import reasoning_efforts
+
     reasoning_efforts()
 
 
