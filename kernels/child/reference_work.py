@@ -6,6 +6,7 @@ The candidate never runs in this process, so it can neither read these outputs f
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -218,10 +219,15 @@ def reference_on_device(module: Any, task: dict[str, Any], device: torch.device,
     """The untimed device work of `reference` (summary, outputs, op set), under the shared device lock; `between`
     runs between two seeds' forwards (DeviceHold.let_timers_in), and the outputs file is written `off_device`
     (DeviceHold.off_device: host work, the device given back meanwhile, and taken again if device work follows)."""
-    if want.get("summary"):
-        channel.send("summary", summary=summarize(module, task, device))
+    summary = summarize(module, task, device) if want.get("summary") else None
+    if summary is not None:
+        channel.send("summary", summary=summary)
     if want.get("outputs"):
-        saved = outputs_for_seeds(module, task, device, between)
+        # outputs the summary already shows larger than the limit are judged by digests: no call to find that out
+        # (a float64 reference's are no smaller); the parent decides the same from a cached summary
+        limit = int(task.get("full_limit_bytes", digest.FULL_LIMIT_BYTES))
+        large = summary is not None and described_bytes(summary["outputs"]) > limit
+        saved = None if large else outputs_for_seeds(module, task, device, between)
         if saved is not None:
             with off_device(bool(want.get("digests") or want.get("ops"))):
                 _save_atomically(saved, Path(task["outputs_path"]))
@@ -240,6 +246,11 @@ def reference_on_device(module: Any, task: dict[str, Any], device: torch.device,
         with recorder, torch.no_grad():
             model(*inputs)
         channel.send("ops", ops=sorted(recorder.ops), dtypes=sorted(recorder.dtypes))
+
+
+def described_bytes(described: list[dict[str, Any]]) -> int:
+    """Bytes of the tensors `loading.describe` described, from their shapes and dtypes."""
+    return sum(math.prod(d["shape"]) * getattr(torch, d["dtype"]).itemsize for d in described if "shape" in d)
 
 
 def reference_for_seeds(module: Any, task: dict[str, Any], device: torch.device

@@ -61,9 +61,12 @@ def digest(tensor: torch.Tensor, position_seed: int) -> dict[str, Any]:
     sums = torch.empty(blocks, dtype=torch.float64, device=flat.device)
     abs_sums = torch.empty(blocks, dtype=torch.float64, device=flat.device)
     nonfinite = 0
-    for first in range(0, blocks, SLICE_CHUNKS):  # one float64 slice at a time, changed in place
+    # one float64 buffer for every slice, changed in place: a fresh one per slice would be new memory each time
+    # (pages the system must zero and map again: more than half the digest of a 2 GB output on the CPU)
+    buffer = torch.empty(min(blocks, SLICE_CHUNKS) * CHUNK, dtype=torch.float64, device=flat.device)
+    for first in range(0, blocks, SLICE_CHUNKS):
         last = min(blocks, first + SLICE_CHUNKS)
-        part = torch.empty((last - first) * CHUNK, dtype=torch.float64, device=flat.device)
+        part = buffer[:(last - first) * CHUNK]
         piece = wide[first * CHUNK:min(n, last * CHUNK)]
         part[:piece.numel()].copy_(piece)
         part[piece.numel():].zero_()
@@ -78,6 +81,7 @@ def digest(tensor: torch.Tensor, position_seed: int) -> dict[str, Any]:
         sums[first:last] = block_sums
         abs_sums[first:last] = blocks_of.abs_().sum(1)
         del part, blocks_of
+    del buffer
     record["sums"], record["abs_sums"] = sums.cpu(), abs_sums.cpu()
     record["nonfinite"] = nonfinite
     return record
