@@ -156,39 +156,55 @@ def _match(f: list[str], g: list[bool], lines: list[str]) -> list[int | None]:
 
 
 def _programme(f: list[str], g: list[bool], lines: list[str]) -> list[int | None]:
+    """The alignment of _match's docstring, computed a row at a time with numpy: row j holds, per flag s (whether
+    the current gap holds a span) and file line i, the cheapest cost of matching f[:j] to lines[:i]. A row's cells
+    first take the best of their moves from the row above (a match, then a skipped fixed line: of equal costs the
+    first wins), then the moves along the row (a file line in the gap: 1 when s is 0, free when s is 1; taken only
+    when strictly cheaper), which are running minimums. Back codes: kind*2 + the previous flag; kind 1 file line,
+    2 match, 3 skip."""
+    import numpy as np  # here, not at the top: importing the engine stays light
+
     m, n = len(f), len(lines)
     big = n + 1  # an unmatched fixed line costs more than every file line outside the spans together
     inf = (m + 1) * big + n + 1
-    width = 2 * (n + 1)  # cell (i, s) of a row at 2*i + s
-    cost = [[inf] * width for _ in range(m + 1)]
-    back = [bytearray(width) for _ in range(m + 1)]  # kind*2 + previous flag; kind 1 file line, 2 match, 3 skip
-    cost[0][int(g[0])] = 0
+    at: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        at.setdefault(line, []).append(i)
+    step = np.zeros((2, n + 1), dtype=np.int64)  # what i file lines in the gap cost, per flag
+    step[0] = np.arange(n + 1)
+    along = np.array([[2], [3]], dtype=np.uint8)  # the back codes of a file line in the gap, per flag
+    skips = np.array([[6], [7]], dtype=np.uint8)
+    back = np.zeros((m + 1, 2, n + 1), dtype=np.uint8)
+    v = np.full((2, n + 1), inf, dtype=np.int64)  # the row's costs after the moves from the row above
+    v[int(g[0]), 0] = 0
+    c = v
     for j in range(m + 1):
-        row, brow = cost[j], back[j]
-        nxt, bnxt = (cost[j + 1], back[j + 1]) if j < m else (row, brow)
-        fj = f[j] if j < m else None
-        gn = int(g[j + 1]) if j < m else 0
-        for i in range(n + 1):
-            for s in (0, 1):
-                c = row[2 * i + s]
-                if c >= inf:
-                    continue
-                if i < n and c + 1 - s < row[2 * i + 2 + s]:  # a file line in this gap
-                    row[2 * i + 2 + s] = c + 1 - s
-                    brow[2 * i + 2 + s] = 2 + s
-                if j < m:
-                    if i < n and fj == lines[i] and c < nxt[2 * i + 2 + gn]:
-                        nxt[2 * i + 2 + gn] = c
-                        bnxt[2 * i + 2 + gn] = 4 + s
-                    t = s | gn
-                    if c + big < nxt[2 * i + t]:
-                        nxt[2 * i + t] = c + big
-                        bnxt[2 * i + t] = 6 + s
+        w = v - step
+        d = np.minimum.accumulate(w, axis=1)
+        c = d + step
+        b = back[j, :, 1:]
+        np.copyto(b, along, where=d[:, :-1] < w[:, 1:])
+        if j == m:
+            break
+        v = c + big
+        if g[j + 1]:  # every move into the next row lands in a gap with a span
+            back[j + 1, 1] = np.where(v[0] <= v[1], 6, 7)
+            np.minimum(v[0], v[1], out=v[1])
+            v[0] = inf
+        else:
+            back[j + 1] = skips
+        t = int(g[j + 1])
+        vt, bt = v[t], back[j + 1, t]
+        for i in at.get(f[j], ()):
+            c0, c1 = c[0, i], c[1, i]
+            best, code = (c0, 4) if c0 <= c1 else (c1, 5)
+            if best < inf and best <= vt[i + 1]:
+                vt[i + 1], bt[i + 1] = best, code
     out: list[int | None] = [None] * m
     j, i = m, n
-    s = 0 if cost[m][2 * n] <= cost[m][2 * n + 1] else 1
+    s = 0 if c[0, n] <= c[1, n] else 1
     while j or i:
-        code = back[j][2 * i + s]
+        code = int(back[j, s, i])
         kind, prev = code // 2, code % 2
         if kind == 1:
             i -= 1
