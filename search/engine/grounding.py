@@ -29,7 +29,9 @@ then as few new lines outside the spans as possible, so lines that could be eith
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, partial
 
 from search.engine.allowance import ALLOWANCE, Allowed, Facts, allowed, module_facts, show
 from search.engine.anchors import BEGIN, END, MARKER_RE, Anchor, AnchorError, has_markers, parse_anchors
@@ -37,6 +39,9 @@ from search.engine.source_ast import parse
 
 MAX_CELLS = 600_000  # past this many (fixed x file) cells, difflib's matching blocks stand in for the programme
 MAX_REPORTED = 4
+# Where str.splitlines breaks lines and Python does not (a form feed also resets Python's indentation): in a file
+# with none of them, a line's number is Python's.
+ODD_BREAKS = ("\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 SIMILAR = 0.6  # a changed fixed line is named with the file's new line when they are at least this similar
 @dataclass
 class Fill:
@@ -227,8 +232,11 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
     raw = filled_source.splitlines()
     flags = [bool(gs) for gs in sk.gap_spans]
     match = _match([t for _, t in sk.fixed], flags, lines)
-    facts = module_facts(anchored_source)
-    tops = _top_level_starts(filled_source)
+    # Each parses a whole file, when first needed: often never (spans filled at the top level, or inside a block
+    # with no line that may start a top-level statement).
+    facts = cache(partial(module_facts, anchored_source))
+    tops = cache(partial(_top_level_starts, filled_source))
+    odd_breaks = any(c in filled_source for c in ODD_BREAKS)
     result = Alignment()
     matched = [(j, i) for j, i in enumerate(match) if i is not None]
     bounds = [(-1, -1), *matched, (len(sk.fixed), len(lines))]
@@ -242,12 +250,12 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
         if spans and new and not skipped and j0 >= 0:
             head = _attached(new, numbered[i0][0], sk, anchored_source, j0, spans[0])
             if head:
-                result.violations += _outside(head, raw, sk, j0, facts, result, after=True)
+                result.violations += _outside(head, raw, sk, j0, facts(), result, after=True)
                 new = new[len(head):]
                 first = new[0][0] if new else head[-1][0] + 1
                 last = new[-1][0] if new else first - 1
-        if spans and new and not skipped and facts is not None:
-            result.violations += _escaped(new, tops, raw, anchored_source, sk, spans, facts)
+        if spans and new and not skipped:
+            result.violations += _escaped(new, tops, raw, anchored_source, sk, spans, facts, odd_breaks)
         if spans:
             fill_lines = [t for _, t in new]
             result.fills.append(Fill(spans, first, last, True))
@@ -260,7 +268,7 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
                                          f"file ({f'lines {first}-{last}' if first <= last else 'nothing there'}); "
                                          "implement its instruction")
         elif new and not skipped:
-            result.violations += _outside(new, raw, sk, j1, facts, result)
+            result.violations += _outside(new, raw, sk, j1, facts(), result)
     return result
 
 
@@ -330,16 +338,27 @@ def _top_level_starts(source: str) -> set[int]:
     return {min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))]) for stmt in tree.body}
 
 
-def _escaped(new: list[tuple[int, str]], tops: set[int], raw: list[str], anchored_source: str, sk: _Skeleton,
-             spans: list[int], facts: Facts) -> list[str]:
+def _may_start_top_level(text: str) -> bool:
+    """Whether a top-level statement may start on this line of a file without ODD_BREAKS: one starts a line that
+    is not indented (by spaces or tabs), or follows a `;`."""
+    return not text.startswith((" ", "\t")) or ";" in text
+
+
+def _escaped(new: list[tuple[int, str]], tops: Callable[[], set[int]], raw: list[str], anchored_source: str,
+             sk: _Skeleton, spans: list[int], skeleton_facts: Callable[[], Facts | None],
+             odd_breaks: bool) -> list[str]:
     """When the spans lie inside a block (the first BEGIN marker is indented), the fill's lines from the first one
     that starts a top-level statement to its end leave that block: module-level code, judged by its effect like
     the lines added outside the spans (`_p = setattr(...)` after a method's span), except that it may redefine
     what the spans themselves defined. A violation naming the line, or nothing."""
     if _indent(anchored_source.splitlines()[sk.anchors[spans[0]].begin_line - 1]) == 0:
         return []
-    start = next((k for k, (no, _) in enumerate(new) if no in tops), None)
+    start = next((k for k, (no, text) in enumerate(new)
+                  if (odd_breaks or _may_start_top_level(text)) and no in tops()), None)
     if start is None:
+        return []
+    facts = skeleton_facts()
+    if facts is None:  # the skeleton does not parse as Python
         return []
     first, last = new[start][0], new[-1][0]
     bound = {name: what for name, what in facts.bound.items() if name not in facts.span_bound}
