@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from search.engine.anchors import MARKER_RE, AnchorError, parse_anchors
 from search.engine.effects import DEFINED, Effects, bindings, show
@@ -56,10 +57,11 @@ def module_facts(anchored_source: str) -> Facts | None:
     """The skeleton's Facts; None when it does not parse as Python."""
     lines = anchored_source.splitlines()
     kept = [no for no, ln in enumerate(lines, start=1) if not MARKER_RE.search(ln)]
-    try:  # the plain code (markers may sit outside comments), its line numbers mapped back onto the skeleton's
-        tree = parse("\n".join(lines[no - 1] for no in kept))
-    except (SyntaxError, ValueError):
+    # the plain code (markers may sit outside comments), its line numbers mapped back onto the skeleton's
+    code = _code_facts("\n".join(lines[no - 1] for no in kept))
+    if code is None:
         return None
+    statements, names = code
     try:
         spans = {no for a in parse_anchors(anchored_source) for no in range(a.begin_line, a.end_line + 1)}
     except AnchorError:
@@ -67,16 +69,32 @@ def module_facts(anchored_source: str) -> Facts | None:
     inside: set[int] = set()
     bound: dict[str, str] = {}
     span_bound: set[str] = set()
-    for stmt in tree.body:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        inside.update(kept[k - 1] for k in range(first + 1, (stmt.end_lineno or stmt.lineno) + 1))
-        for name, what in bindings(stmt):
+    for first, last, binds in statements:
+        inside.update(kept[k - 1] for k in range(first + 1, last + 1))
+        for name, what in binds:
             if bound.get(name) != DEFINED:
                 bound[name] = what
             if kept[first - 1] in spans:
                 span_bound.add(name)
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and kept[n.lineno - 1] not in spans}
+    used = {name for name, no in names if kept[no - 1] not in spans}
     return Facts(inside, bound, used, span_bound)
+
+
+_Statement = tuple[int, int, tuple[tuple[str, str], ...]]
+
+
+@lru_cache(maxsize=16)
+def _code_facts(code: str) -> tuple[tuple[_Statement, ...], frozenset[tuple[str, int]]] | None:
+    """Of plain code: per top-level statement its first line (its first decorator's), its last line and its
+    bindings; and each name it uses with the line it is on. None when it does not parse. Cached: the skeletons of
+    one source (a plan's, each attempt's check) differ only in their markers."""
+    try:
+        tree = parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    statements = tuple((min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))]),
+                        stmt.end_lineno or stmt.lineno, tuple(bindings(stmt))) for stmt in tree.body)
+    return statements, frozenset((n.id, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Name))
 
 
 KINDS = {ast.Import: "import", ast.ImportFrom: "import", ast.FunctionDef: "function", ast.AsyncFunctionDef: "function",

@@ -39,6 +39,8 @@ def has_markers(text: str) -> bool:
 
 def _marker_kind(line: str) -> tuple[str, str] | None:
     """('begin'|'end', text after the marker) for a marker line, else None."""
+    if "<<<" not in line:  # every marker starts so (MARKER_RE)
+        return None
     found = list(MARKER_RE.finditer(line))
     if not found:
         return None

@@ -29,7 +29,9 @@ then as few new lines outside the spans as possible, so lines that could be eith
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, partial
 
 from search.engine.allowance import ALLOWANCE, Allowed, Facts, allowed, module_facts, show
 from search.engine.anchors import BEGIN, END, MARKER_RE, Anchor, AnchorError, has_markers, parse_anchors
@@ -37,6 +39,9 @@ from search.engine.source_ast import parse
 
 MAX_CELLS = 600_000  # past this many (fixed x file) cells, difflib's matching blocks stand in for the programme
 MAX_REPORTED = 4
+# Where str.splitlines breaks lines and Python does not (a form feed also resets Python's indentation): in a file
+# with none of them, a line's number is Python's.
+ODD_BREAKS = ("\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 SIMILAR = 0.6  # a changed fixed line is named with the file's new line when they are at least this similar
 @dataclass
 class Fill:
@@ -156,39 +161,55 @@ def _match(f: list[str], g: list[bool], lines: list[str]) -> list[int | None]:
 
 
 def _programme(f: list[str], g: list[bool], lines: list[str]) -> list[int | None]:
+    """The alignment of _match's docstring, computed a row at a time with numpy: row j holds, per flag s (whether
+    the current gap holds a span) and file line i, the cheapest cost of matching f[:j] to lines[:i]. A row's cells
+    first take the best of their moves from the row above (a match, then a skipped fixed line: of equal costs the
+    first wins), then the moves along the row (a file line in the gap: 1 when s is 0, free when s is 1; taken only
+    when strictly cheaper), which are running minimums. Back codes: kind*2 + the previous flag; kind 1 file line,
+    2 match, 3 skip."""
+    import numpy as np  # here, not at the top: importing the engine stays light
+
     m, n = len(f), len(lines)
     big = n + 1  # an unmatched fixed line costs more than every file line outside the spans together
     inf = (m + 1) * big + n + 1
-    width = 2 * (n + 1)  # cell (i, s) of a row at 2*i + s
-    cost = [[inf] * width for _ in range(m + 1)]
-    back = [bytearray(width) for _ in range(m + 1)]  # kind*2 + previous flag; kind 1 file line, 2 match, 3 skip
-    cost[0][int(g[0])] = 0
+    at: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        at.setdefault(line, []).append(i)
+    step = np.zeros((2, n + 1), dtype=np.int64)  # what i file lines in the gap cost, per flag
+    step[0] = np.arange(n + 1)
+    along = np.array([[2], [3]], dtype=np.uint8)  # the back codes of a file line in the gap, per flag
+    skips = np.array([[6], [7]], dtype=np.uint8)
+    back = np.zeros((m + 1, 2, n + 1), dtype=np.uint8)
+    v = np.full((2, n + 1), inf, dtype=np.int64)  # the row's costs after the moves from the row above
+    v[int(g[0]), 0] = 0
+    c = v
     for j in range(m + 1):
-        row, brow = cost[j], back[j]
-        nxt, bnxt = (cost[j + 1], back[j + 1]) if j < m else (row, brow)
-        fj = f[j] if j < m else None
-        gn = int(g[j + 1]) if j < m else 0
-        for i in range(n + 1):
-            for s in (0, 1):
-                c = row[2 * i + s]
-                if c >= inf:
-                    continue
-                if i < n and c + 1 - s < row[2 * i + 2 + s]:  # a file line in this gap
-                    row[2 * i + 2 + s] = c + 1 - s
-                    brow[2 * i + 2 + s] = 2 + s
-                if j < m:
-                    if i < n and fj == lines[i] and c < nxt[2 * i + 2 + gn]:
-                        nxt[2 * i + 2 + gn] = c
-                        bnxt[2 * i + 2 + gn] = 4 + s
-                    t = s | gn
-                    if c + big < nxt[2 * i + t]:
-                        nxt[2 * i + t] = c + big
-                        bnxt[2 * i + t] = 6 + s
+        w = v - step
+        d = np.minimum.accumulate(w, axis=1)
+        c = d + step
+        b = back[j, :, 1:]
+        np.copyto(b, along, where=d[:, :-1] < w[:, 1:])
+        if j == m:
+            break
+        v = c + big
+        if g[j + 1]:  # every move into the next row lands in a gap with a span
+            back[j + 1, 1] = np.where(v[0] <= v[1], 6, 7)
+            np.minimum(v[0], v[1], out=v[1])
+            v[0] = inf
+        else:
+            back[j + 1] = skips
+        t = int(g[j + 1])
+        vt, bt = v[t], back[j + 1, t]
+        for i in at.get(f[j], ()):
+            c0, c1 = c[0, i], c[1, i]
+            best, code = (c0, 4) if c0 <= c1 else (c1, 5)
+            if best < inf and best <= vt[i + 1]:
+                vt[i + 1], bt[i + 1] = best, code
     out: list[int | None] = [None] * m
     j, i = m, n
-    s = 0 if cost[m][2 * n] <= cost[m][2 * n + 1] else 1
+    s = 0 if c[0, n] <= c[1, n] else 1
     while j or i:
-        code = back[j][2 * i + s]
+        code = int(back[j, s, i])
         kind, prev = code // 2, code % 2
         if kind == 1:
             i -= 1
@@ -211,8 +232,11 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
     raw = filled_source.splitlines()
     flags = [bool(gs) for gs in sk.gap_spans]
     match = _match([t for _, t in sk.fixed], flags, lines)
-    facts = module_facts(anchored_source)
-    tops = _top_level_starts(filled_source)
+    # Each parses a whole file, when first needed: often never (spans filled at the top level, or inside a block
+    # with no line that may start a top-level statement).
+    facts = cache(partial(module_facts, anchored_source))
+    tops = cache(partial(_top_level_starts, filled_source))
+    odd_breaks = any(c in filled_source for c in ODD_BREAKS)
     result = Alignment()
     matched = [(j, i) for j, i in enumerate(match) if i is not None]
     bounds = [(-1, -1), *matched, (len(sk.fixed), len(lines))]
@@ -226,12 +250,12 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
         if spans and new and not skipped and j0 >= 0:
             head = _attached(new, numbered[i0][0], sk, anchored_source, j0, spans[0])
             if head:
-                result.violations += _outside(head, raw, sk, j0, facts, result, after=True)
+                result.violations += _outside(head, raw, sk, j0, facts(), result, after=True)
                 new = new[len(head):]
                 first = new[0][0] if new else head[-1][0] + 1
                 last = new[-1][0] if new else first - 1
-        if spans and new and not skipped and facts is not None:
-            result.violations += _escaped(new, tops, raw, anchored_source, sk, spans, facts)
+        if spans and new and not skipped:
+            result.violations += _escaped(new, tops, raw, anchored_source, sk, spans, facts, odd_breaks)
         if spans:
             fill_lines = [t for _, t in new]
             result.fills.append(Fill(spans, first, last, True))
@@ -244,7 +268,7 @@ def align(anchored_source: str, filled_source: str, instructions: list[str] | No
                                          f"file ({f'lines {first}-{last}' if first <= last else 'nothing there'}); "
                                          "implement its instruction")
         elif new and not skipped:
-            result.violations += _outside(new, raw, sk, j1, facts, result)
+            result.violations += _outside(new, raw, sk, j1, facts(), result)
     return result
 
 
@@ -314,16 +338,27 @@ def _top_level_starts(source: str) -> set[int]:
     return {min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))]) for stmt in tree.body}
 
 
-def _escaped(new: list[tuple[int, str]], tops: set[int], raw: list[str], anchored_source: str, sk: _Skeleton,
-             spans: list[int], facts: Facts) -> list[str]:
+def _may_start_top_level(text: str) -> bool:
+    """Whether a top-level statement may start on this line of a file without ODD_BREAKS: one starts a line that
+    is not indented (by spaces or tabs), or follows a `;`."""
+    return not text.startswith((" ", "\t")) or ";" in text
+
+
+def _escaped(new: list[tuple[int, str]], tops: Callable[[], set[int]], raw: list[str], anchored_source: str,
+             sk: _Skeleton, spans: list[int], skeleton_facts: Callable[[], Facts | None],
+             odd_breaks: bool) -> list[str]:
     """When the spans lie inside a block (the first BEGIN marker is indented), the fill's lines from the first one
     that starts a top-level statement to its end leave that block: module-level code, judged by its effect like
     the lines added outside the spans (`_p = setattr(...)` after a method's span), except that it may redefine
     what the spans themselves defined. A violation naming the line, or nothing."""
     if _indent(anchored_source.splitlines()[sk.anchors[spans[0]].begin_line - 1]) == 0:
         return []
-    start = next((k for k, (no, _) in enumerate(new) if no in tops), None)
+    start = next((k for k, (no, text) in enumerate(new)
+                  if (odd_breaks or _may_start_top_level(text)) and no in tops()), None)
     if start is None:
+        return []
+    facts = skeleton_facts()
+    if facts is None:  # the skeleton does not parse as Python
         return []
     first, last = new[start][0], new[-1][0]
     bound = {name: what for name, what in facts.bound.items() if name not in facts.span_bound}

@@ -26,7 +26,7 @@ from search.teams.rules.planning.moves import GPU_FIRST, candidate_moves, choose
 from search.teams.rules.planning.recipe import Recipe, recipe_of
 from search.teams.rules.planning.stop import at_roofline, attempt_at_roofline
 from tests.teams import rules_problems as P
-from tests.teams.test_rules_protocol import attempt, passed
+from tests.teams.test_rules_protocol import WARM, attempt, passed
 
 COMPILE_DEFAULT = Recipe(compile_mode="default")
 MAX_AUTOTUNE = Recipe(compile_mode="max-autotune-no-cudagraphs")
@@ -89,7 +89,7 @@ def test_on_cuda_the_first_two_attempts_from_the_root_are_both_compile_modes() -
     for seed in (0, 7):
         tree = Tree(P.CONV_CHAIN, {"device": "cuda"}, root_source=reference_candidate(P.CONV_CHAIN))
         passed(tree, 0, 2.0)
-        team = build_team({"device": "cuda", "seed": seed})
+        team = build_team({"device": "cuda", "seed": seed, **WARM})
         recipes = [recipe_of(attempt(tree, team, 0, device="cuda")[1]) for _ in range(3)]
         assert recipes[:2] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
         # then the team's own moves (on this conv-dominated forward maybe compile-channels-last, compiled too)
@@ -144,7 +144,7 @@ def fake_gpu_evaluator(pct: float, calls: list[str]) -> Any:
 def test_a_relu_at_95_percent_of_copy_bandwidth_ends_the_run_at_the_roofline() -> None:
     calls: list[str] = []
     tree = Tree(P.RELU, {"device": "cuda", "seed": 0}, root_source=reference_candidate(P.RELU))
-    engine = Engine(tree, build_team({"device": "cuda"}), fake_gpu_evaluator(95.0, calls))
+    engine = Engine(tree, build_team({"device": "cuda", **WARM}), fake_gpu_evaluator(95.0, calls))
     summary = run_loop(engine, budget=8)
     assert summary.status == "finished"
     assert summary.stop_reason.startswith("at the roofline — 95.0% of copy bandwidth; the reference is one "
@@ -159,7 +159,7 @@ def test_a_relu_at_95_percent_of_copy_bandwidth_ends_the_run_at_the_roofline() -
 def test_a_relu_below_90_percent_goes_on_with_torch_compile_first() -> None:
     calls: list[str] = []
     tree = Tree(P.RELU, {"device": "cuda", "seed": 0}, root_source=reference_candidate(P.RELU))
-    engine = Engine(tree, build_team({"device": "cuda"}), fake_gpu_evaluator(70.0, calls))
+    engine = Engine(tree, build_team({"device": "cuda", **WARM}), fake_gpu_evaluator(70.0, calls))
     run_loop(engine, budget=2)
     attempts = [n for n in tree if n.parent is not None]
     assert [recipe_of(n.source) for n in attempts] == [COMPILE_DEFAULT, MAX_AUTOTUNE]
@@ -198,7 +198,7 @@ def test_parallel_attempts_from_both_compile_modes_play_different_moves() -> Non
 
     tree = Tree(P.CONV_CHAIN, {"device": "cuda"}, root_source=reference_candidate(P.CONV_CHAIN))
     passed(tree, 0, 2.0)
-    team = build_team({"seed": 0, "device": "cuda"})
+    team = build_team({"seed": 0, "device": "cuda", **WARM})
     device = {"device": "cuda"}
     for recipe, ms in ((COMPILE_DEFAULT, 1.0), (MAX_AUTOTUNE, 1.01)):
         child = tree.add_child(0, "plan+code", status="planning")
@@ -252,7 +252,7 @@ def test_a_search_stops_once_an_attempt_reaches_its_roofline() -> None:
                 "environment": {"device_name": "fake H200", "copy_gbps": 4000.0}}
 
     tree = Tree(P.RELU, {"device": "cuda", "seed": 0}, root_source=reference_candidate(P.RELU))
-    summary = run_loop(Engine(tree, build_team({"device": "cuda"}), evaluate), budget=8)
+    summary = run_loop(Engine(tree, build_team({"device": "cuda", **WARM}), evaluate), budget=8)
     assert summary.status == "finished" and len(calls) == 2, summary.stop_reason
     assert summary.stop_reason.startswith(f"{AT_ROOFLINE} — attempt #1 runs at 97.0% of the roofline"), summary
     assert recipe_of(tree[1].source) == COMPILE_DEFAULT and summary.best is not None and summary.best.id == 1

@@ -4,6 +4,8 @@ only the lines it really changes, and its filled file passes the engine's ground
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 
 from kernels.parent.problem import reference_candidate
@@ -19,9 +21,15 @@ from tests.teams import rules_problems as P
 from tests.teams.samples import analysis, problems
 
 
+@cache
+def rendered(problem: str, cuda: bool, recipe: Recipe) -> str:
+    """The recipe's candidate, rendered once (two moves in either order reach the same recipe)."""
+    return render(problems()[problem], recipe, analysis(problem, cuda), problem).source
+
+
 def checked_move(problem: str, cuda: bool, old: str, new_recipe: Recipe) -> tuple[str, str]:
     """The move's anchored skeleton and filled file, both checked against the grounding contract."""
-    new = render(problems()[problem], new_recipe, analysis(problem, cuda), problem).source
+    new = rendered(problem, cuda, new_recipe)
     anchored, instructions = anchor(old, new, "move", new_recipe.to_text(), "move")
     assert len(parse_anchors(anchored)) == len(instructions)
     check_skeleton(anchored, old)
@@ -38,8 +46,9 @@ def test_every_move_two_deep_of_every_sample_problem_is_grounded(cuda: bool) -> 
     for problem, source in problems().items():
         a = analysis(problem, cuda)
         facts = facts_of(a)
+        root = Tree(source, root_source=reference_candidate(source)).root.source
         for move in candidate_moves(Recipe(), facts, device):
-            _, first = checked_move(problem, cuda, Tree(source, root_source=reference_candidate(source)).root.source, move.recipe)  # from the root
+            _, first = checked_move(problem, cuda, root, move.recipe)  # from the root
             for second in candidate_moves(move.recipe, facts, device):
                 checked_move(problem, cuda, first, second.recipe)
                 checked += 1

@@ -11,6 +11,7 @@ import inspect
 import os
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,12 +38,15 @@ from search.teams.rules.rewrites.passes import variants
 from search.teams.rules.roles import MemoryTraceStore
 from tests.teams.samples import analysis, with_rewrite_problems
 from tests.teams.test_rules_kernels import import_candidate
+from tests.teams.test_rules_protocol import WARM
 
 LAYOUT = Recipe(channels_last=True, cudnn_autotune=True)
 FORMATS = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
+@cache
 def facts(problem: str) -> Facts:
+    """The problem's facts, its rewrite variants' included (traced and rewritten once per problem)."""
     a = analysis(problem, True)
     return facts_of(a, *variants(a))
 
@@ -243,7 +247,7 @@ def test_a_move_that_failed_in_one_branch_is_skipped_in_the_others_and_the_log_s
     tree = conv3d_tree()
     node = failed(tree, 1, Recipe(compile_mode="default", channels_last=True), RANK_ERROR)
     store = MemoryTraceStore()
-    team = build_team({"seed": 0, "trace_store": store})
+    team = build_team({"seed": 0, "trace_store": store, **WARM})
     device = {"device": "cuda"}
     with pytest.raises(AgentError, match="no untried fix"):  # undoing channels-last gives back its parent
         team.debug.debug(build_window(tree, "debug", node.id, device=device))
@@ -251,7 +255,7 @@ def test_a_move_that_failed_in_one_branch_is_skipped_in_the_others_and_the_log_s
     # node 2 has four moves (cudnn-autotune, channels-last, fuse-all, conv-epilogue-nhwc, which adds channels-last too):
     # a new team restored from the store plans one, the first team the other, and nothing is left after them, which
     # says why channels-last and conv-epilogue-nhwc were not played
-    for t in (build_team({"seed": 1, "trace_store": store}), team):
+    for t in (build_team({"seed": 1, "trace_store": store, **WARM}), team):
         child = tree.add_child(2, "plan+code", status="planning")
         window = build_window(tree, "plan", 2, attempt=child.attempt, device=device)
         assert node.id not in {n.id for n in window.nodes}
@@ -286,7 +290,7 @@ def test_the_harness_passes_the_forced_layout_moves_on_the_cpu(problem: str, rec
     assert "_LAYOUTS = {5: torch.channels_last_3d}" in candidate_source
     settings = EvalSettings(cache_dir=str(tmp_path), correctness_trials=3, timing_runs=5, warmup_runs=1,
                             baselines=(), roofline=False, build_timeout_s=300, run_timeout_s=120,
-                            memory_limit_mb=4096)
+                            memory_limit_mb=4096, fuzz="off", profile=False, **WARM)  # the verdict is the subject
     result = evaluate(source, candidate_source, settings)
     assert result.verdict == "pass", (result.reasons, result.logs)
 

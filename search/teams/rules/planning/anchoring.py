@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from functools import lru_cache
 
 from search.engine.anchors import parse_anchors, wrap_lines
 
@@ -18,9 +19,10 @@ MERGE_GAP = 2  # hunks separated by this many unchanged lines or fewer become on
 TAG = re.compile(r"\[rules: ([^\]]*)\]\s*$")
 
 
-def diff_hunks(old: str, new: str) -> list[tuple[int, int, list[str]]]:
+@lru_cache(maxsize=8)
+def diff_hunks(old: str, new: str) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
     """(first, last, new_lines) per changed span of old, 1-based inclusive; first > last is an insertion
-    before line `first`."""
+    before line `first`. Cached: the planner anchors a move and the code role fills it from the same hunks."""
     a, b = old.splitlines(), new.splitlines()
     hunks: list[list[int]] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
@@ -30,7 +32,7 @@ def diff_hunks(old: str, new: str) -> list[tuple[int, int, list[str]]]:
             hunks[-1][1], hunks[-1][3] = i2, j2
         else:
             hunks.append([i1, i2, j1, j2])
-    return [(i1 + 1, i2, b[j1:j2]) for i1, i2, j1, j2 in hunks if _plain(a[i1:i2]) != _plain(b[j1:j2])]
+    return tuple((i1 + 1, i2, tuple(b[j1:j2])) for i1, i2, j1, j2 in hunks if _plain(a[i1:i2]) != _plain(b[j1:j2]))
 
 
 def _plain(lines: list[str]) -> list[str]:
@@ -71,7 +73,7 @@ def anchor(old: str, new: str, instruction: str, tag: str, short: str = "") -> t
 def fill(anchored: str, old: str, new: str) -> str:
     """The code role's answer: each span replaced by its hunk of new; checked to reproduce new (blank lines and
     trailing spaces aside: the hunks that change only those have no span), which it returns."""
-    filled = replace_spans(anchored, [lines for _, _, lines in diff_hunks(old, new)])
+    filled = replace_spans(anchored, [list(lines) for _, _, lines in diff_hunks(old, new)])
     if _plain(filled.splitlines()) != _plain(new.splitlines()):
         raise ValueError("the anchored spans do not match the planned change")
     return new
