@@ -98,7 +98,8 @@ def retime_note(retime: dict[str, Any] | None) -> str:
 
 def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str | None = None,
                   keep_usable: bool = False, compile_baselines: bool = True, parallel: int = 1,
-                  slot: Callable[[], AbstractContextManager[Any]] | None = None, sandbox: str = "auto") -> dict[str, Any]:
+                  slot: Callable[[], AbstractContextManager[Any]] | None = None, sandbox: str = "auto",
+                  timing_runs: int | None = None) -> dict[str, Any]:
     """Re-time the search's contenders (search.engine.contenders: its best attempt, the steps that led to it, the
     first attempts and the runners-up close to it) and both compile modes against the reference; the winner is
     the contender fastest side by side ("winner", its entry "best"; the search's best when its own re-time is not
@@ -112,12 +113,15 @@ def retime_winner(tree: Tree, device: str, rounds: int = ROUNDS, cache_dir: str 
     them are done. The result is the same whatever `parallel`: contenders in the order they were chosen.
     slot: entered around each entry's child (e.g. a bench's EvaluationGate.slot), so something else bounds the
     children at once too; an entry kept from an earlier re-time takes none.
-    sandbox: the re-time children's (kernels EvalSettings.sandbox)."""
+    sandbox: the re-time children's (kernels EvalSettings.sandbox); timing_runs: each child's timed runs, split across
+    its rounds (None: kernels EvalSettings.timing_runs's default)."""
     if parallel < 1:
         raise ValueError(f"parallel must be at least 1 (got {parallel}): the entries re-timed at once")
     started = time.monotonic()
     settings: dict[str, Any] = {"device": device, "baselines": [], "reuse_results": False, "roofline": False,
                                 "sandbox": sandbox}
+    if timing_runs is not None:
+        settings["timing_runs"] = timing_runs
     if cache_dir:
         settings["cache_dir"] = cache_dir
     best = tree.best()
@@ -254,7 +258,8 @@ def cmd_retime(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{prefix}: re-timing on {device}, {args.rounds} rounds", file=to, flush=True)
         retime_winner(tree, device, rounds=args.rounds, keep_usable=not args.force,
                       compile_baselines=not args.no_compile_baselines, parallel=parallel,
-                      slot=gate.slot if gate else None, sandbox=getattr(args, "sandbox", "auto"))
+                      slot=gate.slot if gate else None, sandbox=getattr(args, "sandbox", "auto"),
+                      timing_runs=getattr(args, "timing_runs", None))
         tree.save(name)
         print(retime_text(tree), file=to, flush=True)
         return 0

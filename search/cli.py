@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     retime.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the device the tree was searched on)")
     retime.add_argument("--rounds", type=int, default=ROUNDS,
                         help=f"alternating rounds of reference and candidate per re-time (default {ROUNDS})")
+    retime.add_argument("--timing-runs", type=int, default=None,
+                        help="timed runs per re-time, split across its rounds (default 100, as an evaluation's)")
     retime.add_argument("--force", action="store_true", help="re-time trees that already have usable figures too")
     retime.add_argument("--no-compile-baselines", action="store_true",
                         help="leave torch.compile(default) and max-autotune of the reference out (minutes on a CPU)")
@@ -262,6 +264,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         if args.command == "retime":
             if args.rounds < 2:
                 raise UsageError(f"--rounds must be at least 2 (got {args.rounds}): one round gives no spread")
+            if args.timing_runs is not None and args.timing_runs < 1:
+                raise UsageError(f"--timing-runs must be at least 1 (got {args.timing_runs})")
             if args.parallel < 1:
                 raise UsageError(f"--parallel must be at least 1 (got {args.parallel}): the re-time children at once; "
                                  "--parallel 1 re-times one entry after another")
