@@ -203,6 +203,21 @@ LAYERNORM = single_op("self.ln(x)", "(2, 5, 96)", "        self.ln = nn.LayerNor
 SUM_MIDDLE = single_op("torch.sum(x, dim=1, keepdim=True)", "(4, 24, 40)")
 RELU = single_op("torch.relu(x)", "(16, 200)")
 
+# SOFTMAX, SUM_MIDDLE and RELU side by side, each on an input of its own (the harness's fuzzing varies each input):
+# one build of the three writers' kernels.
+SINGLE_OPS = HEADER + '''class Model(nn.Module):
+    def forward(self, x, y, z):
+        return torch.softmax(x, dim=1), torch.sum(y, dim=1, keepdim=True), torch.relu(z)
+
+
+def get_inputs():
+    return [torch.randn(8, 300), torch.randn(4, 24, 40), torch.randn(16, 200)]
+
+
+def get_init_inputs():
+    return []
+'''
+
 # Every row-op spelling, with prologues and epilogues, and the bare reductions; outputs as a tuple so
 # no op is fused into another's prologue or epilogue.
 ROW_OPS = HEADER + '''class Model(nn.Module):
