@@ -31,12 +31,9 @@ def command_lines(text: str) -> dict[int, str]:
 
 
 def harness_children(cache: str | Path) -> list[str]:
-    """Command lines of the harness children working under this cache: spawned ones, or forked from its zygote or
-    from the test process's shared one ($STARK_ZYGOTE_DIR: the tests of one process run one at a time) (an idle
-    zygote itself may stay: it never runs a task)."""
+    """Command lines of the harness children working under this cache: spawned ones, or forked from its zygote (the
+    idle zygote itself may stay: it never runs a task)."""
     from kernels.child.zygote_server import parent_of
 
     procs = command_lines(str(cache))
-    if shared := os.environ.get("STARK_ZYGOTE_DIR"):
-        procs |= command_lines(shared)
     return [line for pid, line in procs.items() if "zygote_server" not in line or parent_of(pid) in procs]
