@@ -30,9 +30,6 @@ os.environ.setdefault("STARK_RETIME_AT_END", "0")
 # for bubblewrap (the `bubblewrap` fixture, or an explicit sandbox="auto").
 os.environ.setdefault("STARK_SANDBOX", "none")
 ARTIFACTS = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts"))
-# One warm-start zygote for every cache directory of this test process and what it starts (each test's own cache
-# would otherwise start its own: an interpreter importing torch), under the process's var dir (tests.parallel_workers).
-os.environ.setdefault("STARK_ZYGOTE_DIR", str(Path(os.environ.get("STARK_VAR_DIR") or ROOT / "var" / "test") / "zygote"))
 
 
 # Markers that take a test out of `make test-fast` (-m "not slow and not browser and not gpu").

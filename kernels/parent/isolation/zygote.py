@@ -10,8 +10,7 @@ log file and result pipe (passed over the socket with SCM_RIGHTS), every other d
 `kernels.child.worker.main`. The parent (kernels.parent.isolation.sandbox.run_worker) watches, times out and kills it exactly as a
 spawned child; the zygote reports its exit status.
 
-One zygote per (cache root, interpreter, harness code): its socket lives under `<cache>/zygote/` (0700; or
-$STARK_ZYGOTE_DIR, one zygote for every cache root), it
+One zygote per (cache root, interpreter, harness code): its socket lives under `<cache>/zygote/` (0700), it
 accepts only connections from its own uid and never from a process it forked (or below one), and it exits after
 kernels.child.zygote_server.IDLE_S without requests. Used only where the child would run without bubblewrap (bwrap
 namespaces are set up per child, which a fork cannot give); evaluations under bwrap spawn as before.
@@ -48,14 +47,11 @@ class ZygoteUnavailable(RuntimeError):
 
 
 def socket_path(cache_root: Path) -> Path:
-    """One zygote per (folder, interpreter, harness code: any change to a module under kernels/ starts a new one); the
-    folder is $STARK_ZYGOTE_DIR where set (one zygote for every cache root of this uid: a zygote holds no state of a
-    cache), else `<cache root>/zygote`."""
+    """One zygote per (cache root, interpreter, harness code: any change to a module under kernels/ starts a new one)."""
     code = KERNELS_DIR
     stamp = max((p.stat().st_mtime_ns for p in code.rglob("*.py")), default=0)
     key = hashlib.sha256(f"{sys.executable}|{code}|{stamp}|{os.getuid()}".encode()).hexdigest()[:16]
-    folder = os.environ.get("STARK_ZYGOTE_DIR")
-    return (Path(folder) if folder else cache_root / "zygote") / f"{key}.sock"
+    return cache_root / "zygote" / f"{key}.sock"
 
 
 class ZygoteChild:
