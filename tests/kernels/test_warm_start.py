@@ -95,11 +95,9 @@ def test_the_zygote_refuses_its_own_descendants() -> None:
         child.wait()
 
 
-def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path, monkeypatch) -> None:
+def test_a_zygote_that_dies_at_its_start_is_reported_at_once(tmp_path) -> None:
     """ensure_zygote does not wait out START_WAIT_S for a zygote that exited: it says so, with the log's path."""
     from kernels.parent.isolation import zygote
-
-    monkeypatch.delenv("STARK_ZYGOTE_DIR", raising=False)  # a zygote of its own root, not the tests' shared one
 
     broken = tmp_path / "broken" / "kernels"
     broken.mkdir(parents=True)
