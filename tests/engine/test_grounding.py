@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.engine import grounding
+from search.engine import alignment
 from search.engine.anchors import BEGIN, END, AnchorError, apply_fills, wrap_all, wrap_lines
 from search.engine.grounding import align, check_filled, check_skeleton
 from tests.engine.test_anchors import SRC as MODEL
@@ -205,6 +205,6 @@ def test_large_files_align_through_matching_blocks(monkeypatch: pytest.MonkeyPat
     anchored = wrap_lines(source, [(6, 6, "write a CUDA ReLU"), (100, 100, "change K86")])
     filled = apply_fills(anchored, ["        y = relu_cuda(x)", "K86 = -86"])
     exact = align(anchored, filled)
-    monkeypatch.setattr(grounding, "MAX_CELLS", 10)
+    monkeypatch.setattr(alignment, "MAX_CELLS", 10)
     assert align(anchored, filled) == exact and not exact.violations
     assert "skeleton line 62 'K47 = 47'" in violations(anchored, filled.replace("K47 = 47", "K47 = 0"))
