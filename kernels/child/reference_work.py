@@ -6,7 +6,6 @@ The candidate never runs in this process, so it can neither read these outputs f
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import torch
 from kernels.child import bring_up, ceilings, compile_aside, device_lock, loading, probes, timing
 from kernels.child.channel import Channel
 from kernels.shared import digest, ops
+from kernels.shared.sizes import described_bytes
 
 
 class HarnessFailure(Exception):
@@ -246,11 +246,6 @@ def reference_on_device(module: Any, task: dict[str, Any], device: torch.device,
         with recorder, torch.no_grad():
             model(*inputs)
         channel.send("ops", ops=sorted(recorder.ops), dtypes=sorted(recorder.dtypes))
-
-
-def described_bytes(described: list[dict[str, Any]]) -> int:
-    """Bytes of the tensors `loading.describe` described, from their shapes and dtypes."""
-    return sum(math.prod(d["shape"]) * getattr(torch, d["dtype"]).itemsize for d in described if "shape" in d)
 
 
 def reference_for_seeds(module: Any, task: dict[str, Any], device: torch.device

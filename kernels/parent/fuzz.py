@@ -24,6 +24,7 @@ from kernels.parent import cache, fuzz_plan
 from kernels.parent.result import EvalResult
 from kernels.parent.settings import EvalSettings
 from kernels.shared import correctness
+from kernels.shared.sizes import described_bytes
 
 MAX_NAMED = 5  # failing variants named in the reasons (all are in result.fuzz)
 # the code that makes the reference's records (their inputs, models and form) is part of their cache key
@@ -51,11 +52,9 @@ class FuzzState:
 def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: Path,
             only: list[str] | None = None) -> FuzzState:
     """The plan and the reference's records for it (from cache, or one fuzz_reference worker)."""
-    from kernels.parent.reference import DTYPE_BYTES
-
     started = time.monotonic()
     outputs = reference.summary.get("outputs", [])
-    output_bytes = sum(_numel(o.get("shape", [])) * DTYPE_BYTES.get(o.get("dtype", ""), 4) for o in outputs)
+    output_bytes = described_bytes(outputs, unknown=4)
     plan = fuzz_plan.build_plan(problem_source, reference.summary, settings.fuzz, settings.effective_fuzz_seed,
                                 output_bytes, settings.full_limit_bytes)
     if only:
@@ -84,13 +83,6 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
         state.skipped += made["skipped"]
     state.reference_s = round(time.monotonic() - started, 3)  # the worker, or reading its cached records
     return state
-
-
-def _numel(shape: list[Any]) -> int:
-    count = 1
-    for size in shape:
-        count *= int(size)
-    return count
 
 
 def _load(path: Path) -> dict[str, Any] | None:

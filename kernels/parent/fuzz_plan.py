@@ -33,6 +33,7 @@ import ast
 import hashlib
 from typing import Any
 
+from kernels.shared.sizes import described_bytes, numel
 from kernels.shared.source_ast import parse
 
 VALUE_KINDS = {
@@ -202,13 +203,13 @@ def build_plan(problem_source: str, summary: dict[str, Any], level: str, seed: i
     thorough = level == "thorough"
     items = summary.get("inputs", [])[:MAX_INPUTS]
     inputs = [i for i in items if "shape" in i]
-    io_bytes = output_bytes + sum(_bytes(i) for i in summary.get("inputs", []) if "shape" in i)
+    io_bytes = output_bytes + described_bytes(summary.get("inputs", []))
     kinds = {**VALUE_KINDS, **(THOROUGH_VALUE_KINDS if thorough else {})}
     specs: list[dict[str, Any]] = []
     if inputs:
         specs.append({"kind": "base", "change": "base", "what": BASE_WHAT, "stem": "base"})
         specs += [{"kind": "partial", "input": index, "change": "tail", "what": TAIL_WHAT}
-                  for index, item in enumerate(items) if "shape" in item and _numel(item["shape"]) >= 4]
+                  for index, item in enumerate(items) if "shape" in item and numel(item["shape"]) >= 4]
     for index, item in enumerate(items):
         if "shape" not in item:
             continue
@@ -274,19 +275,6 @@ def order(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-DTYPE_BYTES = {"float64": 8, "complex64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2,
-               "int16": 2, "complex128": 16}
-
-
-def _numel(shape: list[Any]) -> int:
-    count = 1
-    for size in shape:
-        count *= int(size)
-    return count
-
-
-def _bytes(item: dict[str, Any]) -> int:
-    return _numel(item.get("shape", [])) * DTYPE_BYTES.get(str(item.get("dtype", "")).replace("torch.", ""), 1)
 
 
 def describe(variant: dict[str, Any]) -> str:

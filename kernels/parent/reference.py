@@ -22,6 +22,7 @@ from kernels.parent.judge import Reference
 from kernels.parent.settings import EvalSettings, env_count, memory_limit_source
 from kernels.shared import device_busy
 from kernels.shared.errors import DeviceBusyError, ProblemError
+from kernels.shared.sizes import described_bytes
 
 BASELINE_KEYS = {"eager": "eager_ms", "compile": "compile_ms", "compile-max-autotune": "compile_max_autotune_ms"}
 COMPILED = {"compile", "compile-max-autotune"}
@@ -138,20 +139,9 @@ def reference_outputs_for_seeds(problem_source: str, settings: EvalSettings, see
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
-DTYPE_BYTES = {"float64": 8, "complex64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2,
-               "int16": 2, "complex128": 16}
-
-
 def summary_output_bytes(summary: dict[str, Any]) -> int:
     """Bytes of one forward()'s outputs, from the problem summary's shapes and dtypes."""
-    total = 0
-    for out in summary.get("outputs", []):
-        if "shape" in out:
-            count = 1
-            for size in out["shape"]:
-                count *= int(size)
-            total += count * DTYPE_BYTES.get(out.get("dtype", ""), 1)
-    return total
+    return described_bytes(summary.get("outputs", []))
 
 
 def reference_digests(problem_source: str, settings: EvalSettings, saved: dict[str, Any],
