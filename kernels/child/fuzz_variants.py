@@ -8,6 +8,10 @@
   (kernels.child.fuzz_params). Each variant's tolerance
   starts from the per-(op, dtype) table and is widened (x4 at a time, at most x64) until the reference in its own
   dtype passes against float64: a variant that is ill-conditioned for the problem itself never fails a candidate.
+  Its atol is also scaled by how much larger the variant's outputs are than those of the file's own inputs (mean
+  magnitude, at least x1): inputs x 1e3 ask for the same precision relative to the outputs as the file's inputs, so
+  an honest kernel whose summation order or TF32 convolution differs from the reference's passes, and an error at
+  the outputs' own scale still fails.
 - `candidate_variants`: inside the candidate's child, after the correctness trials (phase "fuzz"): the candidate's
   outputs on the variants the reference ran, kept as host copies (or the error a variant raised); for a "params"
   variant a second candidate model built with the parameters re-drawn and aligned to the reference's.
@@ -60,6 +64,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
     with hold.shared():
         channel.phase("fuzz")
         native = problem_model(module, task, device)
+        base = base_scales(module, plan, native, device)
         try:
             high: torch.nn.Module | None = problem_model(module, task, device, torch.float64)
         except Exception:  # noqa: BLE001 - a reference that cannot run in float64 is compared in its own dtype
@@ -72,7 +77,7 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
             if variant["kind"] == "params":
                 outcome = params_variant(module, plan, variant, device, task, limit)
             else:
-                outcome = reference_variant(module, plan, variant, native, high, device, task, limit)
+                outcome = reference_variant(module, plan, variant, native, high, device, task, limit, base)
             if isinstance(outcome, str):
                 skipped.append({"name": variant["name"], "why": outcome})
             else:
@@ -85,8 +90,9 @@ def reference(task: dict[str, Any], work_dir: Path, channel: Channel) -> None:
 
 def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any], native: torch.nn.Module,
                       high: torch.nn.Module | None, device: torch.device, task: dict[str, Any],
-                      limit: int) -> dict[str, Any] | str:
-    """The variant's reference record, or why it is skipped."""
+                      limit: int, base: list[float] | None = None) -> dict[str, Any] | str:
+    """The variant's reference record, or why it is skipped. `base`: the mean output magnitudes on the file's own
+    inputs (`base_scales`), which the variant's atol is scaled against."""
     try:
         inputs = variant_inputs(module, plan, variant, device)
         with torch.no_grad():
@@ -102,6 +108,8 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
     dtypes = [str(o.dtype) for o in own]
     atol, rtol, family = base_tolerance(task.get("ops") or [], dtypes, float(task["atol"]), float(task["rtol"]))
     want, kind = expected(high, inputs, own)
+    scaled = scale_factor(want, base)
+    atol *= scaled
     widened = 1.0
     if kind == "float64":
         mine = [o.detach().to("cpu", copy=True) for o in own]
@@ -112,7 +120,7 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
                 return (f"ill-conditioned: the reference in its own dtype differs from float64 by more than "
                         f"{MAX_WIDEN:g}x the tolerance")
     record = {"outputs": want, "dtypes": dtypes, "atol": atol * widened, "rtol": rtol * widened, "reference": kind,
-              "family": family, "nan_inputs": nan_inputs}
+              "family": family, "nan_inputs": nan_inputs, "scaled": scaled}
     if nan_inputs and special:  # a NaN-ignoring max or min (IEEE maxNum: fmaxf, tl.maximum) treats NaN as -Inf
         ignored = [torch.where(x.isnan(), float("-inf"), x) if isinstance(x, torch.Tensor) and x.is_floating_point()
                    else x for x in inputs]
@@ -143,6 +151,37 @@ def expected(high: torch.nn.Module | None, inputs: list[Any], own: list[torch.Te
         except Exception:  # noqa: BLE001 - compared against the reference in its own dtype instead
             pass
     return want, kind
+
+
+def base_scales(module: Any, plan: dict[str, Any], native: torch.nn.Module, device: torch.device
+                ) -> list[float] | None:
+    """The mean magnitude of each reference output on the file's own inputs (its sizes, the first variant's seed);
+    None when they cannot be made."""
+    seed = next((int(v["seed"]) for v in plan["variants"] if "seed" in v), 0)
+    try:
+        inputs = variant_inputs(module, plan, {"kind": "base", "seed": seed}, device)
+        with torch.no_grad():
+            return [magnitude(o) for o in loading.flatten_outputs(native(*inputs))]
+    except Exception:  # noqa: BLE001 - no scaling: the variants keep the table's tolerance
+        return None
+
+
+def magnitude(o: Any) -> float:
+    """Mean absolute value of a floating tensor's finite elements (0 when none, or not a floating tensor)."""
+    if not isinstance(o, torch.Tensor) or not (o.is_floating_point() or o.is_complex()) or o.numel() == 0:
+        return 0.0
+    values = o.detach().abs().to(torch.float64)
+    values = values[torch.isfinite(values)]
+    return float(values.mean()) if values.numel() else 0.0
+
+
+def scale_factor(outputs: list[torch.Tensor], base: list[float] | None) -> float:
+    """How much larger the variant's outputs are than the file's own (the smallest ratio over the outputs, at
+    least 1): its atol's multiplier."""
+    if not base or len(base) != len(outputs):
+        return 1.0
+    ratios = [magnitude(o) / b for o, b in zip(outputs, base) if b > 0 and magnitude(o) > 0]
+    return max(1.0, min(ratios)) if ratios else 1.0
 
 
 def finite(o: torch.Tensor) -> bool:

@@ -1,7 +1,7 @@
 """The fuzzing stage's variant classes on a corpus of plain-torch candidates (tests/kernels/fixtures/fuzz_classes/):
 each illusion passes the standard trials and fails the standard level on a variant of its class, named in the
 reasons; each control (another summation order, a transposed weight cached at init, a batch norm folded at init,
-the tanh GELU, a NaN-ignoring max, a parameter under another name) passes. One test, so the corpus shares its
+the tanh GELU, a TF32 matmul, a NaN-ignoring max, a parameter under another name) passes. One test, so the corpus shares its
 problems' reference children (cached per problem) and the warm zygote."""
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ EXPECTED: dict[str, tuple[str, ...] | None] = {
     "precision_layernorm_bf16": ("x0.offset",),
     "control_layernorm_chunked": None,
     "control_linear_gelu_cached_t": None,
+    "control_linear_gelu_tf32": None,
     "control_batchnorm_folded": None,
     "control_softmax_online": None,
     "control_relu_clamp": None,
