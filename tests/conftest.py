@@ -24,6 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Tests follow a run to its end: no side-by-side re-time after it (STARK_RETIME_AT_END), unless a test asks for one
 # (its workers' environment); workers and servers inherit this environment.
 os.environ.setdefault("STARK_RETIME_AT_END", "0")
+# Harness children fork from the warm zygote, without bubblewrap (seconds of CPU less a child: no interpreter and torch
+# import each): isolation is not most tests' subject. Every process the tests start inherits this (servers, workers,
+# CLIs, direct evaluations' EvalSettings.sandbox); the tests whose subject is isolation, limits or the kill chain ask
+# for bubblewrap (the `bubblewrap` fixture, or an explicit sandbox="auto").
+os.environ.setdefault("STARK_SANDBOX", "none")
 ARTIFACTS = Path(os.environ.get("STARK_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
@@ -249,6 +254,13 @@ class Processes:
 
 
 @pytest.fixture
+def bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The product's default sandbox ("auto": bubblewrap where it works) for everything this test starts or
+    evaluates, for the tests whose subject is isolation, limits or the kill chain (the suite's default is "none")."""
+    monkeypatch.setenv("STARK_SANDBOX", "auto")
+
+
+@pytest.fixture
 def processes() -> Iterator[Processes]:
     procs = Processes()
     yield procs
@@ -264,9 +276,6 @@ def start_worker(processes: Processes, redis_url: str) -> Callable[..., subproce
         from rq import Worker
 
         queues = queues or ("search", "gpu")
-        # the worker's harness children fork from the warm zygote, without bubblewrap (seconds less an evaluation
-        # here): isolation is not these tests' subject; the tests whose subject it is pass STARK_SANDBOX="auto"
-        env.setdefault("STARK_SANDBOX", os.environ.get("STARK_SANDBOX") or "none")
         # unique for the whole session: a worker killed at a test's teardown may stay registered in Redis a while
         name = name or f"test-worker-{os.getpid()}-{next(WORKER_NUMBERS)}"
         proc = processes.start(

@@ -43,9 +43,10 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def fast_settings(kernel_cache: str) -> EvalSettings:
     """Few trials and runs, no compile baselines, no roofline, no fuzzing stage (its own tests turn it on): a CPU
-    evaluation in a few seconds."""
+    evaluation in a few seconds, in the product's default sandbox ("auto": bubblewrap where it works)."""
     return EvalSettings(cache_dir=kernel_cache, correctness_trials=3, timing_runs=5, warmup_runs=1, baselines=(),
-                        roofline=False, build_timeout_s=180, run_timeout_s=60, memory_limit_mb=4096, fuzz="off")
+                        roofline=False, build_timeout_s=180, run_timeout_s=60, memory_limit_mb=4096, fuzz="off",
+                        sandbox="auto")
 
 
 @pytest.fixture(scope="session")

@@ -41,12 +41,12 @@ def post_run(user, source: str, team: str = "rules", **fields: str) -> int:  # n
 
 
 @pytest.fixture
-def rules_workers(start_worker, redis_client) -> Workers:
-    """A search worker (with the scheduler) whose rules-team analysis deadline is short, and a gpu worker."""
+def rules_workers(start_worker, redis_client, bubblewrap) -> Workers:
+    """A search worker (with the scheduler) whose rules-team analysis deadline is short, and a gpu worker; they and
+    the problem checks run their children in bubblewrap where it works, as a server does by default."""
     w = Workers(start_worker)
-    # bubblewrap where it works, as a server runs by default (the tests' workers otherwise run without it)
-    w.start("search", "--with-scheduler", STARK_RULES_ANALYSIS_TIMEOUT_S=str(ANALYSIS_TIMEOUT_S), STARK_SANDBOX="auto")
-    w.start("gpu", STARK_SANDBOX="auto")
+    w.start("search", "--with-scheduler", STARK_RULES_ANALYSIS_TIMEOUT_S=str(ANALYSIS_TIMEOUT_S))
+    w.start("gpu")
     return w
 
 
