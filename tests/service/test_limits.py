@@ -91,8 +91,9 @@ def test_a_check_without_redis_answers_503_naming_the_problem(owner, monkeypatch
 
 
 @pytest.fixture
-def check_server(request, monkeypatch, transactional_db):
-    """daphne with short, few problem checks: STARK_CHECKS_PER_USER=1, STARK_CHECKS_TOTAL=2."""
+def check_server(request, monkeypatch, transactional_db, bubblewrap):
+    """daphne with short, few problem checks: STARK_CHECKS_PER_USER=1, STARK_CHECKS_TOTAL=2; its checks' harness
+    children run as a server's do by default (spawned, in bubblewrap where it works), which the tests count."""
     monkeypatch.setenv("STARK_CHECK_TIMEOUT_S", str(CHECK_TIMEOUT_S))
     monkeypatch.setenv("STARK_CHECK_BUSY_LOAD", "1e9")  # one try: these checks time a hang, not the host
     monkeypatch.setenv("STARK_CHECKS_PER_USER", "1")

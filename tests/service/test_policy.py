@@ -46,13 +46,13 @@ def assert_refused(response, field: str, *words: str, status: int = 400) -> dict
 
 @pytest.mark.parametrize("key,value", [("sandbox", "none"), ("cache_dir", "/tmp/anywhere"),
                                        ("exclusive_device", False)])
-def test_the_evaluators_security_settings_are_the_operators(client, redis_client, key, value):
+def test_the_evaluators_security_settings_are_the_operators(client, redis_client, bubblewrap, key, value):
     response = post_json(client, run_body(eval={**CHEAP_EVAL, key: value}))
     assert_refused(response, f"eval.{key}", "operator")
 
 
 @pytest.mark.slow
-def test_the_operators_values_are_accepted_and_not_stored_with_the_run(client, redis_client):
+def test_the_operators_values_are_accepted_and_not_stored_with_the_run(client, redis_client, bubblewrap):
     from stark_web.studio.models import Run
     from stark_web.studio.service.runs import eval_settings
 
