@@ -10,7 +10,7 @@ from kernels.parent import roofline
 from kernels.parent.isolation.worker_run import WorkerRun
 from kernels.parent.result import Check, Correctness, EvalResult, Timing
 from kernels.parent.settings import EvalSettings
-from kernels.shared import device_busy, stats, witness
+from kernels.shared import device_busy, sizes, stats, witness
 from kernels.shared.ops import compute_ops
 
 if TYPE_CHECKING:
@@ -374,5 +374,7 @@ def roofline_figures(ref: Reference, ms: float, settings: EvalSettings) -> tuple
     if not ref.ceilings or not ref.summary.get("flops") and not ref.summary.get("bytes"):
         return None, False
     dtype = next((o["dtype"] for o in ref.summary.get("outputs", []) if "dtype" in o), "float32")
+    floor = sizes.described_bytes(ref.summary.get("inputs") or []) + sizes.described_bytes(ref.summary.get("outputs")
+                                                                                           or [])
     return roofline.assess(ref.summary.get("flops") or 0.0, ref.summary.get("bytes") or 0.0, ms, ref.ceilings,
-                           dtype, settings.effective_roofline_margin)
+                           dtype, settings.effective_roofline_margin, floor_bytes=floor or None)

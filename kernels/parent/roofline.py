@@ -3,7 +3,10 @@ float32 work) and where a timing sits against them.
 
 Ceilings are measured once per (host, device) by a reference worker (kernels.child.ceilings) and cached; this
 module, used on both sides, is pure arithmetic.
-A time below the roofline bound by more than `margin` is physically implausible: a bug or an exploit.
+The % of the roofline is against the reference's own work (its FLOPs and its minimum bytes: inputs, parameters and
+outputs). A rewrite may do less than that honestly (fold weights at init, turn a convolution followed by a mean into
+window sums), so only the floor no program can go under decides what is implausible: reading the inputs and writing
+the outputs once at the copy ceiling. A time below that floor by more than `margin` is a bug or an exploit.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ def plausible(ceilings: dict[str, Any], bound: str) -> bool:
 
 
 def assess(flops: float, moved_bytes: float, ms: float, ceilings: dict[str, Any], dtype: str = "float32",
-           margin: float = 1.25) -> tuple[dict[str, Any], bool]:
-    """Achieved rates and % of the roofline bound; True when the time beats the bound by more than `margin`."""
+           margin: float = 1.25, floor_bytes: float | None = None) -> tuple[dict[str, Any], bool]:
+    """Achieved rates, % of the roofline bound and % of the floor (`floor_bytes`: the inputs and outputs, read and
+    written once; the whole `moved_bytes` when not given); True when the time beats the floor by more than
+    `margin`."""
     seconds = ms * 1e-3
     rates = ceilings.get("matmul_tflops", {})
     peak_tflops = float(rates.get(dtype) or rates.get("float32") or max(rates.values(), default=0.0) or 0.0)
@@ -53,8 +58,15 @@ def assess(flops: float, moved_bytes: float, ms: float, ceilings: dict[str, Any]
         "pct_of_peak": 100.0 * bound_s / seconds if seconds > 0 else 0.0,
         "bound": "compute" if compute_s >= memory_s else "memory",
     }
-    beyond = seconds > 0 and bound_s > 0 and bound_s > margin * seconds
-    if not plausible(ceilings, figures["bound"]):
+    floor_bytes = moved_bytes if floor_bytes is None else min(float(floor_bytes), moved_bytes)
+    floor_s = floor_bytes / (peak_gbps * 1e9) if peak_gbps else 0.0
+    if floor_s and seconds > 0:
+        figures["floor_bytes"] = float(floor_bytes)
+        figures["pct_of_floor"] = 100.0 * floor_s / seconds
+    beyond = seconds > 0 and floor_s > 0 and floor_s > margin * seconds
+    if seconds > 0 and bound_s > margin * seconds and not beyond:
+        figures["less_work"] = True  # under the reference's own bound, above the floor: it computes or moves less
+    if not plausible(ceilings, figures["bound"]) or not plausible(ceilings, "memory"):
         figures["ceilings_implausible"] = True  # measured under load: figures are shown, nothing is flagged
         beyond = False
     return figures, beyond

@@ -114,6 +114,18 @@ def roofline_pct(node: Node, at_ms: float | None) -> float | None:
     return float(pct)
 
 
+def floor_pct(node: Node, at_ms: float | None) -> float | None:
+    """% of the floor at `at_ms`: the time to read the inputs and write the outputs once at the measured copy rate
+    (kernels.parent.roofline), what no program can beat; None when not measured (results from before it was: their
+    roofline's % judges them)."""
+    roof = (node.result or {}).get("roofline") or {}
+    if roof.get("pct_of_floor") is None or roof.get("ceilings_implausible"):
+        return None
+    median = ((node.result or {}).get("timing") or {}).get("median_ms")
+    pct = float(roof["pct_of_floor"])
+    return pct * float(median) / float(at_ms) if at_ms and median else pct
+
+
 def roofline_limit(node: Node) -> float:
     """The % of its roofline above which a figure is not trusted: 100% on a GPU (L2 flushed between runs, ceilings
     measured on the card); on a CPU, whose caches hold working sets that beat the DRAM ceiling honestly, the
@@ -178,7 +190,8 @@ def attempt_speed(tree: Tree, node: Node, retimed_run: bool | None = None) -> di
             "not_retimed": not_retimed, "unstable": unstable, "why": why, "outcome": outcome(value, low, high),
             "how": how + ("; not re-timed side by side" if not_retimed else ""),
             "runtime_ms": runtime, "reference_ms": reference, "roofline_pct": roofline_pct(node, runtime),
-            "reused": reused, "class": classify(node.source, _flags(node), root.source),
+            "floor_pct": floor_pct(node, runtime), "reused": reused,
+            "class": classify(node.source, _flags(node), root.source),
             "text": text(value, low, high) + (" · not re-timed" if not_retimed else ""),
             "short": f"{value:.2f}×", "reference": False}
 
@@ -295,14 +308,17 @@ def run_verdict(tree: Tree) -> dict[str, Any]:
                "until a side-by-side re-time can measure it")
         return {**out, "winner": root.id, "kind": REFERENCE_KEPT, "speed": figures.get(root.id),
                 "class": REFERENCE_KEPT, "why": why}
-    pct = best_speed.get("roofline_pct")
+    pct, of = best_speed.get("floor_pct"), ("its floor (its inputs read and outputs written once at the measured "
+                                             "copy rate)")
+    if pct is None:
+        pct, of = best_speed.get("roofline_pct"), "its roofline"
     if pct is not None and pct > roofline_limit(tree[best]):
         if best_speed["retimed"]:
-            why = (f"#{best} still runs at {pct:.0f}% of its roofline when re-timed side by side: faster than this "
-                   "device can move or compute the data (a bug or an exploit); the run has no trustworthy winner")
+            why = (f"#{best} still runs at {pct:.0f}% of {of} when re-timed side by side: faster than this device can "
+                   "move or compute the data (a bug or an exploit); the run has no trustworthy winner")
         else:
-            why = (f"#{best} runs at {pct:.0f}% of its roofline: faster than this device can move or compute the "
-                   "data; it is shipped only once a side-by-side re-time brings it under 100%")
+            why = (f"#{best} runs at {pct:.0f}% of {of}: faster than this device can move or compute the data; it is "
+                   "shipped only once a side-by-side re-time brings it under 100%")
         return {**out, "winner": None, "kind": UNTRUSTED, "speed": best_speed, "class": best_speed["class"],
                 "why": why}
     why = f"#{best} is {best_speed['text']}" + (" (within the noise)" if best_speed["outcome"] == TIE else "")

@@ -20,6 +20,12 @@ export function rooflineView(result) {
     + ` (${bound === "memory" ? `${(r.achieved_gbps || 0).toFixed(1)} GB/s achieved` : `${(r.achieved_tflops || 0).toFixed(3)} TFLOP/s achieved`}).`;
   if (noFlops) explain += " FLOPs are not counted for these ops, so only the memory bound applies.";
   if (r.ceilings_implausible) explain += " The ceilings were measured under load: nothing is flagged.";
+  if (pct > 100 && r.less_work) {
+    explain += ` Above 100% of the reference's own work, at ${(r.pct_of_floor || 0).toFixed(0)}% of the floor`
+      + " (its inputs read and outputs written once): it computes or moves less than the reference's ops (a rewrite);"
+      + " the harness flags beyond_roofline only past the floor.";
+    return { short: `${pct.toFixed(0)}% — less work than the reference`, over: true, explain, pct };
+  }
   if (pct > 100) {
     explain += ` Above 100%: faster than the measured ceiling. The harness flags beyond_roofline only past ${m}× `
       + "the ceiling (measured ceilings are rough); check the time before trusting it.";

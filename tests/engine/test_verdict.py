@@ -77,6 +77,20 @@ def test_outcome_says_whether_the_figure_is_beyond_the_noise() -> None:
     assert verdict["winner"] == 1 and "within the noise" in verdict["why"]
 
 
+def test_a_winner_past_the_reference_s_roofline_but_above_the_floor_ships() -> None:
+    """An algebraic rewrite computes less than the reference's FLOPs: past its roofline, above the floor (inputs read
+    and outputs written once) it is believable; under the floor it is not."""
+    tree = make_tree([(0, None, "pass", 10.0), (1, 0, "pass", 2.0)])
+    tree[1].result = {"timing": {"median_ms": 2.0}, "settings": {"device": "cuda"},
+                      "roofline": {"pct_of_peak": 129.0, "pct_of_floor": 31.0, "bound": "compute", "less_work": True}}
+    verdict = run_verdict(tree)
+    assert verdict["kind"] == "attempt" and verdict["winner"] == 1, verdict["why"]
+    assert verdict["speed"]["roofline_pct"] == 129.0 and verdict["speed"]["floor_pct"] == 31.0
+    tree[1].result["roofline"]["pct_of_floor"] = 140.0
+    verdict = run_verdict(tree)
+    assert verdict["kind"] == "untrusted" and "140% of its floor" in verdict["why"]
+
+
 def test_a_winner_beyond_its_roofline_is_shipped_only_once_a_re_time_brings_it_under() -> None:
     tree = make_tree([(0, None, "pass", 10.0), (1, 0, "pass", 2.0), (2, 0, "pass", 5.0)])
     tree[1].result = {"timing": {"median_ms": 2.0}, "roofline": {"pct_of_peak": 536.0, "bound": "memory"},

@@ -55,7 +55,12 @@ def roofline_view(result: dict[str, Any]) -> dict[str, Any]:
     if roofline.get("ceilings_implausible"):
         explain += " The ceilings were measured under load: nothing is flagged."
     over = pct > 100
-    if over:
+    if over and roofline.get("less_work"):
+        explain += (f" Above 100% of the reference's own work, at {roofline.get('pct_of_floor', 0):.0f}% of the floor "
+                    "(its inputs read and outputs written once): it computes or moves less than the reference's ops "
+                    "(a rewrite); the harness flags beyond_roofline only past the floor.")
+        text = f"{pct:.0f}% — less work than the reference"
+    elif over:
         explain += (f" Above 100%: faster than the measured ceiling. The harness flags beyond_roofline only past "
                     f"{margin:g}× the ceiling (measured ceilings are rough); check the time before trusting it.")
         text = f"{pct:.0f}% — exceeds the measured ceiling, check"
