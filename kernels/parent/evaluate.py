@@ -83,20 +83,25 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     fuzzing = None
     if settings.fuzz != "off":
         clock.enter("fuzzing")
-        fuzzing = fuzz.prepare(problem_source, settings, reference, root, fuzz_variants)
-    result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, True,
-                            fuzzing)
-    if result.environment.get("compile_seed_files") and (seed_suspected(result, candidate_source) or (
-            result.environment.get("planted_builds") and result.verdict in SEED_SUSPECTS)):
-        # a build or run failure with another child's compiled code (or built torch extensions) planted: judged again
-        # from empty caches, so a broken cache entry can never cost a candidate (the compile attempts above all) its
-        # verdict
-        first = result.verdict
-        compile_seed.discard(root, problem_source, settings.device, candidate_source)  # the retry keeps a fresh one
-        result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock, False,
-                                fuzzing)
-        result.environment["compile_seed_retry"] = (f"ended {first} with the compile seed planted; judged again "
-                                                    f"without it: {result.verdict}")
+        # a problem's first evaluation runs the reference's fuzzing worker beside the candidate's child
+        fuzzing = fuzz.prepare(problem_source, settings, reference, root, fuzz_variants, aside=not fuzz_variants)
+    try:
+        result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock,
+                                True, fuzzing)
+        if result.environment.get("compile_seed_files") and (seed_suspected(result, candidate_source) or (
+                result.environment.get("planted_builds") and result.verdict in SEED_SUSPECTS)):
+            # a build or run failure with another child's compiled code (or built torch extensions) planted: judged
+            # again from empty caches, so a broken cache entry can never cost a candidate (the compile attempts above
+            # all) its verdict
+            first = result.verdict
+            compile_seed.discard(root, problem_source, settings.device, candidate_source)  # the retry: a fresh one
+            result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock,
+                                    False, fuzzing)
+            result.environment["compile_seed_retry"] = (f"ended {first} with the compile seed planted; judged again "
+                                                        f"without it: {result.verdict}")
+    finally:
+        if fuzzing is not None:
+            fuzzing.finish()  # never a worker left running behind an evaluation that raised
     result.phases = clock.done()
     build_reuse.mark_build_phase(result.phases, result.environment.get("extension_builds"))  # "build: reused"
     result.wall_s = round(time.monotonic() - start, 3)
@@ -188,6 +193,7 @@ def judge_fuzz(result: EvalResult, fuzzing: fuzz.FuzzState | None, outputs: Call
                settings: EvalSettings, run: WorkerRun) -> None:
     """The fuzzing stage's verdict on a candidate that passed the standard trials and checks (kernels.parent.fuzz)."""
     if fuzzing is not None:
+        fuzzing.finish()  # the reference's records, when its worker ran beside the candidate's child
         saved = outputs() if result.verdict == "pass" else None
         fuzz.judge_variants(result, fuzzing, saved, settings, fuzz.candidate_seconds(run.messages))
 

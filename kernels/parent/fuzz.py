@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,15 +44,29 @@ class FuzzState:
     reference_cached: bool = False
     note: str = ""
 
+    pending: threading.Thread | None = None  # the reference's worker, while it runs beside the candidate's child
+    failure: str = ""
+
     def task_part(self) -> dict[str, Any]:
-        """What the candidate's child gets: the plan's variants the reference ran (never their outputs)."""
+        """What the candidate's child gets: the plan's variants the reference ran (never their outputs); every
+        variant of the plan while the reference's worker still runs (only those it ran are judged)."""
+        if self.pending is not None:
+            return {**self.plan, "skipped": []}
         return {**self.plan, "variants": [v for v in self.plan["variants"] if v["name"] in self.records],
                 "skipped": []}
 
+    def finish(self) -> None:
+        """Wait for the reference's worker started beside the candidate's child (`prepare(..., aside=True)`)."""
+        if self.pending is not None:
+            self.pending.join()
+            self.pending = None
+
 
 def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: Path,
-            only: list[str] | None = None) -> FuzzState:
-    """The plan and the reference's records for it (from cache, or one fuzz_reference worker)."""
+            only: list[str] | None = None, aside: bool = False) -> FuzzState:
+    """The plan and the reference's records for it (from cache, or one fuzz_reference worker). `aside`: a worker
+    that has to run runs in a thread beside the candidate's child (its records are needed only to judge the
+    candidate's outputs; `FuzzState.finish` waits for it), so a problem's first evaluation does not wait for it."""
     started = time.monotonic()
     outputs = reference.summary.get("outputs", [])
     output_bytes = described_bytes(outputs, unknown=4)
@@ -74,15 +89,32 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
                                       RECORDS) + ".pt")
     cached = _load(path)
     state.reference_cached = cached is not None
-    made = cached if cached is not None else _run_reference(problem_source, settings, plan, reference.ops, root, path)
+    if cached is not None or not aside:
+        made = cached if cached is not None else _run_reference(problem_source, settings, plan, reference.ops, root,
+                                                                path)
+        _take(state, made, started)
+        return state
+
+    def run() -> None:
+        try:
+            _take(state, _run_reference(problem_source, settings, plan, reference.ops, root, path), started)
+        except Exception as exc:  # noqa: BLE001 - the stage is skipped and says why, as for a failed worker
+            _take(state, f"the reference's fuzzing worker could not be run ({type(exc).__name__}: {exc}); the stage "
+                         "was skipped", started)
+
+    state.pending = threading.Thread(target=run, name="fuzz-reference", daemon=True)
+    state.pending.start()
+    return state
+
+
+def _take(state: FuzzState, made: dict[str, Any] | str, started: float) -> None:
     if isinstance(made, str):
         state.note = made
-        state.skipped += [{"name": v["name"], "why": made} for v in plan["variants"]]
+        state.skipped += [{"name": v["name"], "why": made} for v in state.plan["variants"]]
     else:
         state.records = made["variants"]
         state.skipped += made["skipped"]
     state.reference_s = round(time.monotonic() - started, 3)  # the worker, or reading its cached records
-    return state
 
 
 def _load(path: Path) -> dict[str, Any] | None:
