@@ -107,18 +107,20 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
         return f"its outputs ({digest.output_bytes(own) >> 20} MB) are larger than the whole-output limit"
     dtypes = [str(o.dtype) for o in own]
     atol, rtol, family = base_tolerance(task.get("ops") or [], dtypes, float(task["atol"]), float(task["rtol"]))
-    want, kind = expected(high, inputs, own)
+    # compared where they were computed (on a GPU: milliseconds, where the host took seconds inside the device hold)
+    want, kind = expected(high, inputs, own, host=False)
     scaled = scale_factor(want, base)
     atol *= scaled
     widened = 1.0
     if kind == "float64":
-        mine = [o.detach().to("cpu", copy=True) for o in own]
+        mine = [o.detach() for o in own]
         while not correctness.compare(mine, want, dtypes, atol * widened, rtol * widened, specials=True,
                                       nan_drops=nan_inputs).ok:
             widened *= WIDEN
             if widened > MAX_WIDEN:
                 return (f"ill-conditioned: the reference in its own dtype differs from float64 by more than "
                         f"{MAX_WIDEN:g}x the tolerance")
+    want = [w.to("cpu", copy=True) for w in want]
     record = {"outputs": want, "dtypes": dtypes, "atol": atol * widened, "rtol": rtol * widened, "reference": kind,
               "family": family, "nan_inputs": nan_inputs, "scaled": scaled}
     if nan_inputs and special:  # a NaN-ignoring max or min (IEEE maxNum: fmaxf, tl.maximum) treats NaN as -Inf
@@ -133,11 +135,11 @@ def reference_variant(module: Any, plan: dict[str, Any], variant: dict[str, Any]
     return record
 
 
-def expected(high: torch.nn.Module | None, inputs: list[Any], own: list[torch.Tensor]
+def expected(high: torch.nn.Module | None, inputs: list[Any], own: list[torch.Tensor], host: bool = True
              ) -> tuple[list[torch.Tensor], str]:
     """The outputs a candidate is compared with: the float64 reference's where it runs (see `widest`), else the
-    reference's own; and which ("float64" or "native")."""
-    want, kind = [o.detach().to("cpu", copy=True) for o in own], "native"
+    reference's own; and which ("float64" or "native"). On the host, or where computed when not `host`."""
+    want, kind = [o.detach().to("cpu", copy=True) if host else o.detach() for o in own], "native"
     if high is not None:
         try:
             wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
@@ -146,7 +148,7 @@ def expected(high: torch.nn.Module | None, inputs: list[Any], own: list[torch.Te
             if len(exact) == len(own) and all(e.shape == o.shape for e, o in zip(exact, own)):
                 # integer outputs (indices, counts) stay the reference's own: float64 may break ties differently;
                 # NaN/Inf stay where the reference in its own dtype has them (and where float64 has them alone)
-                want = [widest(e, o) for e, o in zip(exact, own)]
+                want = [widest(e, o, host) for e, o in zip(exact, own)]
                 kind = "float64"
         except Exception:  # noqa: BLE001 - compared against the reference in its own dtype instead
             pass
@@ -188,12 +190,12 @@ def finite(o: torch.Tensor) -> bool:
     return not (o.is_floating_point() or o.is_complex()) or bool(torch.isfinite(o).all())
 
 
-def widest(exact: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+def widest(exact: torch.Tensor, own: torch.Tensor, host: bool = True) -> torch.Tensor:
     """The float64 output, but the reference's own where either is NaN/Inf; the reference's own when integer."""
-    own = own.detach().to("cpu", copy=True)
+    own = own.detach().to("cpu", copy=True) if host else own.detach()
     if not (own.is_floating_point() or own.is_complex()):
         return own
-    exact = exact.detach().to("cpu", copy=True)
+    exact = exact.detach().to("cpu", copy=True) if host else exact.detach()
     keep = torch.isfinite(exact) & torch.isfinite(own)
     return torch.where(keep, exact, own.to(exact.dtype)) if not bool(keep.all()) else exact
 
