@@ -37,7 +37,7 @@ def test_every_flag_of_the_issue_exists_and_has_help():
         assert action.help, f"{action.option_strings} has no help text"
 
 
-def test_sandbox_flag_reaches_the_evaluations_of_run_bench_and_retime():
+def test_sandbox_flag_reaches_the_evaluations_of_run_bench_and_retime(bubblewrap):
     from kernels.parent.settings import SANDBOX_MODES
     from search.cli import SANDBOX_MODES as CLI_MODES
     from search.inline import eval_fields
