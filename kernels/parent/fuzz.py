@@ -43,9 +43,7 @@ class FuzzState:
     reference_s: float = 0.0
     reference_cached: bool = False
     note: str = ""
-
     pending: threading.Thread | None = None  # the reference's worker, while it runs beside the candidate's child
-    failure: str = ""
 
     def task_part(self) -> dict[str, Any]:
         """What the candidate's child gets: the plan's variants the reference ran (never their outputs); every
