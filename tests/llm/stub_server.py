@@ -157,7 +157,8 @@ class StubLLMServer:
             self.script.extend(replies)
 
     def start(self) -> StubLLMServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits up to one poll interval (0.5 s by default) for the loop to notice
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self._thread.start()
         return self
 
