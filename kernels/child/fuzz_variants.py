@@ -182,7 +182,8 @@ def scale_factor(outputs: list[torch.Tensor], base: list[float] | None) -> float
     least 1): its atol's multiplier."""
     if not base or len(base) != len(outputs):
         return 1.0
-    ratios = [magnitude(o) / b for o, b in zip(outputs, base) if b > 0 and magnitude(o) > 0]
+    sizes = [(magnitude(o), b) for o, b in zip(outputs, base)]  # each output's finite values read once
+    ratios = [m / b for m, b in sizes if b > 0 and m > 0]
     return max(1.0, min(ratios)) if ratios else 1.0
 
 

@@ -275,8 +275,6 @@ def order(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-
-
 def describe(variant: dict[str, Any]) -> str:
     """'input 0: large magnitudes (...), seed 123' (for reasons and reports)."""
     where = (f"input {variant['input']}" if "input" in variant else

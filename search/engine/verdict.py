@@ -102,28 +102,18 @@ def _iqr_range(root: Node, node: Node) -> tuple[float | None, float | None]:
     return low, high
 
 
-def roofline_pct(node: Node, at_ms: float | None) -> float | None:
+def roofline_pct(node: Node, at_ms: float | None, key: str = "pct_of_peak") -> float | None:
     """% of the roofline at `at_ms` (the harness measured it at the node's own median); None when not measured or
-    when the ceilings were measured under load (nothing is judged against them then)."""
+    when the ceilings were measured under load (nothing is judged against them then). `key` "pct_of_floor": the same
+    for the floor, the time to read the inputs and write the outputs once at the measured copy rate
+    (kernels.parent.roofline), what no program can beat (None for results from before it was measured)."""
     roof = (node.result or {}).get("roofline") or {}
-    pct, median = roof.get("pct_of_peak"), ((node.result or {}).get("timing") or {}).get("median_ms")
+    pct, median = roof.get(key), ((node.result or {}).get("timing") or {}).get("median_ms")
     if pct is None or roof.get("ceilings_implausible"):
         return None
     if at_ms and median:
         return float(pct) * float(median) / float(at_ms)
     return float(pct)
-
-
-def floor_pct(node: Node, at_ms: float | None) -> float | None:
-    """% of the floor at `at_ms`: the time to read the inputs and write the outputs once at the measured copy rate
-    (kernels.parent.roofline), what no program can beat; None when not measured (results from before it was: their
-    roofline's % judges them)."""
-    roof = (node.result or {}).get("roofline") or {}
-    if roof.get("pct_of_floor") is None or roof.get("ceilings_implausible"):
-        return None
-    median = ((node.result or {}).get("timing") or {}).get("median_ms")
-    pct = float(roof["pct_of_floor"])
-    return pct * float(median) / float(at_ms) if at_ms and median else pct
 
 
 def roofline_limit(node: Node) -> float:
@@ -190,7 +180,7 @@ def attempt_speed(tree: Tree, node: Node, retimed_run: bool | None = None) -> di
             "not_retimed": not_retimed, "unstable": unstable, "why": why, "outcome": outcome(value, low, high),
             "how": how + ("; not re-timed side by side" if not_retimed else ""),
             "runtime_ms": runtime, "reference_ms": reference, "roofline_pct": roofline_pct(node, runtime),
-            "floor_pct": floor_pct(node, runtime), "reused": reused,
+            "floor_pct": roofline_pct(node, runtime, "pct_of_floor"), "reused": reused,
             "class": classify(node.source, _flags(node), root.source),
             "text": text(value, low, high) + (" · not re-timed" if not_retimed else ""),
             "short": f"{value:.2f}×", "reference": False}
