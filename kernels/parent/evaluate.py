@@ -13,6 +13,7 @@ from kernels.parent.isolation.sandbox import run_worker
 from kernels.parent.isolation.work_dirs import new_work_dir
 from kernels.parent.isolation.worker_run import WorkerRun
 from kernels.parent.phases import PhaseClock, Progress
+from kernels.parent.problem import reference_candidate
 from kernels.parent.reference import (
     BASELINE_KEYS,
     device_lock,
@@ -84,7 +85,8 @@ def evaluate(problem_source: str, candidate_source: str, settings: EvalSettings 
     if settings.fuzz != "off":
         clock.enter("fuzzing")
         # a problem's first evaluation runs the reference's fuzzing worker beside the candidate's child
-        fuzzing = fuzz.prepare(problem_source, settings, reference, root, fuzz_variants, aside=not fuzz_variants)
+        fuzzing = fuzz.prepare(problem_source, settings, reference, root, fuzz_variants, aside=not fuzz_variants,
+                               itself=candidate_source == reference_candidate(problem_source) and not fuzz_variants)
     try:
         result = judge_in_child(problem_source, candidate_source, settings, reference, environment, root, clock,
                                 True, fuzzing)

@@ -12,6 +12,8 @@ NaN inputs, the outputs with each NaN read as -Inf (what a NaN-ignoring max, IEE
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import shutil
@@ -60,11 +62,17 @@ class FuzzState:
             self.pending = None
 
 
+ITSELF = ("the candidate is the reference itself (the root of a search): its outputs are the reference's on every "
+          "variant; the records are made by the problem's first attempt")
+
+
 def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: Path,
-            only: list[str] | None = None, aside: bool = False) -> FuzzState:
+            only: list[str] | None = None, aside: bool = False, itself: bool = False) -> FuzzState:
     """The plan and the reference's records for it (from cache, or one fuzz_reference worker). `aside`: a worker
     that has to run runs in a thread beside the candidate's child (its records are needed only to judge the
-    candidate's outputs; `FuzzState.finish` waits for it), so a problem's first evaluation does not wait for it."""
+    candidate's outputs; `FuzzState.finish` waits for it), so a problem's first evaluation does not wait for it.
+    `itself`: the candidate is the reference unchanged; no variant is run (each is skipped, saying so), so a search's
+    root does not wait for the reference's worker, which the first attempts run beside their children."""
     started = time.monotonic()
     outputs = reference.summary.get("outputs", [])
     output_bytes = described_bytes(outputs, unknown=4)
@@ -80,6 +88,9 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
         plan["variants"] = [v for v in plan["variants"] if v["name"] in only or v["seed"] in bases
                             and v["kind"] == "base"]
     state = FuzzState(plan=plan, skipped=list(plan["skipped"]))
+    if itself:
+        state.skipped += [{"name": v["name"], "why": ITSELF} for v in plan["variants"]]
+        plan["variants"] = []
     if not plan["variants"]:
         return state
     path = root / "fuzz" / (cache.sha(cache.source_hash(problem_source), plan, settings.device, settings.seed,
@@ -88,9 +99,8 @@ def prepare(problem_source: str, settings: EvalSettings, reference: Any, root: P
     cached = _load(path)
     state.reference_cached = cached is not None
     if cached is not None or not aside:
-        made = cached if cached is not None else _run_reference(problem_source, settings, plan, reference.ops, root,
-                                                                path)
-        _take(state, made, started)
+        _take(state, cached if cached is not None else _run_reference(problem_source, settings, plan, reference.ops,
+                                                                      root, path), started)
         return state
 
     def run() -> None:
@@ -111,6 +121,7 @@ def _take(state: FuzzState, made: dict[str, Any] | str, started: float) -> None:
         state.skipped += [{"name": v["name"], "why": made} for v in state.plan["variants"]]
     else:
         state.records = made["variants"]
+        state.reference_cached = state.reference_cached or bool(made.get("shared"))  # another's worker made them
         state.skipped += made["skipped"]
     state.reference_s = round(time.monotonic() - started, 3)  # the worker, or reading its cached records
 
@@ -131,11 +142,28 @@ def _run_reference(problem_source: str, settings: EvalSettings, plan: dict[str, 
                    root: Path, path: Path) -> dict[str, Any] | str:
     """The reference on every variant, in a fresh worker; the reason when it failed (the stage is then skipped).
     A worker that failed without an error of the problem's own (a deadline on a busy host, a kill, outputs that
-    could not be read back) is started once more: skipping the stage would leave the candidate unfuzzed."""
-    made, retry = _reference_worker(problem_source, settings, plan, ops, root, path)
-    if isinstance(made, str) and retry:
-        made, _ = _reference_worker(problem_source, settings, plan, ops, root, path)
-    return made
+    could not be read back) is started once more: skipping the stage would leave the candidate unfuzzed.
+
+    One worker per record file at a time, across processes: the evaluations of a problem's first attempts start
+    together, and those that find another's worker running wait for it and read its records (marked "shared")
+    instead of running the same variants again beside it."""
+    with _made_by_one(path):
+        cached = _load(path)
+        if cached is not None:
+            return {**cached, "shared": True}
+        made, retry = _reference_worker(problem_source, settings, plan, ops, root, path)
+        if isinstance(made, str) and retry:
+            made, _ = _reference_worker(problem_source, settings, plan, ops, root, path)
+        return made
+
+
+@contextlib.contextmanager
+def _made_by_one(path: Path) -> Any:
+    """An exclusive lock beside a record file while its records are made (released when the holder exits)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _reference_worker(problem_source: str, settings: EvalSettings, plan: dict[str, Any], ops: list[str],
