@@ -40,6 +40,8 @@ export STARK_TEST_ARTIFACTS="$PWD/test-artifacts"
 # (a CI clone) changes their compile commands and each side rebuilds all of them (5 builds, ~3 CPU-minutes here).
 # Harness children never see this: each builds in its own work dir (kernels/parent/isolation/work_dirs.py).
 export TORCH_EXTENSIONS_DIR="$PWD/var/test/torch_extensions"
+# the harness children's precompiled torch headers (kernels/parent/pch.py): one directory for the whole run
+export STARK_PCH_DIR="$PWD/var/test/pch"
 for _ in $(seq 50); do .venv/bin/python -c "import redis,os; redis.Redis.from_url(os.environ['REDIS_URL']).ping()" 2>/dev/null && break; sleep 0.1; done
 
 echo "==> ruff"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernels.parent import build_reuse, cache, compile_seed, fuzz, judge, ncu
+from kernels.parent import build_reuse, cache, compile_seed, fuzz, judge, ncu, pch
 from kernels.parent.isolation.sandbox import run_worker
 from kernels.parent.isolation.work_dirs import new_work_dir
 from kernels.parent.isolation.worker_run import WorkerRun
@@ -51,10 +51,13 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
     def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively
         return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
                           cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
-                          disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root], env=worker_env(),
+                          disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root],
+                          env={**worker_env(), **headers}, readable=tuple(Path(v) for v in headers.values()),
                           device_lock=device_lock(root, settings),
                           zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap,
                           visits={"timing": 1 + int(task.get("rounds", 0))})  # a re-time times in rounds
+
+    headers = pch.child_env(root)  # its C++ builds read torch's header parsed once per flag set
 
     return device_busy.run_retrying(run)
 
@@ -167,6 +170,7 @@ def judge_in_child(problem_source: str, candidate_source: str, settings: EvalSet
                               "compile_seed_files": seeded, "planted_builds": planted, **compile_cache_of(run),
                               "memory_limit": memory_limit_source(settings.memory_limit_mb)}
         # its re-time and later children of this same source load what it compiled (kernels.parent.build_reuse)
+        pch.learn(work_dir, root)  # a header parsed for the flags of its builds, for the builds after it
         kept = build_reuse.kept_after(result.verdict, run.last("result") is not None)
         if kept:
             compile_seed.keep(work_dir, root, problem_source, settings.device, candidate_source,

@@ -15,6 +15,7 @@ from types import ModuleType
 import pytest
 import torch
 
+from kernels.parent import pch
 from search.teams.rules.analysis.forward import analyse
 from search.teams.rules.analysis.kinds import Reduction
 from search.teams.rules.analysis.problem import load_problem
@@ -27,11 +28,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def import_candidate(source: str, path: Path) -> ModuleType:
+    """The candidate imported in this process; its C++ builds read the run's precompiled torch headers and leave
+    one for their flags (kernels.parent.pch, $STARK_PCH_DIR), as the harness's children do."""
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    shared = os.environ.get(pch.PCH_ENV)  # the test run's one directory (scripts/test.sh), never one per test
+    headers = pch.child_env(path.parent) if shared else {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in headers.items():
+            patch.setenv(name, value)
+        spec.loader.exec_module(module)
+    if shared and os.environ.get("TORCH_EXTENSIONS_DIR"):
+        pch.learn_from(Path(os.environ["TORCH_EXTENSIONS_DIR"]), pch.pch_dir(path.parent))
     return module
 
 

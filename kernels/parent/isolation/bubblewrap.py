@@ -54,9 +54,10 @@ def interpreter_paths() -> list[str]:
 
 
 def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda: bool, as_root: bool = True,
-                 packages: tuple[str, ...] = ()) -> list[str]:
+                 packages: tuple[str, ...] = (), readable: tuple[Path, ...] = ()) -> list[str]:
     """The bwrap command line: an allow-list of read-only paths, the work dir writable, /tmp = work_dir/tmp.
-    `packages`: top-level packages of the checkout the child may import besides `kernels`."""
+    `packages`: top-level packages of the checkout the child may import besides `kernels`; `readable`: more
+    read-only paths, also inside a hidden one (the harness's precompiled headers under its cache)."""
     args = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if as_root:
         args += ["--cap-drop", "ALL"]
@@ -89,6 +90,9 @@ def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda:
     masked = [str(h) for h in hidden if any(_inside(str(h), d) for _, d in seen)]
     for mask in masked:
         args += ["--tmpfs", mask]
+    for extra in readable:
+        if extra.is_dir():
+            args += ["--ro-bind", str(extra), str(extra)]
     for place in [work_dir, *writable]:
         args += ["--bind", str(place), str(place)]
     # bwrap's own root, /dev and the masks are in-memory file systems outside every disk budget: read-only, so the

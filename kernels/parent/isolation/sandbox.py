@@ -107,7 +107,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                device_lock: Path | None = None, disk_limit_mb: float | None = None,
                zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None,
                wrap: list[str] | None = None, visits: dict[str, int] | None = None,
-               packages: tuple[str, ...] = (), members: Path | None = None) -> WorkerRun:
+               packages: tuple[str, ...] = (), members: Path | None = None,
+               readable: tuple[Path, ...] = ()) -> WorkerRun:
     """Start `python -m kernels.child.worker` on `task` with deadlines on the parent's clock (kernels.parent.isolation.watch.Deadlines):
     timeouts[phase] per entry of a phase, `visits[phase]` entries at most (default 1), spent cumulatively; the
     child's phase messages move it between the phases of `timeouts` and extend nothing.
@@ -137,6 +138,8 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
 
     `packages`: top-level packages of the checkout, besides `kernels`, that bubblewrap shows the child (an isolated
     call's registered packages, kernels.parent.isolation.isolated_call); a candidate's or a problem's child gets none.
+    `readable`: directories bubblewrap shows the child read-only even inside a hidden one (a candidate's child: the
+    precompiled headers, kernels.parent.pch).
 
     `members`: where this child registers so that quiet timers pause it while they time (kernels.parent.isolation.quiet;
     by default beside `device_lock`, `device_members`; an untimed child such as an isolated call passes
@@ -159,7 +162,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     cmd = [*(wrap or []), sys.executable, "-m", WORKER, str(work_dir / "task.json"), str(write_fd)]
     if chosen.bwrap:
         cmd = bwrap_prefix(work_dir, writable, hidden or [], cuda, as_root=chosen.uid is None,
-                           packages=packages) + cmd
+                           packages=packages, readable=readable) + cmd
     log_path = work_dir / "worker.log"
     run = WorkerRun(sandbox="bwrap" if chosen.bwrap else "none", isolation=chosen.describe())
     # what is there before the child starts (its task, a planted compile seed: kernels.parent.compile_seed) is not its writing
