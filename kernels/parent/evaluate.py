@@ -52,12 +52,12 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
         return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
                           cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
                           disk_limit_mb=settings.effective_disk_limit_mb, hidden=[root],
-                          env={**worker_env(), **headers}, readable=tuple(Path(v) for v in headers.values()),
+                          env=worker_env(), readable=headers,
                           device_lock=device_lock(root, settings),
                           zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap,
                           visits={"timing": 1 + int(task.get("rounds", 0))})  # a re-time times in rounds
 
-    headers = pch.child_env(root)  # its C++ builds read torch's header parsed once per flag set
+    headers = pch.child_dirs(root)  # its C++ builds read torch's header parsed once per flag set
 
     return device_busy.run_retrying(run)
 

@@ -61,12 +61,19 @@ def pch_dir(cache_root: Path) -> Path | None:
     return base / key
 
 
-def child_env(cache_root: Path) -> dict[str, str]:
-    """`CPATH` for a child whose C++ builds may read a precompiled header; empty when there is none yet."""
+def child_dirs(cache_root: Path) -> dict[str, Path]:
+    """{"CPATH": the directory} for a child whose C++ builds may read a precompiled header (bubblewrap shows it
+    read-only at a place of its own: kernels.parent.isolation.sandbox.run_worker's `readable`); empty when there is
+    none yet."""
     place = pch_dir(cache_root)
     if place is None or not any((place / (HEADER + ".gch")).glob("*.gch")):
         return {}
-    return {"CPATH": str(place)}
+    return {"CPATH": place}
+
+
+def child_env(cache_root: Path) -> dict[str, str]:
+    """`child_dirs` as the environment of a process outside bubblewrap."""
+    return {name: str(place) for name, place in child_dirs(cache_root).items()}
 
 
 def learn(work_dir: Path, cache_root: Path) -> list[str]:

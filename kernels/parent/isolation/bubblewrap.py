@@ -53,11 +53,17 @@ def interpreter_paths() -> list[str]:
     return found
 
 
+def readable_place(name: str) -> str:
+    """Where bubblewrap shows the directory a child finds through the environment variable `name`."""
+    return f"/run/stark/{name.lower()}"
+
+
 def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda: bool, as_root: bool = True,
-                 packages: tuple[str, ...] = (), readable: tuple[Path, ...] = ()) -> list[str]:
+                 packages: tuple[str, ...] = (), readable: dict[str, Path] | None = None) -> list[str]:
     """The bwrap command line: an allow-list of read-only paths, the work dir writable, /tmp = work_dir/tmp.
     `packages`: top-level packages of the checkout the child may import besides `kernels`; `readable`: more
-    read-only paths, also inside a hidden one (the harness's precompiled headers under its cache)."""
+    directories shown read-only, each at its `readable_place` (the harness's precompiled headers, under its cache),
+    so that no path of the host's above them appears."""
     args = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if as_root:
         args += ["--cap-drop", "ALL"]
@@ -90,9 +96,9 @@ def bwrap_prefix(work_dir: Path, writable: list[Path], hidden: list[Path], cuda:
     masked = [str(h) for h in hidden if any(_inside(str(h), d) for _, d in seen)]
     for mask in masked:
         args += ["--tmpfs", mask]
-    for extra in readable:
+    for name, extra in (readable or {}).items():
         if extra.is_dir():
-            args += ["--ro-bind", str(extra), str(extra)]
+            args += ["--ro-bind", str(extra), readable_place(name)]
     for place in [work_dir, *writable]:
         args += ["--bind", str(place), str(place)]
     # bwrap's own root, /dev and the masks are in-memory file systems outside every disk budget: read-only, so the

@@ -29,7 +29,7 @@ from typing import Any
 
 from kernels.parent import cache
 from kernels.parent.isolation import CHECKOUT, layers, work_dirs, zygote
-from kernels.parent.isolation.bubblewrap import bwrap_prefix
+from kernels.parent.isolation.bubblewrap import bwrap_prefix, readable_place
 from kernels.parent.isolation.cgroups import ChildGroup
 from kernels.parent.isolation.hidden_memory import hidden_mb
 from kernels.parent.isolation.lock_broker import (
@@ -108,7 +108,7 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
                zygote_root: Path | None = None, on_phase: Callable[[str], None] | None = None,
                wrap: list[str] | None = None, visits: dict[str, int] | None = None,
                packages: tuple[str, ...] = (), members: Path | None = None,
-               readable: tuple[Path, ...] = ()) -> WorkerRun:
+               readable: dict[str, Path] | None = None) -> WorkerRun:
     """Start `python -m kernels.child.worker` on `task` with deadlines on the parent's clock (kernels.parent.isolation.watch.Deadlines):
     timeouts[phase] per entry of a phase, `visits[phase]` entries at most (default 1), spent cumulatively; the
     child's phase messages move it between the phases of `timeouts` and extend nothing.
@@ -138,8 +138,9 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
 
     `packages`: top-level packages of the checkout, besides `kernels`, that bubblewrap shows the child (an isolated
     call's registered packages, kernels.parent.isolation.isolated_call); a candidate's or a problem's child gets none.
-    `readable`: directories bubblewrap shows the child read-only even inside a hidden one (a candidate's child: the
-    precompiled headers, kernels.parent.pch).
+    `readable`: {environment variable: directory} the child reads through that variable (a candidate's child: CPATH,
+    the precompiled headers of kernels.parent.pch): the directory's path, or under bubblewrap the read-only place it
+    is shown at (bubblewrap.readable_place), even inside a hidden one.
 
     `members`: where this child registers so that quiet timers pause it while they time (kernels.parent.isolation.quiet;
     by default beside `device_lock`, `device_members`; an untimed child such as an isolated call passes
@@ -173,7 +174,9 @@ def run_worker(task: dict[str, Any], work_dir: Path, *, timeouts: dict[str, floa
     start = run.started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
-            child_env = clean_env({**(env or {}), **work_dirs.child_env(work_dir, chosen.bwrap)})
+            shown = {name: readable_place(name) if chosen.bwrap else str(place)
+                     for name, place in (readable or {}).items()}
+            child_env = clean_env({**(env or {}), **shown, **work_dirs.child_env(work_dir, chosen.bwrap)})
             proc: Any = None
             if not chosen.bwrap and zygote_root is not None and not wrap:
                 try:
