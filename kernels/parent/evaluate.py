@@ -48,6 +48,8 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
                 **({"recheck": settings.run_timeout_s} if task.get("kind") == "candidate" else {}),
                 **({"fuzz": settings.run_timeout_s} if task.get("fuzz") else {})}  # phases it may have: no more
 
+    headers = pch.child_dirs(root)  # its C++ builds read torch's header parsed once per flag set
+
     def run(alone: bool) -> WorkerRun:  # alone: a rerun after device_busy holds the device lock exclusively
         return run_worker(device_busy.alone_task(task, alone), work_dir, timeouts=timeouts, sandbox=settings.sandbox,
                           cuda=settings.is_cuda, memory_limit_mb=settings.memory_limit_mb,
@@ -56,8 +58,6 @@ def run_candidate_child(task: dict[str, Any], work_dir: Path, settings: EvalSett
                           device_lock=device_lock(root, settings),
                           zygote_root=root if settings.warm_start else None, on_phase=clock.child(), wrap=wrap,
                           visits={"timing": 1 + int(task.get("rounds", 0))})  # a re-time times in rounds
-
-    headers = pch.child_dirs(root)  # its C++ builds read torch's header parsed once per flag set
 
     return device_busy.run_retrying(run)
 
