@@ -25,12 +25,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
 import time
 from pathlib import Path
+
+from kernels.parent import build_reuse
 
 PCH_ENV = "STARK_PCH_DIR"
 HEADER = "torch/extension.h"
@@ -56,7 +57,7 @@ def pch_dir(cache_root: Path) -> Path | None:
     import torch
 
     base = Path(configured) if configured else cache_root / "pch"
-    key = hashlib.sha256(json.dumps([_compiler_identity(), torch.__version__, str(_torch_header()),
+    key = hashlib.sha256(json.dumps([build_reuse.compiler_identity(_compiler()), torch.__version__, str(_torch_header()),
                                      sys.version]).encode()).hexdigest()[:16]
     return base / key
 
@@ -160,15 +161,6 @@ def _start(place: Path, flags: list[str]) -> bool:
 
 def _compiler() -> str:
     return os.environ.get("CXX", "c++")
-
-
-def _compiler_identity() -> str:
-    found = shutil.which(_compiler())
-    if not found:
-        return "none"
-    real = os.path.realpath(found)
-    stat = os.stat(real)
-    return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def _torch_header() -> Path:
