@@ -46,10 +46,19 @@ for _ in $(seq 50); do .venv/bin/python -c "import redis,os; redis.Redis.from_ur
 
 echo "==> ruff"
 .venv/bin/ruff check .
-echo "==> mypy (the pure packages: [tool.mypy] in pyproject.toml)"
-.venv/bin/python -m mypy
-echo "==> lint-imports (the layers and the import rules: [tool.importlinter] in pyproject.toml)"
-.venv/bin/lint-imports
+# mypy and lint-imports run beside the tests (a CPU-minute that would otherwise hold back the suite's start); their
+# output is printed after the tests and a finding fails the command like a failed test.
+lint_log=$(mktemp "$PWD/var/lint-XXXX")
+(
+  status=0
+  echo "==> mypy (the pure packages: [tool.mypy] in pyproject.toml)"
+  .venv/bin/python -m mypy || status=1
+  echo "==> lint-imports (the layers and the import rules: [tool.importlinter] in pyproject.toml)"
+  .venv/bin/lint-imports || status=1
+  exit "$status"
+) > "$lint_log" 2>&1 &
+lint_pid=$!
+lint_result() { local status=0; wait "$lint_pid" || status=$?; cat "$lint_log"; rm -f "$lint_log"; return "$status"; }
 # Tests run side by side in STARK_TEST_WORKERS processes (pytest-xdist; default 3, 1 = one process): much of the suite
 # waits on workers, servers, harness children and the browser. Each process gets its own Redis database, var dir
 # (SQLite) and kernel cache (tests/parallel_workers.py). Beside others a test that times kernels or races a deadline
@@ -57,8 +66,10 @@ echo "==> lint-imports (the layers and the import rules: [tool.importlinter] in 
 workers=${STARK_TEST_WORKERS:-3}
 if [ "$workers" = 1 ]; then
   echo "==> pytest (Redis at $redis_dir/redis.sock, one process)"
-  .venv/bin/python -m pytest "$@"
-  exit
+  status=0
+  .venv/bin/python -m pytest "$@" || status=$?
+  lint_result || status=$((status ? status : 1))
+  exit "$status"
 fi
 echo "==> pytest (Redis at $redis_dir/redis.sock, $workers processes side by side)"
 # Idle OpenMP threads sleep instead of spinning: side by side, a spinning thread takes the core another test needs
@@ -66,6 +77,12 @@ echo "==> pytest (Redis at $redis_dir/redis.sock, $workers processes side by sid
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 status=0
 .venv/bin/python -m pytest -p tests.parallel_workers -n "$workers" --dist worksteal "$@" || status=$?
-[ "$status" = 1 ] || exit "$status"  # 1: tests failed; anything else (interrupted, usage, internal error) stands
-echo "==> pytest: the tests that failed beside others, once more one at a time (a pass here is printed as such)"
-.venv/bin/python -m pytest --last-failed --last-failed-no-failures none -rA "$@"
+lint=0
+lint_result || lint=1
+if [ "$status" = 1 ]; then  # 1: tests failed; anything else (interrupted, usage, internal error) stands
+  echo "==> pytest: the tests that failed beside others, once more one at a time (a pass here is printed as such)"
+  status=0
+  .venv/bin/python -m pytest --last-failed --last-failed-no-failures none -rA "$@" || status=$?
+fi
+[ "$status" != 0 ] && exit "$status"
+exit "$lint"
