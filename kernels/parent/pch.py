@@ -84,11 +84,14 @@ def learn(work_dir: Path, cache_root: Path) -> list[str]:
 
 
 def learn_from(extensions_dir: Path, place: Path | None) -> list[str]:
-    """`learn` for the builds under a TORCH_EXTENSIONS_DIR, into the precompiled headers' directory `place`."""
+    """`learn` for the builds under a TORCH_EXTENSIONS_DIR, into the precompiled headers' directory `place`. Only a
+    build that linked its library teaches its flags: a failed build's flags are never worth a header's slot."""
     if place is None:
         return []
     started = []
     for ninja in sorted(extensions_dir.glob("*/build.ninja")):
+        if not any(ninja.parent.glob("*.so")):
+            continue
         flags = build_flags(ninja.read_text(errors="replace"))
         if flags is not None and _start(place, flags):
             started.append(flag_key(flags))

@@ -44,6 +44,15 @@ def test_no_header_is_made_for_another_compiler_than_the_harness_runs() -> None:
     assert pch.build_flags(_ninja("-O2", cxx="/tmp/work/cc")) is None
 
 
+def test_a_build_that_linked_no_library_teaches_no_header(tmp_path: Path) -> None:
+    build = tmp_path / "torch_extensions" / "broken_ext"
+    build.mkdir(parents=True)
+    (build / "build.ninja").write_text(_ninja("-O2"))
+    (build / "main.o.d").write_text("")
+    assert pch.learn_from(tmp_path / "torch_extensions", tmp_path / "pch") == []
+    assert not (tmp_path / "pch").exists()
+
+
 @pytest.mark.slow  # a C++ candidate's evaluation and, once per session, a header build
 def test_a_cpp_candidate_leaves_a_header_that_the_next_build_with_its_flags_reads(
         tmp_path: Path, warm_settings: EvalSettings) -> None:
