@@ -1,4 +1,5 @@
-"""Where the suite's time goes: each test file's summed time (setup, call and teardown of its tests), written to
+"""Where the suite's time goes: each test file's summed time (setup, call and teardown of its tests) and each test's
+span (its xdist worker, when its setup began and its teardown ended), written to
 $STARK_TEST_ARTIFACTS/durations.json (durations-rerun.json for a --last-failed pass) and its 15 costliest files printed at the end, so a slow suite shows which files
 to make cheaper. Loaded by tests/conftest.py; under pytest-xdist only the controlling process writes (it receives
 every worker's reports)."""
@@ -20,11 +21,19 @@ class TimeReport:
         self.name = name
         self.by_file: dict[str, float] = defaultdict(float)
         self.by_test: dict[str, float] = defaultdict(float)
+        # nodeid -> [xdist worker ("gw0"; "main" without xdist), wall-clock start of its setup, end of its teardown]:
+        # with a sampler's per-process CPU (each xdist worker has PYTEST_XDIST_WORKER in its environment) it says
+        # which test spent the CPU of a busy minute
+        self.spans: dict[str, list] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         path = report.nodeid.split("::", 1)[0]
         self.by_file[path] += report.duration
         self.by_test[report.nodeid] += report.duration
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
+        span = self.spans.setdefault(report.nodeid, [worker, round(report.start, 2), round(report.stop, 2)])
+        span[1], span[2] = min(span[1], round(report.start, 2)), max(span[2], round(report.stop, 2))
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if not self.by_file:
@@ -35,7 +44,8 @@ class TimeReport:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"total_s": round(total, 1), "files": {k: round(v, 2) for k, v in files},
                                    "tests": {k: round(v, 2) for k, v in
-                                             sorted(self.by_test.items(), key=lambda kv: -kv[1])}}, indent=1))
+                                             sorted(self.by_test.items(), key=lambda kv: -kv[1])},
+                                   "spans": self.spans}, indent=1))
         terminalreporter.write_sep("=", f"time per test file: {total / 60:.1f} test-minutes in all ({out})")
         for path, seconds in files[:SHOWN]:
             terminalreporter.write_line(f"{seconds:8.1f} s  {100 * seconds / total:4.1f}%  {path}")
