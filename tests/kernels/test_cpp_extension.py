@@ -29,8 +29,9 @@ def test_it_keeps_the_compiler_output_of_a_failed_build(warm_judged: Callable[..
 def test_a_cpp_kernel_passes_its_build_is_reused_by_its_re_evaluation_and_re_time_and_a_broken_one_costs_a_build(
         warm_judged: Callable[..., EvalResult], warm_settings: EvalSettings) -> None:
     """It builds and passes; then kernels.parent.build_reuse: the extension a passing candidate built is kept under its
-    whole source, and its later children (another evaluation, its re-time) load it, up to date for ninja, instead of compiling it again; a kept
-    build that no longer loads is judged again from empty caches (a build, never a verdict) and replaced."""
+    whole source, and its later children (another evaluation, its re-time) load it, up to date for ninja, instead of
+    compiling it again; a kept build that no longer loads is judged again from empty caches (a build, never a
+    verdict) and replaced."""
     problem, candidate = fixture_source("problem_scale_add"), fixture_source("cpp_openmp")
     settings = warm_settings.replace(build_timeout_s=BUILD_TIMEOUT, reuse_results=False)
     first = warm_judged("cpp_openmp", build_timeout_s=BUILD_TIMEOUT)
