@@ -99,8 +99,9 @@ def sample(command: list[str], interval: float) -> tuple[dict[tuple[str, str], P
 
 
 def owners(seen: dict[tuple[str, str], Process]) -> dict[tuple[str, str], str | None]:
-    """Each process's xdist worker: its own, else its nearest ancestor's (by the parent pids seen)."""
-    by_pid = {pid: key for key in seen for pid in [key[0]]}
+    """Each process's xdist worker: its own, else its nearest ancestor's (by the parent pids seen; of a pid used twice,
+    the later process)."""
+    by_pid = {key[0]: key for key in seen}
     found: dict[tuple[str, str], str | None] = {}
     for key, process in seen.items():
         current, worker, hops = process, process.worker, 0
