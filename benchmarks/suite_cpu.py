@@ -102,6 +102,12 @@ def owners(seen: dict[tuple[str, str], Process]) -> dict[tuple[str, str], str | 
     """Each process's xdist worker: its own, else its nearest ancestor's (by the parent pids seen; of a pid used twice,
     the later process)."""
     by_pid = {key[0]: key for key in seen}
+    # xdist sets PYTEST_XDIST_WORKER in a worker after its start, so /proc shows it only in what the worker starts:
+    # a worker process takes the name from its children
+    for process in list(seen.values()):
+        parent = seen.get(by_pid.get(str(process.parent), ("", "")))
+        if process.worker and parent is not None and parent.worker is None and "exec(eval(" in parent.command:
+            parent.worker = process.worker
     found: dict[tuple[str, str], str | None] = {}
     for key, process in seen.items():
         current, worker, hops = process, process.worker, 0
