@@ -10,6 +10,7 @@ in an ancestor's) was running then. Processes shorter than one interval are miss
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -166,8 +167,6 @@ def main() -> int:
              "machine_busy_pct": round(100 * total / (wall_s * (os.cpu_count() or 1)), 1)}
     durations = Path(args.durations)
     if durations.exists() and durations.stat().st_mtime >= began:
-        import json
-
         spans = json.loads(durations.read_text()).get("spans", {})
         for test, seconds in per_test(seen, spans).most_common(args.top):
             rows.append({"what": test, "processes": "", "cpu_min": round(seconds / 60, 2),

@@ -22,8 +22,8 @@ class TimeReport:
         self.by_file: dict[str, float] = defaultdict(float)
         self.by_test: dict[str, float] = defaultdict(float)
         # nodeid -> [xdist worker ("gw0"; "main" without xdist), wall-clock start of its setup, end of its teardown]:
-        # with a sampler's per-process CPU (each xdist worker has PYTEST_XDIST_WORKER in its environment) it says
-        # which test spent the CPU of a busy minute
+        # with a sampler's per-process CPU (benchmarks/suite_cpu.py: what an xdist worker starts carries
+        # PYTEST_XDIST_WORKER in its environment) it says which test spent the CPU of a busy minute
         self.spans: dict[str, list] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
